@@ -1,0 +1,106 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "push-enrichment",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "enrichment-server", targets: ["enrichment-server"]),
+        .library(name: "EnrichmentCore", targets: ["EnrichmentCore"]),
+        .library(name: "EnrichmentStorage", targets: ["EnrichmentStorage"]),
+        .library(name: "EnrichmentUpstream", targets: ["EnrichmentUpstream"]),
+        .library(name: "EnrichmentService", targets: ["EnrichmentService"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
+    ],
+    targets: [
+        // Pure domain logic: payloads, staleness, fixes, POIs, geometry, body formatting, map URLs, enrichment.
+        .target(
+            name: "EnrichmentCore",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Mustache", package: "swift-mustache"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // SQLite (GRDB) implementations of the stores.
+        .target(
+            name: "EnrichmentStorage",
+            dependencies: [
+                "EnrichmentCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // HTTP clients for upstream providers (Woosmap Search API, map status checks).
+        .target(
+            name: "EnrichmentUpstream",
+            dependencies: [
+                "EnrichmentCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The HTTP service: buildApplication(configuration) and its routes.
+        .target(
+            name: "EnrichmentService",
+            dependencies: [
+                "EnrichmentCore",
+                "EnrichmentStorage",
+                "EnrichmentUpstream",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            resources: [.copy("Resources/sample-pois.geojson")],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "enrichment-server",
+            dependencies: [
+                "EnrichmentService",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EnrichmentCoreTests",
+            dependencies: ["EnrichmentCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EnrichmentStorageTests",
+            dependencies: ["EnrichmentStorage", "EnrichmentCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EnrichmentServiceTests",
+            dependencies: [
+                "EnrichmentService",
+                "EnrichmentCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,197 @@
+import Foundation
+import Logging
+
+/// Settings of the enrichment flow.
+public struct EnrichmentSettings: Sendable {
+    public var mode: BodyMode
+    public var staleness: StalenessPolicy
+    /// A fix older than this many seconds counts as no fix.
+    public var fixMaxAge: Double
+    /// The places search made for each enrichment.
+    public var placesQuery: PlacesQuery
+    /// The whole places step must finish within this; after it the result is `degraded`.
+    public var deadline: Duration
+
+    public init(mode: BodyMode = .default, staleness: StalenessPolicy = StalenessPolicy(), fixMaxAge: Double = 3600,
+                placesQuery: PlacesQuery = PlacesQuery(), deadline: Duration = .seconds(2)) {
+        self.mode = mode
+        self.staleness = staleness
+        self.fixMaxAge = fixMaxAge
+        self.placesQuery = placesQuery
+        self.deadline = deadline
+    }
+}
+
+/// Runs the Notification Service Extension flow on the server: staleness, fix, places, map, body.
+public struct Enricher: Sendable {
+    public var settings: EnrichmentSettings
+    public let fixes: any FixStore
+    /// The POI search; nil means "places not configured" (woosmap's map-only and neither modes).
+    public let places: (any PlacesProvider)?
+    /// The static map builder; nil means "map not configured".
+    public let map: StaticMapBuilder?
+    public let template: BodyTemplate
+    public let clock: any WallClock
+
+    public init(settings: EnrichmentSettings, fixes: any FixStore, places: (any PlacesProvider)?,
+                map: StaticMapBuilder?, template: BodyTemplate, clock: any WallClock = SystemWallClock()) {
+        self.settings = settings
+        self.fixes = fixes
+        self.places = places
+        self.map = map
+        self.template = template
+        self.clock = clock
+    }
+
+    /// The top-level key that carries the map URL for the device (the extension downloads and attaches it).
+    public static let attachmentKey = "attachment-url"
+
+    /// Enriches `payload` for `deviceId`, evaluated as of `at` (default: the clock's now).
+    ///
+    /// Throws only for input that can never be delivered (payload over 4096 bytes); upstream failures produce a
+    /// `degraded` result instead.
+    public func enrich(deviceId: String, payload: NotificationPayload, at: Date? = nil,
+                       mode modeOverride: BodyMode? = nil) async throws -> EnrichmentResult {
+        let now = at ?? clock.now()
+        let mode = modeOverride ?? settings.mode
+        let inputSize = try payload.encoded().count
+        if inputSize > NotificationPayload.maximumSize {
+            throw PayloadError.tooLarge(bytes: inputSize, limit: NotificationPayload.maximumSize)
+        }
+        var draft = Draft(mode: mode, payload: payload, now: now)
+
+        // iOS runs an extension only for a mutable push with a visible alert.
+        guard payload.isMutable else { return try draft.finish(.unchanged, rule: "mutable_content_missing") }
+        guard payload.hasVisibleAlert else { return try draft.finish(.unchanged, rule: "no_visible_alert") }
+
+        // The timestamp is checked first, for any category.
+        let verdict = settings.staleness.evaluate(payload.readTimestamp(mode: mode), now: now)
+        draft.staleness = verdict
+        draft.legacyShape = verdict.source == .legacyTopLevel
+        switch verdict.state {
+        case .noTimestamp:
+            if mode == .woosmap { draft.body = WoosmapBody.noTimestamp }
+            return try draft.finish(.noTimestamp, rule: verdict.rule.rawValue)
+        case .stale:
+            if mode == .woosmap { draft.body = WoosmapBody.outOfTime }
+            return try draft.finish(.stale, rule: verdict.rule.rawValue)
+        case .fresh:
+            break
+        }
+
+        let request = payload.locationRequest(mode: mode)
+        draft.legacyShape = draft.legacyShape || request.legacy
+        guard request.wanted else { return try draft.finish(.unchanged, rule: "category_not_location") }
+
+        guard let fix = try await fixes.latestFix(deviceId: deviceId) else {
+            return try draft.finish(.noFix, rule: "no_fix_reported")
+        }
+        let age = now.timeIntervalSince1970 - fix.fixTime
+        draft.fix = EnrichmentResult.FixUsed(
+            latitude: fix.coordinate.latitude, longitude: fix.coordinate.longitude, fixTime: fix.fixTime,
+            ageSeconds: age, horizontalAccuracy: fix.horizontalAccuracy, context: fix.context)
+        guard age <= settings.fixMaxAge else { return try draft.finish(.noFix, rule: "fix_too_old") }
+        let user = fix.coordinate
+
+        guard let places else {
+            // Map-only or neither: the SDK writes the location lines.
+            draft.body = mode == .woosmap ? WoosmapBody.location(user) : template.render(location: user)
+            draft.mapURL = map?.url(user: user, poi: nil)
+            return try draft.finish(.enriched, rule: map == nil ? "location_only" : "location_and_map")
+        }
+        draft.placesProvider = places.name
+
+        let started = ContinuousClock.now
+        let searched = await search(places, near: user)
+        draft.placesMilliseconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1000
+        switch searched {
+        case .failure(let error):
+            draft.degraded = EnrichmentResult.Degradation(reason: error.reason, message: error.description)
+            if mode == .woosmap, case .httpStatus(let status) = error {
+                draft.body = WoosmapBody.searchError(status: status)
+            } else {
+                draft.body = mode == .woosmap ? WoosmapBody.location(user) : template.render(location: user)
+                draft.mapURL = map?.url(user: user, poi: nil)
+            }
+            return try draft.finish(.degraded, rule: error.reason)
+        case .success(let matches):
+            draft.pois = matches.map(EnrichmentResult.POIUsed.init)
+            guard let nearest = matches.first else {
+                draft.mapURL = map?.url(user: user, poi: nil)
+                return try draft.finish(.noPOI, rule: "no_poi_found")
+            }
+            draft.body = mode == .woosmap
+                ? WoosmapBody.body(user: user, poi: nearest, mapConfigured: map != nil)
+                : template.render(poi: nearest, user: user)
+            draft.mapURL = map?.url(user: user, poi: nearest.poi.coordinate)
+            return try draft.finish(.enriched, rule: "nearest_poi")
+        }
+    }
+
+    /// Runs the places search under the total deadline.
+    private func search(_ places: any PlacesProvider, near point: Coordinate) async -> Result<[PlaceMatch], PlacesError> {
+        let query = settings.placesQuery
+        let deadline = settings.deadline
+        return await withTaskGroup(of: Result<[PlaceMatch], PlacesError>?.self) { group in
+            group.addTask {
+                do throws(PlacesError) { return .success(try await places.nearest(to: point, query: query)) } catch { return .failure(error) }
+            }
+            group.addTask {
+                try? await Task.sleep(for: deadline)
+                return Task.isCancelled ? nil : .failure(.timeout(seconds: Double(deadline / .milliseconds(1)) / 1000))
+            }
+            var answer: Result<[PlaceMatch], PlacesError> = .failure(.timeout(seconds: 0))
+            for await result in group {
+                if let result {
+                    answer = result
+                    break
+                }
+            }
+            group.cancelAll()
+            return answer
+        }
+    }
+}
+
+/// The result being assembled; `finish` writes the body and attachment and enforces the size limit.
+struct Draft {
+    let mode: BodyMode
+    let payload: NotificationPayload
+    let now: Date
+    var body: String?
+    var mapURL: String?
+    var staleness: StalenessVerdict?
+    var legacyShape = false
+    var fix: EnrichmentResult.FixUsed?
+    var pois: [EnrichmentResult.POIUsed] = []
+    var placesProvider: String?
+    var degraded: EnrichmentResult.Degradation?
+    var placesMilliseconds: Double?
+
+    init(mode: BodyMode, payload: NotificationPayload, now: Date) {
+        self.mode = mode
+        self.payload = payload
+        self.now = now
+    }
+
+    func finish(_ outcome: EnrichmentResult.Outcome, rule: String) throws -> EnrichmentResult {
+        var output = payload
+        if let mapURL { output = output.setting(Enricher.attachmentKey, to: .string(mapURL)) }
+        var truncated = false
+        var bytes: Data
+        if let body {
+            (output, truncated) = try PayloadFitter.fit(body: body, into: output)
+            bytes = try output.encoded()
+        } else {
+            bytes = try output.encoded()
+        }
+        let alert = output.alert
+        return EnrichmentResult(
+            outcome: outcome, rule: rule, mode: mode, staleness: staleness, legacyShape: legacyShape,
+            payload: output.json, payloadBytes: bytes.count, bodyTruncated: truncated,
+            notification: .init(title: alert.title, subtitle: alert.subtitle, body: alert.body,
+                                attachmentURL: mapURL),
+            fix: fix, pois: pois, staticMapURL: mapURL, placesProvider: placesProvider, degraded: degraded,
+            evaluatedAt: now.timeIntervalSince1970, placesMilliseconds: placesMilliseconds)
+    }
+}

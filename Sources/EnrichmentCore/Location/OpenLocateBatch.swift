@@ -1,0 +1,103 @@
+import Foundation
+
+/// Parses an OpenLocate batch (`{"locations": [...]}`) into fixes, with a reason for every rejected item.
+public struct OpenLocateBatch: Sendable {
+    /// Most items accepted in one batch.
+    public static let maximumItems = 10_000
+
+    /// One rejected item: its index in `locations` and why.
+    public struct Rejection: Sendable, Equatable, Codable {
+        public var index: Int
+        public var reason: String
+    }
+
+    public var accepted: [LocationFix]
+    public var rejected: [Rejection]
+
+    /// Validates a batch document for a device, stamping `receivedAt` on accepted fixes.
+    ///
+    /// Latitude and longitude may be numbers or numeric strings; `utc_timestamp` is epoch seconds (number or
+    /// numeric string); fixes more than `maxFutureSeconds` ahead of `receivedAt` are rejected as clock errors.
+    public static func parse(_ document: JSONValue, deviceId: String, receivedAt: Double,
+                             maxFutureSeconds: Double = 86_400) throws(OpenLocateError) -> OpenLocateBatch {
+        guard case .object = document else { throw .notAnObject(found: document.typeName) }
+        guard let locationsValue = document["locations"] else { throw .missingLocations }
+        guard case .array(let items) = locationsValue else { throw .locationsNotArray(found: locationsValue.typeName) }
+        guard items.count <= maximumItems else { throw .tooManyItems(count: items.count, limit: maximumItems) }
+        var batch = OpenLocateBatch(accepted: [], rejected: [])
+        batch.accepted.reserveCapacity(items.count)
+        for (index, item) in items.enumerated() {
+            switch parseItem(item, deviceId: deviceId, receivedAt: receivedAt, maxFutureSeconds: maxFutureSeconds) {
+            case .success(let fix): batch.accepted.append(fix)
+            case .failure(let reason): batch.rejected.append(Rejection(index: index, reason: reason.message))
+            }
+        }
+        return batch
+    }
+
+    struct ItemProblem: Error { var message: String }
+
+    static func parseItem(_ item: JSONValue, deviceId: String, receivedAt: Double,
+                          maxFutureSeconds: Double) -> Result<LocationFix, ItemProblem> {
+        guard case .object(let fields) = item else {
+            return .failure(ItemProblem(message: "item must be an object, found \(item.typeName)"))
+        }
+        func number(_ key: String) -> Result<Double, ItemProblem> {
+            guard let raw = fields[key] else { return .failure(ItemProblem(message: "\(key) is missing")) }
+            guard let value = raw.lenientDouble else {
+                return .failure(ItemProblem(message: "\(key) must be a number or numeric string, found \(raw.typeName)"))
+            }
+            return .success(value)
+        }
+        let latitude: Double, longitude: Double, time: Double
+        switch number("latitude") { case .success(let v): latitude = v; case .failure(let e): return .failure(e) }
+        switch number("longitude") { case .success(let v): longitude = v; case .failure(let e): return .failure(e) }
+        switch number("utc_timestamp") { case .success(let v): time = v; case .failure(let e): return .failure(e) }
+        guard (-90...90).contains(latitude) else {
+            return .failure(ItemProblem(message: "latitude \(latitude) is outside [-90, 90]"))
+        }
+        guard (-180...180).contains(longitude) else {
+            return .failure(ItemProblem(message: "longitude \(longitude) is outside [-180, 180]"))
+        }
+        guard time > 0 else { return .failure(ItemProblem(message: "utc_timestamp must be positive epoch seconds")) }
+        if time > 1.0e11 {
+            return .failure(ItemProblem(message: "utc_timestamp \(time) looks like milliseconds; send epoch seconds"))
+        }
+        guard time <= receivedAt + maxFutureSeconds else {
+            return .failure(ItemProblem(message: "utc_timestamp is more than \(Int(maxFutureSeconds)) s in the future"))
+        }
+        var accuracy: Double?
+        if let raw = fields["horizontal_accuracy"], raw != .null {
+            guard let value = raw.lenientDouble, value >= 0 else {
+                return .failure(ItemProblem(message: "horizontal_accuracy must be a non-negative number"))
+            }
+            accuracy = value
+        }
+        var context: String?
+        if let raw = fields["location_context"], raw != .null {
+            guard let value = raw.stringValue else {
+                return .failure(ItemProblem(message: "location_context must be a string, found \(raw.typeName)"))
+            }
+            context = value
+        }
+        return .success(LocationFix(deviceId: deviceId, coordinate: Coordinate(latitude: latitude, longitude: longitude),
+                                    fixTime: time, horizontalAccuracy: accuracy, context: context, receivedAt: receivedAt))
+    }
+}
+
+/// Why a whole OpenLocate batch was refused.
+public enum OpenLocateError: Error, Equatable, Sendable, CustomStringConvertible {
+    case notAnObject(found: String)
+    case missingLocations
+    case locationsNotArray(found: String)
+    case tooManyItems(count: Int, limit: Int)
+
+    public var description: String {
+        switch self {
+        case .notAnObject(let found): "body must be a JSON object {\"locations\": [...]}, found \(found)"
+        case .missingLocations: "body.locations is missing; send {\"locations\": [{\"latitude\", \"longitude\", \"utc_timestamp\"}]}"
+        case .locationsNotArray(let found): "body.locations must be an array, found \(found)"
+        case .tooManyItems(let count, let limit): "batch has \(count) locations; at most \(limit) per request"
+        }
+    }
+}

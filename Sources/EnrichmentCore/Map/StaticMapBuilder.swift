@@ -1,0 +1,98 @@
+import Crypto
+import Foundation
+
+/// Builds Google Static Maps URLs the way the SDK does, with the current base by default and optional signing.
+public struct StaticMapBuilder: Sendable {
+    /// Which URL form to write.
+    public enum Style: String, Sendable, Codable, CaseIterable {
+        /// `https://maps.googleapis.com/maps/api/staticmap`, no `sensor` parameter.
+        case current
+        /// The SDK's `http://maps.google.com/maps/api/staticmap` with `sensor=true`.
+        case legacy
+
+        /// The default base URL for this style.
+        public var defaultBaseURL: String {
+            switch self {
+            case .current: "https://maps.googleapis.com/maps/api/staticmap"
+            case .legacy: "http://maps.google.com/maps/api/staticmap"
+            }
+        }
+    }
+
+    public var style: Style
+    public var baseURL: String
+    /// Google Maps API key (`key=`), when configured. Never logged.
+    public var apiKey: String?
+    /// URL-signing secret (URL-safe base64), decoded. Never logged.
+    private var signingSecret: Data?
+
+    /// Creates a builder; `signingSecret` is Google's URL-safe base64 secret.
+    public init(style: Style = .current, baseURL: String? = nil, apiKey: String? = nil,
+                signingSecret: String? = nil) throws(MapConfigurationError) {
+        self.style = style
+        self.baseURL = baseURL ?? style.defaultBaseURL
+        guard let url = URL(string: self.baseURL), url.scheme != nil, url.host != nil else {
+            throw .invalidBaseURL(self.baseURL)
+        }
+        self.apiKey = apiKey.flatMap { $0.isEmpty ? nil : $0 }
+        if let signingSecret, !signingSecret.isEmpty {
+            guard let data = Self.decodeURLSafeBase64(signingSecret) else { throw .invalidSigningSecret }
+            self.signingSecret = data
+        }
+    }
+
+    /// The map URL for the user's position, with a second marker for the POI when there is one.
+    public func url(user: Coordinate, poi: Coordinate?) -> String {
+        var query: String
+        if let poi {
+            query = "markers=color:red%7C\(Self.format(user))&markers=color:blue%7C\(Self.format(poi))&zoom=14&size=400x400"
+        } else {
+            query = "markers=color:blue%7C\(Self.format(user))&zoom=15&size=400x400"
+        }
+        if style == .legacy { query += "&sensor=true" }
+        if let apiKey { query += "&key=\(Self.percentEncode(apiKey))" }
+        let unsigned = baseURL + (baseURL.contains("?") ? "&" : "?") + query
+        guard let signingSecret else { return unsigned }
+        return unsigned + "&signature=" + Self.signature(for: unsigned, key: SymmetricKey(data: signingSecret))
+    }
+
+    static func format(_ coordinate: Coordinate) -> String { "\(coordinate.latitude),\(coordinate.longitude)" }
+
+    static func percentEncode(_ value: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
+    }
+
+    /// Google's URL signature: HMAC-SHA1 over path and query, URL-safe base64.
+    public static func signature(for url: String, key: SymmetricKey) -> String {
+        var resource = url
+        if let schemeEnd = url.range(of: "://"), let pathStart = url[schemeEnd.upperBound...].firstIndex(of: "/") {
+            resource = String(url[pathStart...])
+        }
+        let mac = HMAC<Insecure.SHA1>.authenticationCode(for: Data(resource.utf8), using: key)
+        return Data(mac).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+    }
+
+    /// Decodes URL-safe base64 (with or without padding).
+    public static func decodeURLSafeBase64(_ text: String) -> Data? {
+        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while standard.count % 4 != 0 { standard += "=" }
+        return Data(base64Encoded: standard)
+    }
+}
+
+/// Why the map configuration is unusable.
+public enum MapConfigurationError: Error, Equatable, Sendable, CustomStringConvertible {
+    case invalidBaseURL(String)
+    case invalidSigningSecret
+
+    public var description: String {
+        switch self {
+        case .invalidBaseURL(let url): "map base URL '\(url)' is not an absolute URL (expected e.g. https://maps.googleapis.com/maps/api/staticmap)"
+        case .invalidSigningSecret: "map signing secret is not URL-safe base64 (copy it exactly from the Google Cloud console)"
+        }
+    }
+}

@@ -1,0 +1,131 @@
+/// A point of interest in the Woosmap store shape.
+public struct POI: Sendable, Equatable {
+    /// Postal address of a POI.
+    public struct Address: Sendable, Equatable {
+        public var lines: [String]
+        public var countryCode: String?
+        public var city: String?
+        public var zipcode: String?
+
+        public init(lines: [String] = [], countryCode: String? = nil, city: String? = nil, zipcode: String? = nil) {
+            self.lines = lines
+            self.countryCode = countryCode
+            self.city = city
+            self.zipcode = zipcode
+        }
+    }
+
+    public var storeId: String
+    public var name: String
+    public var coordinate: Coordinate
+    public var address: Address
+    public var types: [String]
+    public var tags: [String]
+    /// Free-form `contact` object, kept as given.
+    public var contact: JSONValue?
+    /// Free-form `user_properties` object, kept as given.
+    public var userProperties: JSONValue?
+
+    public init(storeId: String, name: String, coordinate: Coordinate, address: Address = Address(),
+                types: [String] = [], tags: [String] = [], contact: JSONValue? = nil, userProperties: JSONValue? = nil) {
+        self.storeId = storeId
+        self.name = name
+        self.coordinate = coordinate
+        self.address = address
+        self.types = types
+        self.tags = tags
+        self.contact = contact
+        self.userProperties = userProperties
+    }
+}
+
+/// A POI found by a search, with its great-circle distance from the query point in metres.
+public struct PlaceMatch: Sendable, Equatable {
+    public var poi: POI
+    public var distance: Double
+
+    public init(poi: POI, distance: Double) {
+        self.poi = poi
+        self.distance = distance
+    }
+}
+
+/// What to search for around a point.
+public struct PlacesQuery: Sendable, Equatable {
+    /// Most POIs to return (Woosmap's `stores_by_page`).
+    public var limit: Int
+    /// Only POIs within this many metres, when set.
+    public var radius: Double?
+    /// Only POIs having at least one of these types, when non-empty.
+    public var types: [String]
+    /// Only POIs having at least one of these tags, when non-empty.
+    public var tags: [String]
+
+    public init(limit: Int = 5, radius: Double? = nil, types: [String] = [], tags: [String] = []) {
+        self.limit = limit
+        self.radius = radius
+        self.types = types
+        self.tags = tags
+    }
+
+    /// True when `poi` passes the type and tag filters.
+    public func accepts(_ poi: POI) -> Bool {
+        if !types.isEmpty, !poi.types.contains(where: types.contains) { return false }
+        if !tags.isEmpty, !poi.tags.contains(where: tags.contains) { return false }
+        return true
+    }
+
+    /// True when no type or tag filter is set.
+    public var isUnfiltered: Bool { types.isEmpty && tags.isEmpty }
+}
+
+/// Finds POIs near a point: the local index, or an upstream API.
+public protocol PlacesProvider: Sendable {
+    /// A short name for results and metrics (`local`, `woosmap`).
+    var name: String { get }
+    /// POIs nearest first, at most `query.limit`.
+    func nearest(to point: Coordinate, query: PlacesQuery) async throws(PlacesError) -> [PlaceMatch]
+}
+
+/// Why a places search failed.
+public enum PlacesError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The upstream answered with a status other than 200.
+    case httpStatus(Int)
+    /// The upstream did not answer in time.
+    case timeout(seconds: Double)
+    /// The connection failed (refused, reset, DNS...).
+    case transport(String)
+    /// The upstream answered 200 with a body that is not a Woosmap FeatureCollection.
+    case invalidResponse(String)
+
+    public var description: String {
+        switch self {
+        case .httpStatus(let status): "places API answered HTTP \(status)"
+        case .timeout(let seconds): "places API did not answer within \(seconds) s"
+        case .transport(let detail): "places API unreachable: \(detail)"
+        case .invalidResponse(let detail): "places API answered with an unreadable body: \(detail)"
+        }
+    }
+
+    /// A stable machine-readable reason.
+    public var reason: String {
+        switch self {
+        case .httpStatus: "upstream_status"
+        case .timeout: "upstream_timeout"
+        case .transport: "upstream_unreachable"
+        case .invalidResponse: "upstream_invalid_response"
+        }
+    }
+}
+
+/// Stores POIs; the source of truth behind the in-memory index.
+public protocol POIStore: Sendable {
+    /// Inserts or replaces POIs by store id; returns how many were written.
+    func upsert(_ pois: [POI]) async throws -> Int
+    /// Every stored POI (used to build the in-memory index at start).
+    func all() async throws -> [POI]
+    /// How many POIs are stored.
+    func count() async throws -> Int
+    /// Nearest POIs using the store's own spatial index (the slow, exact path; the in-memory index is the fast one).
+    func nearest(to point: Coordinate, query: PlacesQuery) async throws -> [PlaceMatch]
+}

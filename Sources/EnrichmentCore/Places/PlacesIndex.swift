@@ -1,0 +1,69 @@
+import Synchronization
+
+/// The in-memory POI index used on the hot path: a k-d tree snapshot, replaced whole after each import.
+///
+/// SQLite stays the source of truth; the service loads this from the store at start and calls `upsert` after
+/// every committed import so that both stay in step. Readers take a snapshot and never wait for a rebuild.
+public final class PlacesIndex: Sendable {
+    struct Snapshot: Sendable {
+        var pois: [POI]
+        var positions: [String: Int]
+        var tree: SpatialIndex
+    }
+
+    private let snapshot: Mutex<Snapshot>
+    /// Serialises writers so two imports cannot lose each other's POIs.
+    private let writer = Mutex<Void>(())
+
+    /// Builds the index over `pois` (later duplicates of a store id replace earlier ones).
+    public init(pois: [POI] = []) {
+        snapshot = Mutex(Self.makeSnapshot(merging: pois, into: Snapshot(pois: [], positions: [:], tree: SpatialIndex(points: []))))
+    }
+
+    private static func makeSnapshot(merging new: [POI], into old: Snapshot) -> Snapshot {
+        var pois = old.pois, positions = old.positions
+        for poi in new {
+            if let index = positions[poi.storeId] {
+                pois[index] = poi
+            } else {
+                positions[poi.storeId] = pois.count
+                pois.append(poi)
+            }
+        }
+        return Snapshot(pois: pois, positions: positions, tree: SpatialIndex(points: pois.map(\.coordinate)))
+    }
+
+    /// Inserts or replaces POIs by store id and publishes a rebuilt tree.
+    public func upsert(_ new: [POI]) {
+        guard !new.isEmpty else { return }
+        writer.withLock { _ in
+            let current = snapshot.withLock { $0 }
+            let next = Self.makeSnapshot(merging: new, into: current)
+            snapshot.withLock { $0 = next }
+        }
+    }
+
+    /// Number of POIs indexed.
+    public var count: Int { snapshot.withLock { $0.pois.count } }
+
+    /// Exact nearest POIs by great-circle distance, nearest first.
+    public func nearest(to point: Coordinate, query: PlacesQuery) -> [PlaceMatch] {
+        let current = snapshot.withLock { $0 }
+        let pois = current.pois
+        let accept: ((Int) -> Bool)? = query.isUnfiltered ? nil : { query.accepts(pois[$0]) }
+        return current.tree.nearest(to: point, k: query.limit, maxMetres: query.radius, accept: accept)
+            .map { PlaceMatch(poi: pois[$0.item], distance: $0.metres) }
+    }
+}
+
+/// The embedded places provider: nearest POIs from the in-memory index.
+public struct LocalPlacesProvider: PlacesProvider {
+    public let name = "local"
+    public let index: PlacesIndex
+
+    public init(index: PlacesIndex) { self.index = index }
+
+    public func nearest(to point: Coordinate, query: PlacesQuery) async throws(PlacesError) -> [PlaceMatch] {
+        index.nearest(to: point, query: query)
+    }
+}

@@ -1,0 +1,114 @@
+import Foundation
+
+/// Reads and writes the Woosmap store GeoJSON shape (search responses and POI imports).
+public enum WoosmapFormat {
+    /// A search response: a FeatureCollection with `distance` in each feature's properties, plus pagination.
+    public static func searchResponse(_ matches: [PlaceMatch]) -> JSONValue {
+        .object([
+            "type": .string("FeatureCollection"),
+            "features": .array(matches.map { feature($0.poi, distance: $0.distance) }),
+            "pagination": .object(["page": .int(1), "pageCount": .int(1)]),
+        ])
+    }
+
+    /// One store as a GeoJSON Feature.
+    public static func feature(_ poi: POI, distance: Double?) -> JSONValue {
+        var address: [String: JSONValue] = ["lines": .array(poi.address.lines.map(JSONValue.string))]
+        address["country_code"] = poi.address.countryCode.map(JSONValue.string) ?? .null
+        address["city"] = poi.address.city.map(JSONValue.string) ?? .null
+        address["zipcode"] = poi.address.zipcode.map(JSONValue.string) ?? .null
+        var properties: [String: JSONValue] = [
+            "store_id": .string(poi.storeId),
+            "name": .string(poi.name),
+            "address": .object(address),
+            "contact": poi.contact ?? .object([:]),
+            "types": .array(poi.types.map(JSONValue.string)),
+            "tags": .array(poi.tags.map(JSONValue.string)),
+            "user_properties": poi.userProperties ?? .object([:]),
+        ]
+        if let distance { properties["distance"] = .double(distance) }
+        return .object([
+            "type": .string("Feature"),
+            "properties": .object(properties),
+            "geometry": .object([
+                "type": .string("Point"),
+                "coordinates": .array([.double(poi.coordinate.longitude), .double(poi.coordinate.latitude)]),
+            ]),
+        ])
+    }
+
+    /// A problem with one feature of an import or response.
+    public struct FeatureProblem: Error, Sendable, Equatable, Codable {
+        public var index: Int
+        public var reason: String
+    }
+
+    /// Parses a FeatureCollection into POIs; features that cannot be read are reported, not fatal.
+    public static func parseFeatureCollection(_ document: JSONValue) throws(POIImportError) -> (pois: [POI], distances: [Double?], rejected: [FeatureProblem]) {
+        guard case .object = document else { throw .notAFeatureCollection("body must be a JSON object, found \(document.typeName)") }
+        guard document["type"]?.stringValue == "FeatureCollection" || document["type"] == nil else {
+            throw .notAFeatureCollection("type must be \"FeatureCollection\"")
+        }
+        guard case .array(let features)? = document["features"] else {
+            throw .notAFeatureCollection("features must be an array of GeoJSON Features")
+        }
+        var pois: [POI] = [], distances: [Double?] = [], rejected: [FeatureProblem] = []
+        pois.reserveCapacity(features.count)
+        for (index, feature) in features.enumerated() {
+            switch parseFeature(feature) {
+            case .success(let (poi, distance)):
+                pois.append(poi)
+                distances.append(distance)
+            case .failure(let problem):
+                rejected.append(FeatureProblem(index: index, reason: problem.reason))
+            }
+        }
+        return (pois, distances, rejected)
+    }
+
+    static func parseFeature(_ feature: JSONValue) -> Result<(POI, Double?), FeatureProblem> {
+        func fail(_ reason: String) -> Result<(POI, Double?), FeatureProblem> { .failure(FeatureProblem(index: 0, reason: reason)) }
+        guard case .object(let properties)? = feature["properties"] else { return fail("properties must be an object") }
+        guard case .array(let coordinates)? = feature["geometry"]?["coordinates"], coordinates.count >= 2,
+              let lng = coordinates[0].lenientDouble, let lat = coordinates[1].lenientDouble
+        else { return fail("geometry.coordinates must be [longitude, latitude]") }
+        let coordinate = Coordinate(latitude: lat, longitude: lng)
+        guard coordinate.isValid else { return fail("coordinates [\(lng), \(lat)] are out of range") }
+        let storeId: String
+        switch properties["store_id"] {
+        case .string(let id) where !id.isEmpty: storeId = id
+        case .int(let id): storeId = String(id)
+        default: return fail("properties.store_id must be a non-empty string")
+        }
+        let address = properties["address"]
+        let lines: [String]
+        if case .array(let raw)? = address?["lines"] { lines = raw.compactMap(\.stringValue) } else { lines = [] }
+        func strings(_ key: String) -> [String] {
+            if case .array(let raw)? = properties[key] { return raw.compactMap(\.stringValue) }
+            return []
+        }
+        let poi = POI(
+            storeId: storeId,
+            name: properties["name"]?.stringValue ?? "",
+            coordinate: coordinate,
+            address: POI.Address(lines: lines, countryCode: address?["country_code"]?.stringValue,
+                                 city: address?["city"]?.stringValue, zipcode: address?["zipcode"]?.stringValue),
+            types: strings("types"), tags: strings("tags"),
+            contact: properties["contact"].flatMap { $0 == .null ? nil : $0 },
+            userProperties: properties["user_properties"].flatMap { $0 == .null ? nil : $0 })
+        return .success((poi, properties["distance"]?.lenientDouble))
+    }
+}
+
+/// Why a POI import was refused as a whole.
+public enum POIImportError: Error, Equatable, Sendable, CustomStringConvertible {
+    case notAFeatureCollection(String)
+    case csv(line: Int, reason: String)
+
+    public var description: String {
+        switch self {
+        case .notAFeatureCollection(let detail): "not a GeoJSON FeatureCollection: \(detail)"
+        case .csv(let line, let reason): "CSV line \(line): \(reason)"
+        }
+    }
+}

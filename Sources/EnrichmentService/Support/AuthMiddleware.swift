@@ -1,0 +1,32 @@
+import Crypto
+import Foundation
+import Hummingbird
+
+/// Requires `Authorization: Bearer <key>` (or, for the SDK-compatible search, `private_key`/`key` in the query).
+struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
+    let keyDigest: [UInt8]
+    /// Paths that stay open (health checks and scraping).
+    static var openPaths: Set<String> { ["/health", "/metrics"] }
+
+    init(apiKey: String) { keyDigest = Array(SHA256.hash(data: Data(apiKey.utf8))) }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if Self.openPaths.contains(request.uri.path) { return try await next(request, context) }
+        var presented: String?
+        if let header = request.headers[.authorization] {
+            let parts = header.split(separator: " ", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "bearer" { presented = String(parts[1]) }
+        }
+        if presented == nil, request.uri.path.hasPrefix("/stores/search") {
+            presented = request.uri.queryParameters["private_key"].map(String.init) ?? request.uri.queryParameters["key"].map(String.init)
+        }
+        // Compare digests so the comparison time does not depend on how much of the key matched.
+        guard let presented, Array(SHA256.hash(data: Data(presented.utf8))) == keyDigest else {
+            var error = APIError(.unauthorized, reason: "unauthorized",
+                                 message: "send the service's API key as 'Authorization: Bearer <key>'")
+            error.headers[.wwwAuthenticate] = "Bearer"
+            throw error
+        }
+        return try await next(request, context)
+    }
+}

@@ -1,0 +1,89 @@
+import EnrichmentCore
+import Foundation
+import GRDB
+
+/// The embedded SQLite database (WAL mode, migrations) that holds fixes and POIs.
+public final class SQLiteDatabase: Sendable {
+    /// How hard commits are pushed to disk.
+    public enum Durability: String, Sendable, CaseIterable {
+        /// `synchronous=NORMAL`: a committed write survives a process crash or kill -9 (WAL is in the OS cache);
+        /// the last commits may be lost on power failure.
+        case normal
+        /// `synchronous=FULL`: every commit is fsynced; survives power failure, slower ingest.
+        case full
+    }
+
+    public let pool: DatabasePool
+    public let path: String
+
+    /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
+    public init(path: String, durability: Durability = .normal) throws {
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(5)
+        configuration.maximumReaderCount = 8
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
+        }
+        pool = try DatabasePool(path: path, configuration: configuration)
+        self.path = path
+        try Self.migrator.migrate(pool)
+    }
+
+    /// Schema history; never edit a registered migration, add a new one.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-fixes") { db in
+            try db.execute(sql: """
+                CREATE TABLE fixes (
+                    device_id TEXT NOT NULL,
+                    fix_time REAL NOT NULL,
+                    latitude REAL NOT NULL,
+                    longitude REAL NOT NULL,
+                    horizontal_accuracy REAL,
+                    context TEXT,
+                    received_at REAL NOT NULL,
+                    PRIMARY KEY (device_id, fix_time)
+                ) WITHOUT ROWID
+                """)
+        }
+        migrator.registerMigration("v1-pois") { db in
+            try db.execute(sql: """
+                CREATE TABLE pois (
+                    id INTEGER PRIMARY KEY,
+                    store_id TEXT NOT NULL UNIQUE,
+                    name TEXT NOT NULL,
+                    latitude REAL NOT NULL,
+                    longitude REAL NOT NULL,
+                    address_lines TEXT NOT NULL DEFAULT '[]',
+                    city TEXT,
+                    zipcode TEXT,
+                    country_code TEXT,
+                    types TEXT NOT NULL DEFAULT '[]',
+                    tags TEXT NOT NULL DEFAULT '[]',
+                    contact TEXT,
+                    user_properties TEXT,
+                    updated_at REAL NOT NULL
+                );
+                CREATE VIRTUAL TABLE poi_rtree USING rtree(id, min_lat, max_lat, min_lng, max_lng);
+                CREATE TRIGGER pois_rtree_insert AFTER INSERT ON pois BEGIN
+                    INSERT INTO poi_rtree VALUES (new.id, new.latitude, new.latitude, new.longitude, new.longitude);
+                END;
+                CREATE TRIGGER pois_rtree_update AFTER UPDATE OF latitude, longitude ON pois BEGIN
+                    UPDATE poi_rtree SET min_lat = new.latitude, max_lat = new.latitude,
+                        min_lng = new.longitude, max_lng = new.longitude WHERE id = new.id;
+                END;
+                CREATE TRIGGER pois_rtree_delete AFTER DELETE ON pois BEGIN
+                    DELETE FROM poi_rtree WHERE id = old.id;
+                END;
+                """)
+        }
+        return migrator
+    }
+
+    /// The journal mode in force (`wal` for a file database).
+    public func journalMode() throws -> String {
+        try pool.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "" }
+    }
+}

@@ -1,0 +1,50 @@
+import EnrichmentCore
+import GRDB
+
+/// Location fixes in SQLite; the last fix is found through the (device_id, fix_time) primary key.
+public struct SQLiteFixStore: FixStore {
+    let database: SQLiteDatabase
+
+    public init(database: SQLiteDatabase) { self.database = database }
+
+    public func insert(_ fixes: [LocationFix]) async throws {
+        guard !fixes.isEmpty else { return }
+        try await database.pool.write { db in
+            let statement = try db.cachedStatement(sql: """
+                INSERT INTO fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (device_id, fix_time) DO UPDATE SET
+                    latitude = excluded.latitude, longitude = excluded.longitude,
+                    horizontal_accuracy = excluded.horizontal_accuracy, context = excluded.context,
+                    received_at = excluded.received_at
+                """)
+            for fix in fixes {
+                try statement.execute(arguments: [
+                    fix.deviceId, fix.fixTime, fix.coordinate.latitude, fix.coordinate.longitude,
+                    fix.horizontalAccuracy, fix.context, fix.receivedAt,
+                ])
+            }
+        }
+    }
+
+    public func latestFix(deviceId: String) async throws -> LocationFix? {
+        try await database.pool.read { db in
+            let statement = try db.cachedStatement(sql: """
+                SELECT fix_time, latitude, longitude, horizontal_accuracy, context, received_at
+                FROM fixes WHERE device_id = ? ORDER BY fix_time DESC LIMIT 1
+                """)
+            guard let row = try Row.fetchOne(statement, arguments: [deviceId]) else { return nil }
+            return LocationFix(
+                deviceId: deviceId,
+                coordinate: Coordinate(latitude: row[1], longitude: row[2]),
+                fixTime: row[0], horizontalAccuracy: row[3], context: row[4], receivedAt: row[5])
+        }
+    }
+
+    public func deleteDevice(_ deviceId: String) async throws -> Int {
+        try await database.pool.write { db in
+            try db.execute(sql: "DELETE FROM fixes WHERE device_id = ?", arguments: [deviceId])
+            return db.changesCount
+        }
+    }
+}

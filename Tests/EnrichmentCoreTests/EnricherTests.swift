@@ -1,0 +1,210 @@
+import EnrichmentCore
+import Foundation
+import Synchronization
+import Testing
+
+/// Test double for the fix store (the real one is tested in EnrichmentStorageTests).
+final class MemoryFixStore: FixStore {
+    let fixes = Mutex<[LocationFix]>([])
+    func insert(_ new: [LocationFix]) async throws { fixes.withLock { $0.append(contentsOf: new) } }
+    func latestFix(deviceId: String) async throws -> LocationFix? {
+        fixes.withLock { $0.filter { $0.deviceId == deviceId }.max { $0.fixTime < $1.fixTime } }
+    }
+    func deleteDevice(_ deviceId: String) async throws -> Int {
+        fixes.withLock { all in
+            let before = all.count
+            all.removeAll { $0.deviceId == deviceId }
+            return before - all.count
+        }
+    }
+}
+
+/// Places double that answers with a scripted result.
+struct ScriptedPlaces: PlacesProvider {
+    let name = "scripted"
+    let result: Result<[PlaceMatch], PlacesError>
+    var delay: Duration = .zero
+    func nearest(to point: Coordinate, query: PlacesQuery) async throws(PlacesError) -> [PlaceMatch] {
+        if delay > .zero { try? await Task.sleep(for: delay) }
+        return try result.get()
+    }
+}
+
+@Suite("The enrichment flow")
+struct EnricherTests {
+    static let now: Int64 = 1_700_000_000
+    let user = Coordinate(latitude: 43.6, longitude: 3.88)
+    let station = PlaceMatch(
+        poi: POI(storeId: "s1", name: "Gare Saint-Roch", coordinate: Coordinate(latitude: 43.6048, longitude: 3.8807),
+                 address: POI.Address(city: "Montpellier", zipcode: "34000")),
+        distance: 135.28682936)
+
+    func enricher(mode: BodyMode, places: (any PlacesProvider)?, map: Bool, fixAge: Double? = 60,
+                  deadline: Duration = .seconds(2)) async throws -> Enricher {
+        let store = MemoryFixStore()
+        if let fixAge {
+            try await store.insert([LocationFix(deviceId: "d1", coordinate: user, fixTime: Double(Self.now) - fixAge,
+                                                receivedAt: Double(Self.now))])
+        }
+        return Enricher(settings: EnrichmentSettings(mode: mode, deadline: deadline), fixes: store, places: places,
+                        map: map ? try StaticMapBuilder(apiKey: "K") : nil, template: try BodyTemplate(),
+                        clock: FixedWallClock(epochSeconds: Double(Self.now)))
+    }
+
+    func payload(timestamp: String = "\(now)", category: String = "location") throws -> NotificationPayload {
+        try NotificationPayload(data: Data(#"{"aps":{"alert":{"title":"Hello","subtitle":"Sub","body":"Original"},"mutable-content":1,"category":"\#(category)","timestamp":\#(timestamp)}}"#.utf8))
+    }
+
+    @Test("woosmap, places and map: SDK body and a two-marker attachment")
+    func woosmapPlacesAndMap() async throws {
+        let result = try await enricher(mode: .woosmap, places: ScriptedPlaces(result: .success([station])), map: true)
+            .enrich(deviceId: "d1", payload: payload())
+        #expect(result.outcome == .enriched)
+        #expect(result.notification.body == "City = Montpellier \nZipCode = 34000 \nDistance = 135.28682936")
+        #expect(result.notification.title == "Hello")
+        #expect(result.notification.subtitle == "Sub")
+        #expect(result.notification.attachmentURL?.contains("markers=color:red%7C43.6,3.88&markers=color:blue%7C43.6048,3.8807") == true)
+        #expect(result.payload["attachment-url"] == .string(result.staticMapURL!))
+    }
+
+    @Test("woosmap, places only")
+    func woosmapPlacesOnly() async throws {
+        let result = try await enricher(mode: .woosmap, places: ScriptedPlaces(result: .success([station])), map: false)
+            .enrich(deviceId: "d1", payload: payload())
+        #expect(result.notification.body == "myLatitude = 43.600000 \nmyLongitude = 3.880000 \nCity = Montpellier \nZipCode = 34000 \nDistance = 135.28682936")
+        #expect(result.staticMapURL == nil)
+        #expect(result.payload["attachment-url"] == nil)
+    }
+
+    @Test("woosmap, map only: location lines plus a one-marker map")
+    func woosmapMapOnly() async throws {
+        let result = try await enricher(mode: .woosmap, places: nil, map: true).enrich(deviceId: "d1", payload: payload())
+        #expect(result.notification.body == "myLatitude = 43.600000 \nmyLongitude = 3.880000")
+        #expect(result.staticMapURL?.contains("markers=color:blue%7C43.6,3.88&zoom=15") == true)
+    }
+
+    @Test("woosmap, neither: location lines, no map")
+    func woosmapNeither() async throws {
+        let result = try await enricher(mode: .woosmap, places: nil, map: false).enrich(deviceId: "d1", payload: payload())
+        #expect(result.notification.body == "myLatitude = 43.600000 \nmyLongitude = 3.880000")
+        #expect(result.staticMapURL == nil)
+    }
+
+    @Test("woosmap: stale is OUT OF TIME, missing is No timestamp, title untouched")
+    func woosmapStaleness() async throws {
+        let e = try await enricher(mode: .woosmap, places: ScriptedPlaces(result: .success([station])), map: true)
+        let stale = try await e.enrich(deviceId: "d1", payload: payload(timestamp: "\(Self.now - 301)"))
+        #expect(stale.outcome == .stale)
+        #expect(stale.notification.body == "OUT OF TIME")
+        #expect(stale.notification.title == "Hello")
+        #expect(stale.staticMapURL == nil)
+        let fresh = try await e.enrich(deviceId: "d1", payload: payload(timestamp: "\(Self.now - 300)"))
+        #expect(fresh.outcome == .enriched)
+        let missing = try await e.enrich(deviceId: "d1", payload: payload(timestamp: "\"\(Self.now)\""))
+        #expect(missing.outcome == .noTimestamp)
+        #expect(missing.notification.body == "No timestamp")
+    }
+
+    @Test("the timestamp is checked before the category")
+    func timestampFirst() async throws {
+        let e = try await enricher(mode: .woosmap, places: nil, map: false)
+        let result = try await e.enrich(deviceId: "d1", payload: payload(timestamp: "1", category: "promo"))
+        #expect(result.outcome == .stale)
+        #expect(result.notification.body == "OUT OF TIME")
+        let fresh = try await e.enrich(deviceId: "d1", payload: payload(category: "promo"))
+        #expect(fresh.outcome == .unchanged)
+        #expect(fresh.rule == "category_not_location")
+        #expect(fresh.notification.body == "Original")
+    }
+
+    @Test("woosmap: places HTTP error gives Error Search API <status>")
+    func woosmapSearchError() async throws {
+        let result = try await enricher(mode: .woosmap, places: ScriptedPlaces(result: .failure(.httpStatus(500))), map: true)
+            .enrich(deviceId: "d1", payload: payload())
+        #expect(result.outcome == .degraded)
+        #expect(result.notification.body == "Error Search API 500")
+        #expect(result.degraded?.reason == "upstream_status")
+    }
+
+    @Test("no POI found: body unchanged, one-marker map")
+    func noPOI() async throws {
+        let result = try await enricher(mode: .woosmap, places: ScriptedPlaces(result: .success([])), map: true)
+            .enrich(deviceId: "d1", payload: payload())
+        #expect(result.outcome == .noPOI)
+        #expect(result.notification.body == "Original")
+        #expect(result.staticMapURL?.contains("zoom=15") == true)
+    }
+
+    @Test("default mode: human body; stale keeps the original body")
+    func defaultMode() async throws {
+        let e = try await enricher(mode: .default, places: ScriptedPlaces(result: .success([station])), map: true)
+        let result = try await e.enrich(deviceId: "d1", payload: payload())
+        #expect(result.notification.body == "Gare Saint-Roch is 140 m away in Montpellier")
+        let stale = try await e.enrich(deviceId: "d1", payload: payload(timestamp: "\(Self.now - 301)"))
+        #expect(stale.outcome == .stale)
+        #expect(stale.notification.body == "Original")
+    }
+
+    @Test("no fix, and a fix older than the max age, deliver the original content")
+    func noFix() async throws {
+        let none = try await enricher(mode: .default, places: nil, map: true, fixAge: nil).enrich(deviceId: "d1", payload: payload())
+        #expect(none.outcome == .noFix)
+        #expect(none.rule == "no_fix_reported")
+        #expect(none.notification.body == "Original")
+        let old = try await enricher(mode: .default, places: nil, map: true, fixAge: 3601).enrich(deviceId: "d1", payload: payload())
+        #expect(old.outcome == .noFix)
+        #expect(old.rule == "fix_too_old")
+        #expect(old.fix?.ageSeconds == 3601)
+        let edge = try await enricher(mode: .default, places: nil, map: true, fixAge: 3600).enrich(deviceId: "d1", payload: payload())
+        #expect(edge.outcome == .enriched)
+    }
+
+    @Test("a slow provider is cut off at the deadline and the result is degraded")
+    func deadline() async throws {
+        let slow = ScriptedPlaces(result: .success([station]), delay: .seconds(5))
+        let e = try await enricher(mode: .default, places: slow, map: true, deadline: .milliseconds(100))
+        let started = ContinuousClock.now
+        let result = try await e.enrich(deviceId: "d1", payload: payload())
+        #expect(ContinuousClock.now - started < .seconds(1))
+        #expect(result.outcome == .degraded)
+        #expect(result.degraded?.reason == "upstream_timeout")
+        #expect(result.notification.body == "You are near 43.60000, 3.88000")
+    }
+
+    @Test("a push without mutable-content is delivered as is")
+    func notMutable() async throws {
+        let p = try NotificationPayload(data: Data(#"{"aps":{"alert":"hi","category":"location","timestamp":\#(Self.now)}}"#.utf8))
+        let result = try await enricher(mode: .woosmap, places: nil, map: false).enrich(deviceId: "d1", payload: p)
+        #expect(result.outcome == .unchanged)
+        #expect(result.rule == "mutable_content_missing")
+    }
+
+    @Test("the legacy shape is enriched in default mode and flagged")
+    func legacyShape() async throws {
+        let p = try NotificationPayload(data: Data(#"{"location":"1","timestamp":"\#(Self.now)","aps":{"alert":{"body":"x"},"mutable-content":1}}"#.utf8))
+        let result = try await enricher(mode: .default, places: ScriptedPlaces(result: .success([station])), map: false)
+            .enrich(deviceId: "d1", payload: p)
+        #expect(result.outcome == .enriched)
+        #expect(result.legacyShape)
+        #expect(result.staleness?.source == .legacyTopLevel)
+    }
+
+    @Test("an input payload over 4096 bytes is refused")
+    func oversizeInput() async throws {
+        let p = try NotificationPayload(json: .object(["aps": .object(["alert": .string("a")]), "x": .string(String(repeating: "y", count: 4100))]))
+        await #expect(throws: PayloadError.self) {
+            try await enricher(mode: .default, places: nil, map: false).enrich(deviceId: "d1", payload: p)
+        }
+    }
+
+    @Test("an enriched payload never exceeds 4096 bytes")
+    func outputLimit() async throws {
+        var long = station
+        long.poi.name = String(repeating: "Long name ", count: 500)
+        let result = try await enricher(mode: .default, places: ScriptedPlaces(result: .success([long])), map: true)
+            .enrich(deviceId: "d1", payload: payload())
+        #expect(result.bodyTruncated)
+        #expect(result.payloadBytes <= 4096)
+        #expect(try result.payload.encodedData().count == result.payloadBytes)
+    }
+}

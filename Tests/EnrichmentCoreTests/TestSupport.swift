@@ -1,0 +1,39 @@
+import EnrichmentCore
+import Foundation
+
+/// A small deterministic generator (SplitMix64) so random tests are reproducible.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+func randomPOIs(_ count: Int, generator: inout SeededGenerator, around center: Coordinate? = nil, spread: Double = 1) -> [POI] {
+    (0..<count).map { i in
+        let coordinate: Coordinate
+        if let center {
+            coordinate = Coordinate(latitude: max(-90, min(90, center.latitude + Double.random(in: -spread...spread, using: &generator))),
+                                    longitude: max(-180, min(180, center.longitude + Double.random(in: -spread...spread, using: &generator))))
+        } else {
+            coordinate = Coordinate(latitude: Double.random(in: -90...90, using: &generator),
+                                    longitude: Double.random(in: -180...180, using: &generator))
+        }
+        return POI(storeId: "p\(i)", name: "POI \(i)", coordinate: coordinate,
+                   types: [i % 3 == 0 ? "cafe" : "shop"], tags: i % 5 == 0 ? ["open"] : [])
+    }
+}
+
+/// The oracle: every POI's haversine distance, sorted.
+func bruteForce(_ pois: [POI], from point: Coordinate, query: PlacesQuery) -> [PlaceMatch] {
+    pois.filter(query.accepts)
+        .map { PlaceMatch(poi: $0, distance: point.distance(to: $0.coordinate)) }
+        .filter { query.radius == nil || $0.distance <= query.radius! }
+        .sorted { $0.distance < $1.distance }
+        .prefix(query.limit).map { $0 }
+}

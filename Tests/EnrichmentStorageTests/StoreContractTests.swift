@@ -1,0 +1,170 @@
+import EnrichmentCore
+import EnrichmentStorage
+import Foundation
+import Testing
+
+/// A fresh database file in a temporary folder, removed when the test's scope ends.
+final class TemporaryDatabase {
+    let directory: URL
+    var path: String { directory.appendingPathComponent("test.sqlite").path }
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("enrichment-tests-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
+}
+
+/// Every store implementation the contract runs against (PostgreSQL joins here when it exists).
+enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
+    case sqlite
+    var testDescription: String { rawValue }
+
+    func makeStores(_ temp: TemporaryDatabase) throws -> (any FixStore, any POIStore) {
+        switch self {
+        case .sqlite:
+            let database = try SQLiteDatabase(path: temp.path)
+            return (SQLiteFixStore(database: database), SQLitePOIStore(database: database))
+        }
+    }
+}
+
+func fix(_ device: String, _ time: Double, lat: Double = 1, lng: Double = 2, received: Double = 0) -> LocationFix {
+    LocationFix(deviceId: device, coordinate: Coordinate(latitude: lat, longitude: lng), fixTime: time, receivedAt: received)
+}
+
+@Suite("Store contract")
+struct StoreContractTests {
+    @Test("the last fix is the newest by fix time, not by arrival", arguments: StoreKind.allCases)
+    func lastFixByFixTime(kind: StoreKind) async throws {
+        let temp = try TemporaryDatabase()
+        let (fixes, _) = try kind.makeStores(temp)
+        try await fixes.insert([fix("d1", 100, lat: 10), fix("d1", 300, lat: 30), fix("d1", 200, lat: 20)])
+        // A later batch carrying an older fix must not become the last fix.
+        try await fixes.insert([fix("d1", 250, lat: 25, received: 999)])
+        let latest = try await fixes.latestFix(deviceId: "d1")
+        #expect(latest?.fixTime == 300)
+        #expect(latest?.coordinate.latitude == 30)
+        try await fixes.insert([fix("d1", 301, lat: 31)])
+        #expect(try await fixes.latestFix(deviceId: "d1")?.coordinate.latitude == 31)
+    }
+
+    @Test("devices are isolated, and delete removes only that device", arguments: StoreKind.allCases)
+    func isolationAndDelete(kind: StoreKind) async throws {
+        let temp = try TemporaryDatabase()
+        let (fixes, _) = try kind.makeStores(temp)
+        try await fixes.insert([fix("a", 1), fix("a", 2), fix("b", 3)])
+        #expect(try await fixes.latestFix(deviceId: "a")?.fixTime == 2)
+        #expect(try await fixes.deleteDevice("a") == 2)
+        #expect(try await fixes.latestFix(deviceId: "a") == nil)
+        #expect(try await fixes.latestFix(deviceId: "b")?.fixTime == 3)
+        #expect(try await fixes.deleteDevice("missing") == 0)
+    }
+
+    @Test("a fix with the same device and time replaces the earlier one", arguments: StoreKind.allCases)
+    func sameTimeReplaces(kind: StoreKind) async throws {
+        let temp = try TemporaryDatabase()
+        let (fixes, _) = try kind.makeStores(temp)
+        try await fixes.insert([fix("d", 5, lat: 1)])
+        try await fixes.insert([fix("d", 5, lat: 2)])
+        #expect(try await fixes.latestFix(deviceId: "d")?.coordinate.latitude == 2)
+        #expect(try await fixes.deleteDevice("d") == 1)
+    }
+
+    @Test("POIs upsert by store id and keep every field", arguments: StoreKind.allCases)
+    func poiUpsert(kind: StoreKind) async throws {
+        let temp = try TemporaryDatabase()
+        let (_, pois) = try kind.makeStores(temp)
+        let original = POI(storeId: "s1", name: "One", coordinate: Coordinate(latitude: 1, longitude: 1),
+                           address: POI.Address(lines: ["l1", "l2"], countryCode: "FR", city: "Paris", zipcode: "75001"),
+                           types: ["cafe"], tags: ["open"], contact: .object(["phone": .string("+33")]),
+                           userProperties: .object(["k": .int(1)]))
+        #expect(try await pois.upsert([original]) == 1)
+        var moved = original
+        moved.name = "One bis"
+        moved.coordinate = Coordinate(latitude: 2, longitude: 2)
+        _ = try await pois.upsert([moved, POI(storeId: "s2", name: "Two", coordinate: Coordinate(latitude: 3, longitude: 3))])
+        #expect(try await pois.count() == 2)
+        let all = try await pois.all()
+        #expect(all.first { $0.storeId == "s1" } == moved)
+        // The R*Tree moved with the row.
+        let near = try await pois.nearest(to: Coordinate(latitude: 2, longitude: 2), query: PlacesQuery(limit: 1))
+        #expect(near.first?.poi.storeId == "s1")
+        #expect(near.first?.distance == 0)
+    }
+
+    @Test("R*Tree nearest-k agrees with brute-force haversine", arguments: StoreKind.allCases)
+    func rtreeNearest(kind: StoreKind) async throws {
+        let temp = try TemporaryDatabase()
+        let (_, store) = try kind.makeStores(temp)
+        var generator = SeededGenerator(seed: 3)
+        var all: [POI] = []
+        for (i, center) in [Coordinate(latitude: 48.85, longitude: 2.35), Coordinate(latitude: -33.86, longitude: 151.2),
+                            Coordinate(latitude: 10, longitude: 179.9)].enumerated() {
+            for j in 0..<400 {
+                all.append(POI(storeId: "c\(i)-\(j)", name: "", coordinate: Coordinate(
+                    latitude: center.latitude + Double.random(in: -0.3...0.3, using: &generator),
+                    longitude: (center.longitude + Double.random(in: -0.3...0.3, using: &generator)).wrappedLongitude),
+                    types: j % 2 == 0 ? ["cafe"] : ["bank"]))
+            }
+        }
+        _ = try await store.upsert(all)
+        let queries = [PlacesQuery(limit: 5), PlacesQuery(limit: 3, radius: 500), PlacesQuery(limit: 4, types: ["bank"])]
+        for _ in 0..<40 {
+            let base = all[Int.random(in: 0..<all.count, using: &generator)].coordinate
+            let point = Coordinate(latitude: base.latitude + 0.01, longitude: (base.longitude + 0.01).wrappedLongitude)
+            for query in queries {
+                let expected = all.filter(query.accepts)
+                    .map { PlaceMatch(poi: $0, distance: point.distance(to: $0.coordinate)) }
+                    .filter { query.radius == nil || $0.distance <= query.radius! }
+                    .sorted { $0.distance < $1.distance }.prefix(query.limit).map(\.poi.storeId)
+                #expect(try await store.nearest(to: point, query: query).map(\.poi.storeId) == expected)
+            }
+        }
+    }
+}
+
+@Suite("SQLite specifics")
+struct SQLiteSpecificTests {
+    @Test("the database runs in WAL mode")
+    func walMode() throws {
+        let temp = try TemporaryDatabase()
+        #expect(try SQLiteDatabase(path: temp.path).journalMode() == "wal")
+    }
+
+    @Test("fixes survive closing and reopening the file, and migrations are idempotent")
+    func reopen() async throws {
+        let temp = try TemporaryDatabase()
+        do {
+            let store = SQLiteFixStore(database: try SQLiteDatabase(path: temp.path))
+            try await store.insert([fix("d", 42, lat: 4)])
+        }
+        let reopened = SQLiteFixStore(database: try SQLiteDatabase(path: temp.path))
+        #expect(try await reopened.latestFix(deviceId: "d")?.fixTime == 42)
+    }
+
+    @Test("a folder that does not exist yet is created")
+    func createsFolder() throws {
+        let temp = try TemporaryDatabase()
+        let nested = temp.directory.appendingPathComponent("a/b/c.sqlite").path
+        _ = try SQLiteDatabase(path: nested)
+        #expect(FileManager.default.fileExists(atPath: nested))
+    }
+}
+
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+extension Double {
+    var wrappedLongitude: Double { self > 180 ? self - 360 : (self < -180 ? self + 360 : self) }
+}

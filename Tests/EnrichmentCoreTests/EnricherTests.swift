@@ -161,11 +161,12 @@ struct EnricherTests {
 
     @Test("a slow provider is cut off at the deadline and the result is degraded")
     func deadline() async throws {
-        let slow = ScriptedPlaces(result: .success([station]), delay: .seconds(5))
+        let slow = ScriptedPlaces(result: .success([station]), delay: .seconds(60))
         let e = try await enricher(mode: .default, places: slow, map: true, deadline: .milliseconds(100))
         let started = ContinuousClock.now
         let result = try await e.enrich(deviceId: "d1", payload: payload())
-        #expect(ContinuousClock.now - started < .seconds(1))
+        // Far below the provider's 60 s: the deadline, not the provider, ended the wait (slack for loaded CI machines).
+        #expect(ContinuousClock.now - started < .seconds(20))
         #expect(result.outcome == .degraded)
         #expect(result.degraded?.reason == "upstream_timeout")
         #expect(result.notification.body == "You are near 43.60000, 3.88000")

@@ -6,9 +6,9 @@ struct SpatialIndexTests {
     @Test("nearest-k matches a brute-force haversine search, worldwide", arguments: [1, 5, 20])
     func worldwide(k: Int) {
         var generator = SeededGenerator(seed: 42)
-        let pois = randomPOIs(3_000, generator: &generator)
+        let pois = randomPOIs(1_500, generator: &generator)
         let index = PlacesIndex(pois: pois)
-        for _ in 0..<200 {
+        for _ in 0..<80 {
             let point = Coordinate(latitude: Double.random(in: -90...90, using: &generator),
                                    longitude: Double.random(in: -180...180, using: &generator))
             let query = PlacesQuery(limit: k)
@@ -27,7 +27,7 @@ struct SpatialIndexTests {
         var generator = SeededGenerator(seed: 7)
         for center in [Coordinate(latitude: 48.85, longitude: 2.35), Coordinate(latitude: 0, longitude: 179.99),
                        Coordinate(latitude: 89.9, longitude: 0)] {
-            let pois = randomPOIs(2_000, generator: &generator, around: center, spread: 0.5)
+            let pois = randomPOIs(1_000, generator: &generator, around: center, spread: 0.5)
             let index = PlacesIndex(pois: pois)
             for _ in 0..<50 {
                 let point = Coordinate(latitude: max(-90, min(90, center.latitude + Double.random(in: -0.6...0.6, using: &generator))),
@@ -44,7 +44,7 @@ struct SpatialIndexTests {
     func filters() {
         var generator = SeededGenerator(seed: 99)
         let center = Coordinate(latitude: 40.75, longitude: -73.98)
-        let pois = randomPOIs(5_000, generator: &generator, around: center, spread: 0.2)
+        let pois = randomPOIs(2_000, generator: &generator, around: center, spread: 0.2)
         let index = PlacesIndex(pois: pois)
         let queries = [
             PlacesQuery(limit: 10, radius: 1_500),

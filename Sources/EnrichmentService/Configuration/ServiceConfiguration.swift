@@ -195,6 +195,13 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
     public var setting: String
     public var value: String
     public var allowed: String
+
+    public init(setting: String, value: String, allowed: String) {
+        self.setting = setting
+        self.value = value
+        self.allowed = allowed
+    }
+
     public var description: String {
         value.isEmpty ? "\(setting) is required: expected \(allowed)"
             : "\(setting)='\(value)' is not valid: expected \(allowed)"

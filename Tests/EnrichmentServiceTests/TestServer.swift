@@ -1,0 +1,137 @@
+import AsyncHTTPClient
+import EnrichmentCore
+import EnrichmentService
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// Runs `body` against a real instance of the service on 127.0.0.1:0 with a fresh database, then stops it.
+func withService<T: Sendable>(
+    _ adjust: (inout ServiceConfiguration) -> Void = { _ in },
+    clock: any WallClock = SystemWallClock(),
+    _ body: @Sendable (ServiceClient) async throws -> T
+) async throws -> T {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("svc-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: directory) }
+    var configuration = ServiceConfiguration()
+    configuration.port = 0
+    configuration.databasePath = directory.appendingPathComponent("db.sqlite").path
+    configuration.logLevel = .warning
+    adjust(&configuration)
+    let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+    let app = try await buildApplication(configuration, clock: clock, logger: Logger(label: "test")) { port in
+        continuation.yield(port)
+    }
+    return try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask {
+            try await app.runService(gracefulShutdownSignals: [])
+            return nil
+        }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw CancellationError() }
+        let result = try await body(ServiceClient(base: "http://127.0.0.1:\(port)"))
+        group.cancelAll()
+        return result
+    }
+}
+
+/// A small JSON client for tests, over AsyncHTTPClient (real HTTP on loopback).
+struct ServiceClient: Sendable {
+    let base: String
+
+    struct Reply: Sendable {
+        var status: Int
+        var headers: [String: String]
+        var body: Data
+        var json: JSONValue? { try? JSONValue.decode(body) }
+        var text: String { String(decoding: body, as: UTF8.self) }
+        var errorReason: String? { json?["error"]?["reason"]?.stringValue }
+    }
+
+    func request(_ method: HTTPMethod, _ path: String, body: Data? = nil, contentType: String = "application/json",
+                 headers: [String: String] = [:]) async throws -> Reply {
+        var request = HTTPClientRequest(url: base + path)
+        request.method = method
+        if let body {
+            request.body = .bytes(ByteBuffer(data: body))
+            request.headers.add(name: "Content-Type", value: contentType)
+        }
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 64 << 20)
+        var flat: [String: String] = [:]
+        for header in response.headers { flat[header.name.lowercased()] = header.value }
+        return Reply(status: Int(response.status.code), headers: flat, body: Data(bytes.readableBytesView))
+    }
+
+    func post(_ path: String, json: String, headers: [String: String] = [:]) async throws -> Reply {
+        try await request(.POST, path, body: Data(json.utf8), headers: headers)
+    }
+
+    func get(_ path: String, headers: [String: String] = [:]) async throws -> Reply { try await request(.GET, path, headers: headers) }
+}
+
+/// A real HTTP server playing the Woosmap Search API. The first path segment picks the behaviour:
+/// `/ok`, `/slow`, `/500`, `/403`, `/garbage`, `/empty`, `/notgeo`. It records the query strings it saw.
+final class FakePlacesAPI: Sendable {
+    let queries = Mutex<[String]>([])
+
+    static let featureCollection = #"""
+    {"type":"FeatureCollection","features":[
+     {"type":"Feature","properties":{"store_id":"far","name":"Far Store","address":{"lines":["2 rue"],"country_code":"FR","city":"Lyon","zipcode":"69001"},"types":[],"tags":[],"distance":900.5},"geometry":{"type":"Point","coordinates":[3.89,43.61]}},
+     {"type":"Feature","properties":{"store_id":"near","name":"Near Store","address":{"lines":["1 rue"],"country_code":"FR","city":"Montpellier","zipcode":"34000"},"types":[],"tags":[],"distance":135.28682936},"geometry":{"type":"Point","coordinates":[3.8807,43.6048]}}
+    ],"pagination":{"page":1,"pageCount":1}}
+    """#
+
+    func run<T: Sendable>(_ body: @Sendable (String) async throws -> T) async throws -> T {
+        let router = Router()
+        router.get("/{mode}/stores/search") { [self] request, context -> Response in
+            self.queries.withLock { $0.append(request.uri.query ?? "") }
+            let mode = context.parameters.get("mode") ?? "ok"
+            func json(_ text: String, _ status: HTTPResponse.Status = .ok) -> Response {
+                Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: text)))
+            }
+            switch mode {
+            case "slow":
+                try await Task.sleep(for: .seconds(10))
+                return json(Self.featureCollection)
+            case "500": return json(#"{"error":"boom"}"#, .internalServerError)
+            case "403": return json(#"{"detail":"bad key"}"#, .forbidden)
+            case "garbage": return json("<html>not json")
+            case "notgeo": return json(#"{"hello":"world"}"#)
+            case "empty": return json(#"{"type":"FeatureCollection","features":[],"pagination":{"page":1,"pageCount":0}}"#)
+            default: return json(Self.featureCollection)
+            }
+        }
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                              onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
+                              logger: Logger(label: "fake-places"))
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                try await app.runService(gracefulShutdownSignals: [])
+                return nil
+            }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw CancellationError() }
+            let result = try await body("http://127.0.0.1:\(port)")
+            group.cancelAll()
+            return result
+        }
+    }
+}
+
+/// A payload for `now` with the given category and timestamp expression.
+func locationPayload(timestamp: String, category: String = "location") -> String {
+    #"{"aps":{"alert":{"title":"Hello","subtitle":"Sub","body":"Original"},"mutable-content":1,"category":"\#(category)","timestamp":\#(timestamp)}}"#
+}
+
+func enrichBody(device: String, payload: String, at: Int64? = nil, mode: String? = nil) -> String {
+    var fields = [#""device_id":"\#(device)""#, #""payload":\#(payload)"#]
+    if let at { fields.append(#""at":\#(at)"#) }
+    if let mode { fields.append(#""mode":"\#(mode)""#) }
+    return "{" + fields.joined(separator: ",") + "}"
+}

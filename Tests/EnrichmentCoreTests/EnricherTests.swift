@@ -206,6 +206,6 @@ struct EnricherTests {
             .enrich(deviceId: "d1", payload: payload())
         #expect(result.bodyTruncated)
         #expect(result.payloadBytes <= 4096)
-        #expect(try result.payload.encodedData().count == result.payloadBytes)
+        #expect(result.payload.encodedData().count == result.payloadBytes)
     }
 }

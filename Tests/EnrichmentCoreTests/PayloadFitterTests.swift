@@ -9,7 +9,7 @@ struct PayloadFitterTests {
         try NotificationPayload(data: Data(#"{"aps":{"alert":{"title":"T","body":""},"mutable-content":1}}"#.utf8))
     }
 
-    func size(_ p: NotificationPayload) throws -> Int { try p.encoded().count }
+    func size(_ p: NotificationPayload) throws -> Int { p.encoded().count }
 
     @Test("a body that makes exactly 4096 bytes is kept whole")
     func exactly4096() throws {

@@ -54,7 +54,7 @@ public struct Enricher: Sendable {
                        mode modeOverride: BodyMode? = nil) async throws -> EnrichmentResult {
         let now = at ?? clock.now()
         let mode = modeOverride ?? settings.mode
-        let inputSize = try payload.encoded().count
+        let inputSize = payload.encodedSize
         if inputSize > NotificationPayload.maximumSize {
             throw PayloadError.tooLarge(bytes: inputSize, limit: NotificationPayload.maximumSize)
         }
@@ -178,17 +178,12 @@ struct Draft {
         var output = payload
         if let mapURL { output = output.setting(Enricher.attachmentKey, to: .string(mapURL)) }
         var truncated = false
-        var bytes: Data
-        if let body {
-            (output, truncated) = try PayloadFitter.fit(body: body, into: output)
-            bytes = try output.encoded()
-        } else {
-            bytes = try output.encoded()
-        }
+        if let body { (output, truncated) = try PayloadFitter.fit(body: body, into: output) }
+        let size = output.encodedSize
         let alert = output.alert
         return EnrichmentResult(
             outcome: outcome, rule: rule, mode: mode, staleness: staleness, legacyShape: legacyShape,
-            payload: output.json, payloadBytes: bytes.count, bodyTruncated: truncated,
+            payload: output.json, payloadBytes: size, bodyTruncated: truncated,
             notification: .init(title: alert.title, subtitle: alert.subtitle, body: alert.body,
                                 attachmentURL: mapURL),
             fix: fix, pois: pois, staticMapURL: mapURL, placesProvider: placesProvider, degraded: degraded,

@@ -1,7 +1,7 @@
 import Foundation
 
 /// What happened to a payload, and the enriched payload to send.
-public struct EnrichmentResult: Sendable, Encodable {
+public struct EnrichmentResult: Sendable {
     /// The overall outcome.
     public enum Outcome: String, Sendable, Codable {
         /// Body rewritten with POI data (and map attachment when configured).
@@ -21,7 +21,7 @@ public struct EnrichmentResult: Sendable, Encodable {
     }
 
     /// The fix used, with its age at evaluation time.
-    public struct FixUsed: Sendable, Encodable {
+    public struct FixUsed: Sendable {
         public var latitude: Double
         public var longitude: Double
         public var fixTime: Double
@@ -29,14 +29,10 @@ public struct EnrichmentResult: Sendable, Encodable {
         public var horizontalAccuracy: Double?
         public var context: String?
 
-        enum CodingKeys: String, CodingKey {
-            case latitude, longitude, context
-            case fixTime = "fix_time", ageSeconds = "age_seconds", horizontalAccuracy = "horizontal_accuracy"
-        }
     }
 
     /// A POI in the result, nearest first.
-    public struct POIUsed: Sendable, Encodable {
+    public struct POIUsed: Sendable {
         public var storeId: String
         public var name: String
         public var latitude: Double
@@ -48,10 +44,6 @@ public struct EnrichmentResult: Sendable, Encodable {
         public var types: [String]
         public var tags: [String]
 
-        enum CodingKeys: String, CodingKey {
-            case name, latitude, longitude, distance, city, zipcode, types, tags
-            case storeId = "store_id", countryCode = "country_code"
-        }
 
         init(_ match: PlaceMatch) {
             storeId = match.poi.storeId
@@ -68,20 +60,16 @@ public struct EnrichmentResult: Sendable, Encodable {
     }
 
     /// The notification as the phone would show it.
-    public struct Notification: Sendable, Encodable {
+    public struct Notification: Sendable {
         public var title: String?
         public var subtitle: String?
         public var body: String?
         public var attachmentURL: String?
 
-        enum CodingKeys: String, CodingKey {
-            case title, subtitle, body
-            case attachmentURL = "attachment_url"
-        }
     }
 
     /// Why the result is degraded.
-    public struct Degradation: Sendable, Encodable, Equatable {
+    public struct Degradation: Sendable, Equatable {
         public var reason: String
         public var message: String
     }
@@ -108,10 +96,100 @@ public struct EnrichmentResult: Sendable, Encodable {
     /// Milliseconds spent on the places search, when one ran.
     public var placesMilliseconds: Double?
 
-    enum CodingKeys: String, CodingKey {
-        case outcome, rule, mode, staleness, payload, notification, fix, pois, degraded
-        case legacyShape = "legacy_shape", payloadBytes = "payload_bytes", bodyTruncated = "body_truncated"
-        case staticMapURL = "static_map_url", placesProvider = "places_provider", evaluatedAt = "evaluated_at"
-        case placesMilliseconds = "places_ms"
+}
+
+/// Builds JSON objects, leaving out nil members (as `JSONEncoder` does).
+struct JSONObjectBuilder {
+    var members: [String: JSONValue] = [:]
+    mutating func set(_ key: String, _ value: String?) { if let value { members[key] = .string(value) } }
+    mutating func set(_ key: String, _ value: Double?) { if let value { members[key] = .double(value) } }
+    mutating func set(_ key: String, _ value: Int64?) { if let value { members[key] = .int(value) } }
+    mutating func set(_ key: String, _ value: Int?) { if let value { members[key] = .int(Int64(value)) } }
+    mutating func set(_ key: String, _ value: Bool) { members[key] = .bool(value) }
+    mutating func set(_ key: String, _ value: JSONValue?) { if let value { members[key] = value } }
+    mutating func set(_ key: String, _ value: [String]) { members[key] = .array(value.map(JSONValue.string)) }
+    var value: JSONValue { .object(members) }
+}
+
+extension EnrichmentResult {
+    /// The result as the API's JSON object (snake_case keys, nil members left out).
+    public var json: JSONValue {
+        var o = JSONObjectBuilder()
+        o.set("outcome", outcome.rawValue)
+        o.set("rule", rule)
+        o.set("mode", mode.rawValue)
+        o.set("staleness", staleness?.json)
+        o.set("legacy_shape", legacyShape)
+        o.set("payload", payload)
+        o.set("payload_bytes", payloadBytes)
+        o.set("body_truncated", bodyTruncated)
+        o.set("notification", notification.json)
+        o.set("fix", fix?.json)
+        o.set("pois", JSONValue.array(pois.map(\.json)))
+        o.set("static_map_url", staticMapURL)
+        o.set("places_provider", placesProvider)
+        o.set("degraded", degraded?.json)
+        o.set("evaluated_at", evaluatedAt)
+        o.set("places_ms", placesMilliseconds)
+        return o.value
+    }
+}
+
+extension EnrichmentResult.FixUsed {
+    var json: JSONValue {
+        var o = JSONObjectBuilder()
+        o.set("latitude", latitude)
+        o.set("longitude", longitude)
+        o.set("fix_time", fixTime)
+        o.set("age_seconds", ageSeconds)
+        o.set("horizontal_accuracy", horizontalAccuracy)
+        o.set("context", context)
+        return o.value
+    }
+}
+
+extension EnrichmentResult.POIUsed {
+    var json: JSONValue {
+        var o = JSONObjectBuilder()
+        o.set("store_id", storeId)
+        o.set("name", name)
+        o.set("latitude", latitude)
+        o.set("longitude", longitude)
+        o.set("distance", distance)
+        o.set("city", city)
+        o.set("zipcode", zipcode)
+        o.set("country_code", countryCode)
+        o.set("types", types)
+        o.set("tags", tags)
+        return o.value
+    }
+}
+
+extension EnrichmentResult.Notification {
+    var json: JSONValue {
+        var o = JSONObjectBuilder()
+        o.set("title", title)
+        o.set("subtitle", subtitle)
+        o.set("body", body)
+        o.set("attachment_url", attachmentURL)
+        return o.value
+    }
+}
+
+extension EnrichmentResult.Degradation {
+    var json: JSONValue { .object(["reason": .string(reason), "message": .string(message)]) }
+}
+
+extension StalenessVerdict {
+    /// The verdict as JSON (snake_case keys, nil members left out).
+    public var json: JSONValue {
+        var o = JSONObjectBuilder()
+        o.set("state", state.rawValue)
+        o.set("rule", rule.rawValue)
+        o.set("timestamp", timestamp)
+        o.set("age_seconds", ageSeconds)
+        o.set("source", source?.rawValue)
+        o.set("detail", detail)
+        return o.value
     }
 }

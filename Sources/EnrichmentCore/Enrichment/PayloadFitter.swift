@@ -9,16 +9,16 @@ public enum PayloadFitter {
     public static func fit(body: String, into payload: NotificationPayload,
                            limit: Int = NotificationPayload.maximumSize) throws -> (NotificationPayload, Bool) {
         let full = payload.replacingBody(body)
-        if try full.encoded().count <= limit { return (full, false) }
+        if full.encodedSize <= limit { return (full, false) }
         let empty = payload.replacingBody("")
-        let minimum = try empty.encoded().count + Data(ellipsis.utf8).count
+        let minimum = empty.encodedSize + ellipsis.utf8.count
         guard minimum <= limit else { throw PayloadError.cannotFit(minimumBytes: minimum, limit: limit) }
         // Binary search on the number of characters kept; encoded size grows monotonically with the prefix.
         let characters = Array(body)
         var low = 0, high = characters.count
         while low < high {
             let mid = (low + high + 1) / 2
-            if try payload.replacingBody(String(characters[..<mid]) + ellipsis).encoded().count <= limit {
+            if payload.replacingBody(String(characters[..<mid]) + ellipsis).encodedSize <= limit {
                 low = mid
             } else {
                 high = mid - 1

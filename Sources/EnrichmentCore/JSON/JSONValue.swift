@@ -105,14 +105,13 @@ extension JSONValue {
 
 extension JSONValue {
     /// Encodes the value as compact JSON with sorted keys (stable output, byte-exact size checks).
-    public func encodedData() throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return try encoder.encode(self)
-    }
+    public func encodedData() -> Data { Data(JSONWriter.bytes(self)) }
+
+    /// The encoded size in bytes.
+    public var encodedSize: Int { JSONWriter.bytes(self).count }
 
     /// Decodes a JSON document.
-    public static func decode(_ data: Data) throws -> JSONValue {
-        try JSONDecoder().decode(JSONValue.self, from: data)
+    public static func decode(_ data: Data) throws(JSONParseError) -> JSONValue {
+        try JSONParser.parse(data)
     }
 }

@@ -22,7 +22,7 @@ public struct NotificationPayload: Sendable, Equatable {
     /// Parses a payload from JSON bytes.
     public init(data: Data) throws(PayloadError) {
         let value: JSONValue
-        do { value = try JSONValue.decode(data) } catch { throw .invalidJSON(String(describing: error)) }
+        do { value = try JSONValue.decode(data) } catch { throw .invalidJSON(error.description) }
         try self.init(json: value)
     }
 
@@ -133,7 +133,10 @@ public struct NotificationPayload: Sendable, Equatable {
     }
 
     /// The payload as compact JSON bytes (sorted keys).
-    public func encoded() throws -> Data { try json.encodedData() }
+    public func encoded() -> Data { json.encodedData() }
+
+    /// The size of the compact JSON encoding in bytes (what APNs counts).
+    public var encodedSize: Int { json.encodedSize }
 }
 
 /// The visible part of a notification.

@@ -61,7 +61,7 @@ struct POIRoutes {
             }
             let matches = state.index.nearest(
                 to: point, query: PlacesQuery(limit: limit, radius: radius, types: list("types"), tags: list("tags")))
-            return try JSONIO.response(WoosmapFormat.searchResponse(matches))
+            return JSONIO.response(json: WoosmapFormat.searchResponse(matches))
         }
     }
 }

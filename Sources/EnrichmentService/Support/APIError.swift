@@ -24,7 +24,7 @@ public struct APIError: Error, HTTPResponseError, Sendable {
         var headers = self.headers
         headers[.contentType] = "application/json; charset=utf-8"
         return Response(status: status, headers: headers,
-                        body: .init(byteBuffer: ByteBuffer(data: (try? body.encodedData()) ?? Data())))
+                        body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(body))))
     }
 
     static func invalid(_ reason: String, _ message: String) -> APIError { APIError(.badRequest, reason: reason, message: message) }

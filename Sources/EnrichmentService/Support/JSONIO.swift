@@ -35,6 +35,7 @@ enum JSONIO {
     }
 
     static func describe(_ error: any Error) -> String {
+        if let parse = error as? JSONParseError { return parse.description }
         if let decoding = error as? DecodingError {
             switch decoding {
             case .dataCorrupted(let context): return context.debugDescription
@@ -42,6 +43,13 @@ enum JSONIO {
             }
         }
         return "\(error)"
+    }
+
+    /// A JSON response from a `JSONValue` (the fast path: no Codable).
+    static func response(json: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
+        let bytes = JSONWriter.bytes(json)
+        return Response(status: status, headers: [.contentType: "application/json; charset=utf-8"],
+                        body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
     /// A JSON response.

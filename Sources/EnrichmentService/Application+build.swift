@@ -35,7 +35,8 @@ public func buildApplication(
     try configuration.validate()
 
     let database = try SQLiteDatabase(path: configuration.databasePath, durability: configuration.durability)
-    let fixStore = SQLiteFixStore(database: database)
+    // The service owns its SQLite file, so the last fix of each device can be served from memory.
+    let fixStore = CachingFixStore(base: SQLiteFixStore(database: database))
     let poiStore = SQLitePOIStore(database: database)
     if configuration.loadSamplePOIs, try await poiStore.count() == 0 {
         let samples = try SamplePOIs.load()

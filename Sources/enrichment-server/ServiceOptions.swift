@@ -30,8 +30,8 @@ struct ServiceOptions: ParsableArguments {
     @Option(help: "Map URL form: current or legacy (SDK's http://maps.google.com with sensor=true) (ENRICH_MAP_STYLE, default current).")
     var mapStyle: String?
     @Option(help: "Static map base URL (ENRICH_MAP_URL, default per style).") var mapUrl: String?
-    @Option(help: "Mustache template for the default-mode body (ENRICH_BODY_TEMPLATE).") var bodyTemplate: String?
-    @Option(help: "Mustache template for the location-only body (ENRICH_LOCATION_TEMPLATE).") var locationTemplate: String?
+    @Option(help: "Body template for default mode, e.g. '{{name}} is {{distance}} away' (ENRICH_BODY_TEMPLATE).") var bodyTemplate: String?
+    @Option(help: "Template for the location-only body, e.g. 'Near {{lat}}, {{lng}}' (ENRICH_LOCATION_TEMPLATE).") var locationTemplate: String?
     @Option(help: "Largest JSON request body in bytes (ENRICH_MAX_BODY, default 1048576).") var maxBody: String?
     @Option(help: "Largest POI import body in bytes (ENRICH_MAX_IMPORT, default 67108864).") var maxImport: String?
     @Option(help: "trace, debug, info, notice, warning, error or critical (ENRICH_LOG_LEVEL, default info).") var logLevel: String?

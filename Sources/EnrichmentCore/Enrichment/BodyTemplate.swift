@@ -1,9 +1,6 @@
-import Foundation
-import Mustache
-
-/// The `default` mode's body: a Mustache template over the nearest POI, with plain-text output (no HTML escaping).
+/// The `default` mode's body: a template over the nearest POI (see `TextTemplate` for the syntax).
 ///
-/// Variables: `name`, `distance` (readable: `85 m`, `120 m`, `1.2 km`, `12 km`), `distance_m` (whole metres),
+/// Variables: `name`, `distance` (readable: `85 m`, `140 m`, `1.2 km`, `12 km`), `distance_m` (whole metres),
 /// `city`, `zipcode`, `country_code`, `address` (lines joined with `, `), `lat`, `lng` (user, 5 decimals),
 /// `poi_lat`, `poi_lng`. Sections such as `{{#city}} in {{city}}{{/city}}` drop text for missing values.
 public struct BodyTemplate: Sendable {
@@ -12,50 +9,52 @@ public struct BodyTemplate: Sendable {
     /// The body used when there is a fix but no POI data (upstream degraded).
     public static let defaultLocationTemplate = "You are near {{lat}}, {{lng}}"
 
-    private let poiTemplate: MustacheTemplate
-    private let locationTemplate: MustacheTemplate
+    static let locationVariables: Set<String> = ["lat", "lng"]
+    static let poiVariables: Set<String> = locationVariables.union(
+        ["name", "distance", "distance_m", "city", "zipcode", "country_code", "address", "poi_lat", "poi_lng"])
+
+    private let poiTemplate: TextTemplate
+    private let locationTemplate: TextTemplate
     public let poiSource: String
     public let locationSource: String
 
-    /// Compiles both templates; throws a readable error when one does not parse.
+    /// Compiles both templates; throws a readable error when one does not compile.
     public init(poi: String = defaultPOITemplate, location: String = defaultLocationTemplate) throws(TemplateError) {
         poiSource = poi
         locationSource = location
-        poiTemplate = try Self.compile(poi, which: "POI")
-        locationTemplate = try Self.compile(location, which: "location")
+        poiTemplate = try Self.compile(poi, which: "POI", variables: Self.poiVariables)
+        locationTemplate = try Self.compile(location, which: "location", variables: Self.locationVariables)
     }
 
-    private static func compile(_ source: String, which: String) throws(TemplateError) -> MustacheTemplate {
+    private static func compile(_ source: String, which: String, variables: Set<String>) throws(TemplateError) -> TextTemplate {
         do {
-            return try MustacheTemplate(string: "{{% CONTENT_TYPE: TEXT}}" + source)
+            return try TextTemplate(source, variables: variables)
         } catch {
-            throw TemplateError(which: which, detail: String(describing: error))
+            throw TemplateError(which: which, detail: error.detail)
         }
     }
 
     /// The body for a POI near the user.
     public func render(poi match: PlaceMatch, user: Coordinate) -> String {
-        var values = locationValues(user)
         let poi = match.poi
-        values["name"] = poi.name
-        values["distance"] = Self.readableDistance(match.distance)
-        values["distance_m"] = String(Int(match.distance.rounded()))
-        values["city"] = poi.address.city ?? ""
-        values["zipcode"] = poi.address.zipcode ?? ""
-        values["country_code"] = poi.address.countryCode ?? ""
-        values["address"] = poi.address.lines.joined(separator: ", ")
-        values["poi_lat"] = String(format: "%.5f", poi.coordinate.latitude)
-        values["poi_lng"] = String(format: "%.5f", poi.coordinate.longitude)
-        return poiTemplate.render(values.filter { !$0.value.isEmpty })
+        return poiTemplate.render([
+            "lat": CFormat.fixed(user.latitude, decimals: 5),
+            "lng": CFormat.fixed(user.longitude, decimals: 5),
+            "name": poi.name,
+            "distance": Self.readableDistance(match.distance),
+            "distance_m": String(Int(match.distance.rounded())),
+            "city": poi.address.city ?? "",
+            "zipcode": poi.address.zipcode ?? "",
+            "country_code": poi.address.countryCode ?? "",
+            "address": poi.address.lines.joined(separator: ", "),
+            "poi_lat": CFormat.fixed(poi.coordinate.latitude, decimals: 5),
+            "poi_lng": CFormat.fixed(poi.coordinate.longitude, decimals: 5),
+        ])
     }
 
     /// The location-only body (used when POI data is unavailable).
     public func render(location user: Coordinate) -> String {
-        locationTemplate.render(locationValues(user))
-    }
-
-    private func locationValues(_ user: Coordinate) -> [String: String] {
-        ["lat": String(format: "%.5f", user.latitude), "lng": String(format: "%.5f", user.longitude)]
+        locationTemplate.render(["lat": CFormat.fixed(user.latitude, decimals: 5), "lng": CFormat.fixed(user.longitude, decimals: 5)])
     }
 
     /// Distance for people: whole metres under 100 m, tens of metres under 1 km, 0.1 km under 10 km, then km.
@@ -63,15 +62,8 @@ public struct BodyTemplate: Sendable {
         switch metres {
         case ..<99.5: return "\(Int(metres.rounded())) m"
         case ..<995: return "\(Int((metres / 10).rounded()) * 10) m"
-        case ..<9_950: return String(format: "%.1f km", metres / 1000)
+        case ..<9_950: return CFormat.fixed(metres / 1000, decimals: 1) + " km"
         default: return "\(Int((metres / 1000).rounded())) km"
         }
     }
-}
-
-/// A body template that does not parse.
-public struct TemplateError: Error, Equatable, Sendable, CustomStringConvertible {
-    public var which: String
-    public var detail: String
-    public var description: String { "the \(which) body template is not valid Mustache: \(detail)" }
 }

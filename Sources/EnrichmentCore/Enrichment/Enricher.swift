@@ -132,6 +132,9 @@ public struct Enricher: Sendable {
     private func search(_ places: any PlacesProvider, near point: Coordinate) async -> Result<[PlaceMatch], PlacesError> {
         let query = settings.placesQuery
         let deadline = settings.deadline
+        if places.answersImmediately {
+            do throws(PlacesError) { return .success(try await places.nearest(to: point, query: query)) } catch { return .failure(error) }
+        }
         return await withTaskGroup(of: Result<[PlaceMatch], PlacesError>?.self) { group in
             group.addTask {
                 do throws(PlacesError) { return .success(try await places.nearest(to: point, query: query)) } catch { return .failure(error) }

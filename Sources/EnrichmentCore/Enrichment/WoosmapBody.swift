@@ -18,6 +18,6 @@ public enum WoosmapBody {
 
     /// The location-only body (`map only` and `neither` modes).
     public static func location(_ user: Coordinate) -> String {
-        String(format: "myLatitude = %f \nmyLongitude = %f", user.latitude, user.longitude)
+        "myLatitude = \(CFormat.fixed(user.latitude)) \nmyLongitude = \(CFormat.fixed(user.longitude))"
     }
 }

@@ -31,11 +31,11 @@ public enum JSONWriter {
             output.append(UInt8(ascii: "]"))
         case .object(let members):
             output.append(UInt8(ascii: "{"))
-            for (i, key) in members.keys.sorted().enumerated() {
+            for (i, member) in members.sorted(by: { $0.key < $1.key }).enumerated() {
                 if i > 0 { output.append(UInt8(ascii: ",")) }
-                writeString(key, into: &output)
+                writeString(member.key, into: &output)
                 output.append(UInt8(ascii: ":"))
-                write(members[key]!, into: &output)
+                write(member.value, into: &output)
             }
             output.append(UInt8(ascii: "}"))
         }
@@ -45,19 +45,28 @@ public enum JSONWriter {
 
     static func writeString(_ string: String, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): output.append(contentsOf: [0x5C, 0x22])
-            case UInt8(ascii: "\\"): output.append(contentsOf: [0x5C, 0x5C])
-            case 0x0A: output.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-            case 0x0D: output.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-            case 0x09: output.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-            case 0x08: output.append(contentsOf: [0x5C, UInt8(ascii: "b")])
-            case 0x0C: output.append(contentsOf: [0x5C, UInt8(ascii: "f")])
-            case 0..<0x20:
-                output.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
-            default: output.append(byte)
+        var string = string
+        string.withUTF8 { utf8 in
+            var start = 0
+            for i in 0..<utf8.count {
+                let byte = utf8[i]
+                // Bytes that never need escaping are copied in runs.
+                if byte >= 0x20, byte != 0x22, byte != 0x5C { continue }
+                output.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<i]))
+                start = i + 1
+                switch byte {
+                case 0x22: output.append(contentsOf: [0x5C, 0x22])
+                case 0x5C: output.append(contentsOf: [0x5C, 0x5C])
+                case 0x0A: output.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+                case 0x0D: output.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+                case 0x09: output.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+                case 0x08: output.append(contentsOf: [0x5C, UInt8(ascii: "b")])
+                case 0x0C: output.append(contentsOf: [0x5C, UInt8(ascii: "f")])
+                default:
+                    output.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+                }
             }
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<utf8.count]))
         }
         output.append(UInt8(ascii: "\""))
     }

@@ -85,6 +85,12 @@ public protocol PlacesProvider: Sendable {
     var name: String { get }
     /// POIs nearest first, at most `query.limit`.
     func nearest(to point: Coordinate, query: PlacesQuery) async throws(PlacesError) -> [PlaceMatch]
+    /// True when answers come from memory without waiting, so no deadline timer is needed.
+    var answersImmediately: Bool { get }
+}
+
+extension PlacesProvider {
+    public var answersImmediately: Bool { false }
 }
 
 /// Why a places search failed.

@@ -60,6 +60,7 @@ public final class PlacesIndex: Sendable {
 public struct LocalPlacesProvider: PlacesProvider {
     public let name = "local"
     public let index: PlacesIndex
+    public var answersImmediately: Bool { true }
 
     public init(index: PlacesIndex) { self.index = index }
 

@@ -1,0 +1,79 @@
+import Synchronization
+
+/// Keeps each device's last fix in memory in front of a durable store, so enrichment does not wait on storage.
+///
+/// Writes go to the store first (durability is the store's job), then update or drop cache entries. A lookup that
+/// missed fills the cache only if no write touched that device's stripe while it read the store; otherwise a
+/// concurrent write could be overwritten by an older value. Meant for a single process owning its database
+/// (the embedded SQLite mode); with several service instances sharing one database, use the store directly.
+public final class CachingFixStore: FixStore {
+    private struct State {
+        var entries: [String: LocationFix?] = [:]
+        var stripes = [UInt64](repeating: 0, count: 1024)
+    }
+
+    private let base: any FixStore
+    private let capacity: Int
+    private let state = Mutex(State())
+
+    /// Wraps `base`, keeping at most `capacity` devices in memory.
+    public init(base: any FixStore, capacity: Int = 1_000_000) {
+        self.base = base
+        self.capacity = max(1, capacity)
+    }
+
+    private static func stripe(_ deviceId: String) -> Int {
+        var hasher = Hasher()
+        hasher.combine(deviceId)
+        return Int(UInt(bitPattern: hasher.finalize()) % 1024)
+    }
+
+    public func insert(_ fixes: [LocationFix]) async throws {
+        try await base.insert(fixes)
+        var newest: [String: LocationFix] = [:]
+        for fix in fixes where fix.fixTime > (newest[fix.deviceId]?.fixTime ?? -.infinity) {
+            newest[fix.deviceId] = fix
+        }
+        state.withLock { state in
+            for (device, fix) in newest {
+                state.stripes[Self.stripe(device)] &+= 1
+                switch state.entries[device] {
+                case .some(.some(let cached)):
+                    // Same fix time: the store replaced the row, so the new one is current too.
+                    if fix.fixTime >= cached.fixTime { state.entries[device] = .some(fix) }
+                case .some(.none):
+                    state.entries[device] = .some(fix)
+                case .none:
+                    break
+                }
+            }
+        }
+    }
+
+    public func latestFix(deviceId: String) async throws -> LocationFix? {
+        let stripe = Self.stripe(deviceId)
+        let (cached, generation): (LocationFix??, UInt64) = state.withLock { ($0.entries[deviceId], $0.stripes[stripe]) }
+        if let cached { return cached }
+        let fix = try await base.latestFix(deviceId: deviceId)
+        state.withLock { state in
+            guard state.stripes[stripe] == generation else { return }
+            if state.entries.count >= capacity, let victim = state.entries.keys.first {
+                state.entries.removeValue(forKey: victim)
+            }
+            state.entries[deviceId] = .some(fix)
+        }
+        return fix
+    }
+
+    public func deleteDevice(_ deviceId: String) async throws -> Int {
+        let removed = try await base.deleteDevice(deviceId)
+        state.withLock { state in
+            state.stripes[Self.stripe(deviceId)] &+= 1
+            state.entries.removeValue(forKey: deviceId)
+        }
+        return removed
+    }
+
+    /// Devices currently held in memory.
+    public var cachedDevices: Int { state.withLock { $0.entries.count } }
+}

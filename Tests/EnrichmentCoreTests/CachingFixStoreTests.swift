@@ -1,0 +1,78 @@
+import EnrichmentCore
+import Synchronization
+import Testing
+
+/// A base store whose next lookup waits until released, to interleave a write with a cache fill.
+final class GatedFixStore: FixStore {
+    let inner = MemoryFixStore()
+    let gate = Mutex<CheckedContinuation<Void, Never>?>(nil)
+    let armed = Mutex(false)
+    let reads = Mutex(0)
+
+    func insert(_ fixes: [LocationFix]) async throws { try await inner.insert(fixes) }
+    func deleteDevice(_ deviceId: String) async throws -> Int { try await inner.deleteDevice(deviceId) }
+    func latestFix(deviceId: String) async throws -> LocationFix? {
+        reads.withLock { $0 += 1 }
+        let value = try await inner.latestFix(deviceId: deviceId)
+        if armed.withLock({ let was = $0; $0 = false; return was }) {
+            await withCheckedContinuation { continuation in gate.withLock { $0 = continuation } }
+        }
+        return value
+    }
+    func release() { gate.withLock { $0?.resume(); $0 = nil } }
+    var isWaiting: Bool { gate.withLock { $0 != nil } }
+}
+
+func fix(_ device: String, _ time: Double, lat: Double = 0) -> LocationFix {
+    LocationFix(deviceId: device, coordinate: Coordinate(latitude: lat, longitude: 0), fixTime: time, receivedAt: 0)
+}
+
+@Suite("Last-fix cache")
+struct CachingFixStoreTests {
+    @Test("hits are served from memory and never regress to an older fix")
+    func writeThrough() async throws {
+        let base = GatedFixStore()
+        let cache = CachingFixStore(base: base)
+        try await cache.insert([fix("d", 100, lat: 1)])
+        #expect(try await cache.latestFix(deviceId: "d")?.fixTime == 100)
+        #expect(try await cache.latestFix(deviceId: "d")?.fixTime == 100)
+        #expect(base.reads.withLock { $0 } == 1)
+        try await cache.insert([fix("d", 50, lat: 5)])
+        #expect(try await cache.latestFix(deviceId: "d")?.coordinate.latitude == 1)
+        try await cache.insert([fix("d", 200, lat: 2), fix("d", 150, lat: 3)])
+        #expect(try await cache.latestFix(deviceId: "d")?.coordinate.latitude == 2)
+        #expect(base.reads.withLock { $0 } == 1)
+    }
+
+    @Test("a cached 'no fix' is replaced by the first insert, and delete forgets the device")
+    func negativeAndDelete() async throws {
+        let cache = CachingFixStore(base: MemoryFixStore())
+        #expect(try await cache.latestFix(deviceId: "d") == nil)
+        try await cache.insert([fix("d", 1)])
+        #expect(try await cache.latestFix(deviceId: "d")?.fixTime == 1)
+        #expect(try await cache.deleteDevice("d") == 1)
+        #expect(try await cache.latestFix(deviceId: "d") == nil)
+    }
+
+    @Test("a write during a miss's store read is not overwritten by the older value")
+    func raceWithWrite() async throws {
+        let base = GatedFixStore()
+        let cache = CachingFixStore(base: base)
+        try await base.insert([fix("d", 100)])
+        base.armed.withLock { $0 = true }
+        let lookup = Task { try await cache.latestFix(deviceId: "d") }
+        while !base.isWaiting { await Task.yield() }
+        // The lookup has read fix 100 and is about to fill; a newer fix lands now.
+        try await cache.insert([fix("d", 200)])
+        base.release()
+        #expect(try await lookup.value?.fixTime == 100)
+        #expect(try await cache.latestFix(deviceId: "d")?.fixTime == 200)
+    }
+
+    @Test("the cache holds at most its capacity")
+    func capacity() async throws {
+        let cache = CachingFixStore(base: MemoryFixStore(), capacity: 10)
+        for i in 0..<50 { _ = try await cache.latestFix(deviceId: "d\(i)") }
+        #expect(cache.cachedDevices == 10)
+    }
+}

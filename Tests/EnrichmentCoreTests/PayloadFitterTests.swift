@@ -15,7 +15,8 @@ struct PayloadFitterTests {
     func exactly4096() throws {
         let empty = try size(base().replacingBody(""))
         let body = String(repeating: "a", count: 4096 - empty)
-        let (out, truncated) = try PayloadFitter.fit(body: body, into: base())
+        let (out, truncated, reported) = try PayloadFitter.fit(body: body, into: base())
+        #expect(reported == out.encoded().count)
         #expect(truncated == false)
         #expect(try size(out) == 4096)
         #expect(out.alert.body == body)
@@ -25,7 +26,8 @@ struct PayloadFitterTests {
     func exactly4097() throws {
         let empty = try size(base().replacingBody(""))
         let body = String(repeating: "a", count: 4097 - empty)
-        let (out, truncated) = try PayloadFitter.fit(body: body, into: base())
+        let (out, truncated, reported) = try PayloadFitter.fit(body: body, into: base())
+        #expect(reported == out.encoded().count)
         #expect(truncated)
         #expect(try size(out) <= 4096)
         #expect(out.alert.body?.hasSuffix("…") == true)
@@ -37,10 +39,20 @@ struct PayloadFitterTests {
     @Test("multi-byte characters are never split")
     func multibyte() throws {
         let body = String(repeating: "é🙂", count: 2000)
-        let (out, truncated) = try PayloadFitter.fit(body: body, into: base())
+        let (out, truncated, reported) = try PayloadFitter.fit(body: body, into: base())
+        #expect(reported == out.encoded().count)
         #expect(truncated)
         #expect(try size(out) <= 4096)
         #expect(body.hasPrefix(String(out.alert.body!.dropLast())))
+    }
+
+    @Test("escaped characters are counted as APNs counts them", arguments: ["\"", "\\", "\n", "\u{1}", "é", "🙂"])
+    func escapes(unit: String) throws {
+        for count in [100, 1_000, 1_363, 1_364, 1_365, 4_000] {
+            let (out, _, reported) = try PayloadFitter.fit(body: String(repeating: unit, count: count), into: base())
+            #expect(reported == out.encoded().count)
+            #expect(reported <= 4096)
+        }
     }
 
     @Test("a payload that cannot fit even with an empty body is an error")

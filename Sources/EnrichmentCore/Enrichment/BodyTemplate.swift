@@ -37,24 +37,33 @@ public struct BodyTemplate: Sendable {
     /// The body for a POI near the user.
     public func render(poi match: PlaceMatch, user: Coordinate) -> String {
         let poi = match.poi
-        return poiTemplate.render([
-            "lat": CFormat.fixed(user.latitude, decimals: 5),
-            "lng": CFormat.fixed(user.longitude, decimals: 5),
-            "name": poi.name,
-            "distance": Self.readableDistance(match.distance),
-            "distance_m": String(Int(match.distance.rounded())),
-            "city": poi.address.city ?? "",
-            "zipcode": poi.address.zipcode ?? "",
-            "country_code": poi.address.countryCode ?? "",
-            "address": poi.address.lines.joined(separator: ", "),
-            "poi_lat": CFormat.fixed(poi.coordinate.latitude, decimals: 5),
-            "poi_lng": CFormat.fixed(poi.coordinate.longitude, decimals: 5),
-        ])
+        return poiTemplate.render { name in
+            switch name {
+            case "name": poi.name
+            case "distance": Self.readableDistance(match.distance)
+            case "distance_m": String(Int(match.distance.rounded()))
+            case "city": poi.address.city
+            case "zipcode": poi.address.zipcode
+            case "country_code": poi.address.countryCode
+            case "address": poi.address.lines.joined(separator: ", ")
+            case "poi_lat": CFormat.fixed(poi.coordinate.latitude, decimals: 5)
+            case "poi_lng": CFormat.fixed(poi.coordinate.longitude, decimals: 5)
+            default: Self.locationValue(name, user)
+            }
+        }
     }
 
     /// The location-only body (used when POI data is unavailable).
     public func render(location user: Coordinate) -> String {
-        locationTemplate.render(["lat": CFormat.fixed(user.latitude, decimals: 5), "lng": CFormat.fixed(user.longitude, decimals: 5)])
+        locationTemplate.render { Self.locationValue($0, user) }
+    }
+
+    private static func locationValue(_ name: String, _ user: Coordinate) -> String? {
+        switch name {
+        case "lat": CFormat.fixed(user.latitude, decimals: 5)
+        case "lng": CFormat.fixed(user.longitude, decimals: 5)
+        default: nil
+        }
     }
 
     /// Distance for people: whole metres under 100 m, tens of metres under 1 km, 0.1 km under 10 km, then km.

@@ -181,8 +181,12 @@ struct Draft {
         var output = payload
         if let mapURL { output = output.setting(Enricher.attachmentKey, to: .string(mapURL)) }
         var truncated = false
-        if let body { (output, truncated) = try PayloadFitter.fit(body: body, into: output) }
-        let size = output.encodedSize
+        let size: Int
+        if let body {
+            (output, truncated, size) = try PayloadFitter.fit(body: body, into: output)
+        } else {
+            size = output.encodedSize
+        }
         let alert = output.alert
         return EnrichmentResult(
             outcome: outcome, rule: rule, mode: mode, staleness: staleness, legacyShape: legacyShape,

@@ -98,98 +98,68 @@ public struct EnrichmentResult: Sendable {
 
 }
 
-/// Builds JSON objects, leaving out nil members (as `JSONEncoder` does).
-struct JSONObjectBuilder {
-    var members: [String: JSONValue] = [:]
-    mutating func set(_ key: String, _ value: String?) { if let value { members[key] = .string(value) } }
-    mutating func set(_ key: String, _ value: Double?) { if let value { members[key] = .double(value) } }
-    mutating func set(_ key: String, _ value: Int64?) { if let value { members[key] = .int(value) } }
-    mutating func set(_ key: String, _ value: Int?) { if let value { members[key] = .int(Int64(value)) } }
-    mutating func set(_ key: String, _ value: Bool) { members[key] = .bool(value) }
-    mutating func set(_ key: String, _ value: JSONValue?) { if let value { members[key] = value } }
-    mutating func set(_ key: String, _ value: [String]) { members[key] = .array(value.map(JSONValue.string)) }
-    var value: JSONValue { .object(members) }
-}
-
 extension EnrichmentResult {
-    /// The result as the API's JSON object (snake_case keys, nil members left out).
-    public var json: JSONValue {
-        var o = JSONObjectBuilder()
-        o.set("outcome", outcome.rawValue)
-        o.set("rule", rule)
-        o.set("mode", mode.rawValue)
-        o.set("staleness", staleness?.json)
-        o.set("legacy_shape", legacyShape)
-        o.set("payload", payload)
-        o.set("payload_bytes", payloadBytes)
-        o.set("body_truncated", bodyTruncated)
-        o.set("notification", notification.json)
-        o.set("fix", fix?.json)
-        o.set("pois", JSONValue.array(pois.map(\.json)))
-        o.set("static_map_url", staticMapURL)
-        o.set("places_provider", placesProvider)
-        o.set("degraded", degraded?.json)
-        o.set("evaluated_at", evaluatedAt)
-        o.set("places_ms", placesMilliseconds)
-        return o.value
+    /// The result as the API's JSON object (snake_case keys, nil members left out), written straight to bytes.
+    public func encodedJSON() -> [UInt8] {
+        var o = JSONObjectWriter(capacity: 2048)
+        o.field("outcome", outcome.rawValue)
+        o.field("rule", rule)
+        o.field("mode", mode.rawValue)
+        if let staleness { o.object("staleness") { staleness.write(into: &$0) } }
+        o.field("legacy_shape", legacyShape)
+        o.object("notification") { n in
+            n.field("title", notification.title)
+            n.field("subtitle", notification.subtitle)
+            n.field("body", notification.body)
+            n.field("attachment_url", notification.attachmentURL)
+        }
+        o.field("payload", json: payload)
+        o.field("payload_bytes", payloadBytes)
+        o.field("body_truncated", bodyTruncated)
+        if let fix {
+            o.object("fix") { f in
+                f.field("latitude", fix.latitude)
+                f.field("longitude", fix.longitude)
+                f.field("fix_time", fix.fixTime)
+                f.field("age_seconds", fix.ageSeconds)
+                f.field("horizontal_accuracy", fix.horizontalAccuracy)
+                f.field("context", fix.context)
+            }
+        }
+        o.array("pois", pois) { poi, p in
+            p.field("store_id", poi.storeId)
+            p.field("name", poi.name)
+            p.field("latitude", poi.latitude)
+            p.field("longitude", poi.longitude)
+            p.field("distance", poi.distance)
+            p.field("city", poi.city)
+            p.field("zipcode", poi.zipcode)
+            p.field("country_code", poi.countryCode)
+            p.field("types", strings: poi.types)
+            p.field("tags", strings: poi.tags)
+        }
+        o.field("static_map_url", staticMapURL)
+        o.field("places_provider", placesProvider)
+        o.field("places_ms", placesMilliseconds)
+        if let degraded {
+            o.object("degraded") { d in
+                d.field("reason", degraded.reason)
+                d.field("message", degraded.message)
+            }
+        }
+        o.field("evaluated_at", evaluatedAt)
+        return o.finished()
     }
-}
-
-extension EnrichmentResult.FixUsed {
-    var json: JSONValue {
-        var o = JSONObjectBuilder()
-        o.set("latitude", latitude)
-        o.set("longitude", longitude)
-        o.set("fix_time", fixTime)
-        o.set("age_seconds", ageSeconds)
-        o.set("horizontal_accuracy", horizontalAccuracy)
-        o.set("context", context)
-        return o.value
-    }
-}
-
-extension EnrichmentResult.POIUsed {
-    var json: JSONValue {
-        var o = JSONObjectBuilder()
-        o.set("store_id", storeId)
-        o.set("name", name)
-        o.set("latitude", latitude)
-        o.set("longitude", longitude)
-        o.set("distance", distance)
-        o.set("city", city)
-        o.set("zipcode", zipcode)
-        o.set("country_code", countryCode)
-        o.set("types", types)
-        o.set("tags", tags)
-        return o.value
-    }
-}
-
-extension EnrichmentResult.Notification {
-    var json: JSONValue {
-        var o = JSONObjectBuilder()
-        o.set("title", title)
-        o.set("subtitle", subtitle)
-        o.set("body", body)
-        o.set("attachment_url", attachmentURL)
-        return o.value
-    }
-}
-
-extension EnrichmentResult.Degradation {
-    var json: JSONValue { .object(["reason": .string(reason), "message": .string(message)]) }
 }
 
 extension StalenessVerdict {
-    /// The verdict as JSON (snake_case keys, nil members left out).
-    public var json: JSONValue {
-        var o = JSONObjectBuilder()
-        o.set("state", state.rawValue)
-        o.set("rule", rule.rawValue)
-        o.set("timestamp", timestamp)
-        o.set("age_seconds", ageSeconds)
-        o.set("source", source?.rawValue)
-        o.set("detail", detail)
-        return o.value
+    /// Writes the verdict's fields (snake_case, nil members left out).
+    public func write(into o: inout JSONObjectWriter) {
+        o.field("state", state.rawValue)
+        o.field("rule", rule.rawValue)
+        o.field("timestamp", timestamp)
+        o.field("age_seconds", ageSeconds)
+        o.field("source", source?.rawValue)
+        o.field("detail", detail)
     }
 }

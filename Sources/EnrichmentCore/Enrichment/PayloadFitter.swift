@@ -5,25 +5,29 @@ public enum PayloadFitter {
     /// The marker appended to a shortened body.
     public static let ellipsis = "…"
 
-    /// Returns the payload with `body` set, and whether the body had to be shortened.
+    /// Returns the payload with `body` set, whether the body had to be shortened, and the encoded size.
+    ///
+    /// The payload is encoded once with an empty body; since the body is one string value, the size with any
+    /// body is that size plus the body's escaped length, which makes the search for the longest prefix cheap.
     public static func fit(body: String, into payload: NotificationPayload,
-                           limit: Int = NotificationPayload.maximumSize) throws -> (NotificationPayload, Bool) {
-        let full = payload.replacingBody(body)
-        if full.encodedSize <= limit { return (full, false) }
-        let empty = payload.replacingBody("")
-        let minimum = empty.encodedSize + ellipsis.utf8.count
-        guard minimum <= limit else { throw PayloadError.cannotFit(minimumBytes: minimum, limit: limit) }
-        // Binary search on the number of characters kept; encoded size grows monotonically with the prefix.
-        let characters = Array(body)
-        var low = 0, high = characters.count
-        while low < high {
-            let mid = (low + high + 1) / 2
-            if payload.replacingBody(String(characters[..<mid]) + ellipsis).encodedSize <= limit {
-                low = mid
-            } else {
-                high = mid - 1
-            }
+                           limit: Int = NotificationPayload.maximumSize) throws -> (payload: NotificationPayload, truncated: Bool, size: Int) {
+        let emptySize = payload.replacingBody("").encodedSize
+        let fullSize = emptySize + JSONWriter.escapedLength(body)
+        if fullSize <= limit { return (payload.replacingBody(body), false, fullSize) }
+        let ellipsisLength = JSONWriter.escapedLength(ellipsis)
+        guard emptySize + ellipsisLength <= limit else {
+            throw PayloadError.cannotFit(minimumBytes: emptySize + ellipsisLength, limit: limit)
         }
-        return (payload.replacingBody(String(characters[..<low]) + ellipsis), true)
+        // Keep whole characters while they fit.
+        var budget = limit - emptySize - ellipsisLength
+        var kept = ""
+        for character in body {
+            let length = JSONWriter.escapedLength(String(character))
+            if length > budget { break }
+            budget -= length
+            kept.append(character)
+        }
+        let shortened = kept + ellipsis
+        return (payload.replacingBody(shortened), true, emptySize + JSONWriter.escapedLength(shortened))
     }
 }

@@ -23,19 +23,24 @@ public struct TextTemplate: Sendable {
 
     /// Renders with `values`; a missing value is empty.
     public func render(_ values: [String: String]) -> String {
+        render { values[$0] }
+    }
+
+    /// Renders with values computed on demand (only the variables the template uses are asked for).
+    public func render(_ value: (String) -> String?) -> String {
         var output = ""
-        Self.render(nodes, values, into: &output)
+        Self.render(nodes, value, into: &output)
         return output
     }
 
-    private static func render(_ nodes: [Node], _ values: [String: String], into output: inout String) {
+    private static func render(_ nodes: [Node], _ value: (String) -> String?, into output: inout String) {
         for node in nodes {
             switch node {
             case .text(let text): output += text
-            case .variable(let name): output += values[name] ?? ""
+            case .variable(let name): output += value(name) ?? ""
             case .section(let name, let inverted, let children):
-                let present = !(values[name] ?? "").isEmpty
-                if present != inverted { render(children, values, into: &output) }
+                let present = !(value(name) ?? "").isEmpty
+                if present != inverted { render(children, value, into: &output) }
             }
         }
     }

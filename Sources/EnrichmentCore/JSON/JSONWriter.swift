@@ -43,6 +43,19 @@ public enum JSONWriter {
 
     static let hex = Array("0123456789abcdef".utf8)
 
+    /// The number of bytes `string`'s contents take once escaped, without the surrounding quotes.
+    public static func escapedLength(_ string: String) -> Int {
+        var length = 0
+        for byte in string.utf8 {
+            switch byte {
+            case 0x22, 0x5C, 0x0A, 0x0D, 0x09, 0x08, 0x0C: length += 2
+            case 0..<0x20: length += 6
+            default: length += 1
+            }
+        }
+        return length
+    }
+
     static func writeString(_ string: String, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
         var string = string

@@ -16,7 +16,7 @@ struct EnrichRoutes {
             state.metrics.enrichDuration(ContinuousClock.now - started)
             if let ms = result.placesMilliseconds { state.metrics.placesDuration(.microseconds(Int64(ms * 1000))) }
             state.metrics.outcome(result.outcome.rawValue, provider: result.placesProvider ?? "none")
-            return JSONIO.response(json: result.json)
+            return JSONIO.response(bytes: result.encodedJSON())
         }
     }
 }

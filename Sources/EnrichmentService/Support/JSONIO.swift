@@ -47,8 +47,12 @@ enum JSONIO {
 
     /// A JSON response from a `JSONValue` (the fast path: no Codable).
     static func response(json: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
-        let bytes = JSONWriter.bytes(json)
-        return Response(status: status, headers: [.contentType: "application/json; charset=utf-8"],
+        response(bytes: JSONWriter.bytes(json), status: status)
+    }
+
+    /// A JSON response from already encoded bytes.
+    static func response(bytes: [UInt8], status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: [.contentType: "application/json; charset=utf-8"],
                         body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 

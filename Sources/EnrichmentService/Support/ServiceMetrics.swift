@@ -1,12 +1,15 @@
 import Foundation
 import Hummingbird
 import Prometheus
+import Synchronization
 
 /// The service's Prometheus metrics: requests, enrichment outcomes, upstream latency.
 public final class ServiceMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     private let upstreamLatency: DurationHistogram
     private let enrichLatency: DurationHistogram
+    /// Counters by label values, so the hot path does not rebuild descriptors and labels per request.
+    private let counters = Mutex<[[String]: Counter]>([:])
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -23,18 +26,27 @@ public final class ServiceMetrics: Sendable {
             buckets: buckets)
     }
 
+    private func counter(_ key: [String], make: () -> Counter) -> Counter {
+        if let counter = counters.withLock({ $0[key] }) { return counter }
+        let counter = make()
+        counters.withLock { $0[key] = counter }
+        return counter
+    }
+
     func request(method: String, route: String, status: Int) {
-        registry.makeCounter(
-            descriptor: MetricNameDescriptor(metricName: "http_requests", unitName: "total", helpText: "HTTP requests handled"),
-            labels: [("method", method), ("route", route), ("status", String(status))]
-        ).increment()
+        counter(["http", method, route, String(status)]) {
+            registry.makeCounter(
+                descriptor: MetricNameDescriptor(metricName: "http_requests", unitName: "total", helpText: "HTTP requests handled"),
+                labels: [("method", method), ("route", route), ("status", String(status))])
+        }.increment()
     }
 
     func outcome(_ outcome: String, provider: String) {
-        registry.makeCounter(
-            descriptor: MetricNameDescriptor(metricName: "enrichment_outcomes", unitName: "total", helpText: "Enrichment results by outcome"),
-            labels: [("outcome", outcome), ("provider", provider)]
-        ).increment()
+        counter(["outcome", outcome, provider]) {
+            registry.makeCounter(
+                descriptor: MetricNameDescriptor(metricName: "enrichment_outcomes", unitName: "total", helpText: "Enrichment results by outcome"),
+                labels: [("outcome", outcome), ("provider", provider)])
+        }.increment()
     }
 
     func placesDuration(_ duration: Duration) { upstreamLatency.record(duration) }

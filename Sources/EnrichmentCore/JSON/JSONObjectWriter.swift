@@ -1,0 +1,89 @@
+/// Streams one JSON object straight to bytes, in the order fields are written (no intermediate dictionary).
+///
+/// Nil values are left out, as `JSONEncoder` does.
+public struct JSONObjectWriter {
+    public private(set) var bytes: [UInt8]
+    private var first = true
+
+    public init(capacity: Int = 1024) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+        bytes.append(UInt8(ascii: "{"))
+    }
+
+    private mutating func key(_ key: String) {
+        if !first { bytes.append(UInt8(ascii: ",")) }
+        first = false
+        JSONWriter.writeString(key, into: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+    }
+
+    public mutating func field(_ name: String, _ value: String?) {
+        guard let value else { return }
+        key(name)
+        JSONWriter.writeString(value, into: &bytes)
+    }
+
+    public mutating func field(_ name: String, _ value: Double?) {
+        guard let value else { return }
+        key(name)
+        JSONWriter.write(.double(value), into: &bytes)
+    }
+
+    public mutating func field(_ name: String, _ value: Int64?) {
+        guard let value else { return }
+        key(name)
+        bytes.append(contentsOf: String(value).utf8)
+    }
+
+    public mutating func field(_ name: String, _ value: Int) { field(name, Int64(value)) }
+
+    public mutating func field(_ name: String, _ value: Bool) {
+        key(name)
+        bytes.append(contentsOf: value ? Array("true".utf8) : Array("false".utf8))
+    }
+
+    public mutating func field(_ name: String, json value: JSONValue?) {
+        guard let value else { return }
+        key(name)
+        JSONWriter.write(value, into: &bytes)
+    }
+
+    public mutating func field(_ name: String, strings: [String]) {
+        key(name)
+        bytes.append(UInt8(ascii: "["))
+        for (i, string) in strings.enumerated() {
+            if i > 0 { bytes.append(UInt8(ascii: ",")) }
+            JSONWriter.writeString(string, into: &bytes)
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
+    /// A nested object, written by `body`.
+    public mutating func object(_ name: String, _ body: (inout JSONObjectWriter) -> Void) {
+        key(name)
+        var nested = JSONObjectWriter(capacity: 0)
+        body(&nested)
+        bytes.append(contentsOf: nested.finished())
+    }
+
+    /// An array of objects, each written by `body`.
+    public mutating func array<T>(_ name: String, _ items: [T], _ body: (T, inout JSONObjectWriter) -> Void) {
+        key(name)
+        bytes.append(UInt8(ascii: "["))
+        for (i, item) in items.enumerated() {
+            if i > 0 { bytes.append(UInt8(ascii: ",")) }
+            var nested = JSONObjectWriter(capacity: 0)
+            body(item, &nested)
+            bytes.append(contentsOf: nested.finished())
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
+    /// The object's bytes, closed.
+    public func finished() -> [UInt8] {
+        var result = bytes
+        result.append(UInt8(ascii: "}"))
+        return result
+    }
+}

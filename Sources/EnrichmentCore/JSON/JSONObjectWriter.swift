@@ -59,12 +59,18 @@ public struct JSONObjectWriter {
         bytes.append(UInt8(ascii: "]"))
     }
 
-    /// A nested object, written by `body`.
+    /// A nested object, written by `body` into the same buffer.
     public mutating func object(_ name: String, _ body: (inout JSONObjectWriter) -> Void) {
         key(name)
-        var nested = JSONObjectWriter(capacity: 0)
-        body(&nested)
-        bytes.append(contentsOf: nested.finished())
+        nested(body)
+    }
+
+    private mutating func nested(_ body: (inout JSONObjectWriter) -> Void) {
+        bytes.append(UInt8(ascii: "{"))
+        first = true
+        body(&self)
+        bytes.append(UInt8(ascii: "}"))
+        first = false
     }
 
     /// An array of objects, each written by `body`.
@@ -73,17 +79,14 @@ public struct JSONObjectWriter {
         bytes.append(UInt8(ascii: "["))
         for (i, item) in items.enumerated() {
             if i > 0 { bytes.append(UInt8(ascii: ",")) }
-            var nested = JSONObjectWriter(capacity: 0)
-            body(item, &nested)
-            bytes.append(contentsOf: nested.finished())
+            nested { body(item, &$0) }
         }
         bytes.append(UInt8(ascii: "]"))
     }
 
     /// The object's bytes, closed.
-    public func finished() -> [UInt8] {
-        var result = bytes
-        result.append(UInt8(ascii: "}"))
-        return result
+    public consuming func finished() -> [UInt8] {
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
     }
 }

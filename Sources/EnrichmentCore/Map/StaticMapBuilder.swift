@@ -19,8 +19,9 @@ public struct StaticMapBuilder: Sendable {
         }
     }
 
-    public var style: Style
-    public var baseURL: String
+    public let style: Style
+    public let baseURL: String
+    private let baseHasQuery: Bool
     /// Google Maps API key (`key=`), when configured. Never logged.
     public var apiKey: String?
     /// URL-signing secret (URL-safe base64), decoded. Never logged.
@@ -31,6 +32,7 @@ public struct StaticMapBuilder: Sendable {
                 signingSecret: String? = nil) throws(MapConfigurationError) {
         self.style = style
         self.baseURL = baseURL ?? style.defaultBaseURL
+        baseHasQuery = self.baseURL.contains("?")
         guard let url = URL(string: self.baseURL), url.scheme != nil, url.host != nil else {
             throw .invalidBaseURL(self.baseURL)
         }
@@ -51,7 +53,7 @@ public struct StaticMapBuilder: Sendable {
         }
         if style == .legacy { query += "&sensor=true" }
         if let apiKey { query += "&key=\(Self.percentEncode(apiKey))" }
-        let unsigned = baseURL + (baseURL.contains("?") ? "&" : "?") + query
+        let unsigned = baseURL + (baseHasQuery ? "&" : "?") + query
         guard let signingSecret else { return unsigned }
         return unsigned + "&signature=" + Self.signature(for: unsigned, key: SymmetricKey(data: signingSecret))
     }

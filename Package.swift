@@ -10,10 +10,14 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "enrichment-server", targets: ["enrichment-server"]),
+        .executable(name: "push-sender", targets: ["push-sender"]),
         .library(name: "EnrichmentCore", targets: ["EnrichmentCore"]),
         .library(name: "EnrichmentStorage", targets: ["EnrichmentStorage"]),
         .library(name: "EnrichmentUpstream", targets: ["EnrichmentUpstream"]),
         .library(name: "EnrichmentService", targets: ["EnrichmentService"]),
+        .library(name: "APNsCore", targets: ["APNsCore"]),
+        .library(name: "APNsClient", targets: ["APNsClient"]),
+        .library(name: "MockAPNs", targets: ["MockAPNs"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
@@ -25,6 +29,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         // Pure domain logic: payloads, staleness, fixes, POIs, geometry, body formatting, map URLs, enrichment.
@@ -77,6 +84,73 @@ let package = Package(
             dependencies: [
                 "EnrichmentService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // APNs model with no networking: requests, validation rules, reasons, JWT, retry policy.
+        .target(
+            name: "APNsCore",
+            dependencies: [
+                "EnrichmentCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The APNs sender over HTTP/2 + TLS (AsyncHTTPClient).
+        .target(
+            name: "APNsClient",
+            dependencies: [
+                "APNsCore",
+                "EnrichmentCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // A local APNs-compatible server (HTTP/2 + TLS) that validates like Apple and scripts failures.
+        .target(
+            name: "MockAPNs",
+            dependencies: [
+                "APNsCore",
+                "EnrichmentCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "push-sender",
+            dependencies: [
+                "APNsCore",
+                "APNsClient",
+                "MockAPNs",
+                "EnrichmentCore",
+                "EnrichmentStorage",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "APNsCoreTests",
+            dependencies: ["APNsCore", "EnrichmentCore", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "APNsIntegrationTests",
+            dependencies: [
+                "APNsCore", "APNsClient", "MockAPNs", "EnrichmentCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: swiftSettings
         ),

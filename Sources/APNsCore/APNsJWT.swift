@@ -1,0 +1,123 @@
+import Crypto
+import EnrichmentCore
+import Foundation
+import Synchronization
+
+/// Provider authentication tokens: ES256 JWTs with `kid` in the header and `iss`/`iat` (whole seconds) as claims.
+public enum APNsJWT {
+    /// Apple refuses tokens older than this.
+    public static let maximumAge: Int64 = 3600
+
+    /// Makes a signed token.
+    public static func sign(keyID: String, teamID: String, issuedAt: Int64, key: P256.Signing.PrivateKey) throws -> String {
+        let header = base64URL(Data(#"{"alg":"ES256","kid":"\#(escape(keyID))"}"#.utf8))
+        let claims = base64URL(Data(#"{"iss":"\#(escape(teamID))","iat":\#(issuedAt)}"#.utf8))
+        let signingInput = header + "." + claims
+        let signature = try key.signature(for: Data(signingInput.utf8))
+        return signingInput + "." + base64URL(signature.rawRepresentation)
+    }
+
+    /// The parts of a verified token.
+    public struct Claims: Sendable, Equatable {
+        public var keyID: String
+        public var teamID: String
+        public var issuedAt: Int64
+
+        public init(keyID: String, teamID: String, issuedAt: Int64) {
+            self.keyID = keyID
+            self.teamID = teamID
+            self.issuedAt = issuedAt
+        }
+    }
+
+    /// Checks a token as APNs does: shape, ES256 signature with `publicKey`, `kid` and `iss` present, `iat` within
+    /// the last hour (and not in the future beyond a minute of clock skew). Throws the reason Apple would give.
+    public static func verify(_ token: String, publicKey: P256.Signing.PublicKey, expectedKeyID: String?,
+                              expectedTeamID: String?, now: Int64) throws(APNsValidator.Violation) -> Claims {
+        func invalid(_ message: String) -> APNsValidator.Violation { .init(reason: .invalidProviderToken, message: message) }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let headerData = decodeBase64URL(String(parts[0])),
+              let claimsData = decodeBase64URL(String(parts[1])), let signatureData = decodeBase64URL(String(parts[2]))
+        else { throw invalid("the provider token is not a JWT (three base64url parts)") }
+        guard let header = try? JSONParser.parse(headerData), let claims = try? JSONParser.parse(claimsData) else {
+            throw invalid("the provider token's header or claims are not JSON")
+        }
+        guard header["alg"]?.stringValue == "ES256" else { throw invalid("the provider token must use alg ES256") }
+        guard let keyID = header["kid"]?.stringValue, !keyID.isEmpty else { throw invalid("the provider token has no kid") }
+        guard let teamID = claims["iss"]?.stringValue, !teamID.isEmpty else { throw invalid("the provider token has no iss (team id)") }
+        guard case .int(let issuedAt)? = claims["iat"] else { throw invalid("the provider token's iat must be whole epoch seconds") }
+        guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
+              publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8))
+        else { throw invalid("the provider token's signature does not verify with the configured key") }
+        if let expectedKeyID, keyID != expectedKeyID {
+            throw .init(reason: .unrelatedKeyIdInToken, message: "kid \(keyID) is not the configured key \(expectedKeyID)")
+        }
+        if let expectedTeamID, teamID != expectedTeamID { throw invalid("iss \(teamID) is not the configured team \(expectedTeamID)") }
+        if now - issuedAt > maximumAge {
+            throw .init(reason: .expiredProviderToken, message: "the provider token was issued \(now - issuedAt) s ago; APNs accepts at most \(maximumAge) s")
+        }
+        if issuedAt - now > 60 { throw invalid("the provider token's iat is in the future") }
+        return Claims(keyID: keyID, teamID: teamID, issuedAt: issuedAt)
+    }
+
+    static func escape(_ text: String) -> String {
+        text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+    }
+
+    /// base64url without padding.
+    public static func base64URL(_ data: some DataProtocol) -> String {
+        Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    static func decodeBase64URL(_ text: String) -> Data? {
+        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while standard.count % 4 != 0 { standard += "=" }
+        return Data(base64Encoded: standard)
+    }
+}
+
+/// Hands out one provider token per key, reused until it is `refreshAfter` old (Apple: between 20 and 60 minutes).
+public final class APNsTokenManager: Sendable {
+    private struct Cached { var token: String; var issuedAt: Int64 }
+
+    public let keyID: String
+    public let teamID: String
+    private let keyData: Data
+    private let clock: any WallClock
+    /// Seconds after which a new token is made (default 50 minutes).
+    public let refreshAfter: Int64
+    private let cached = Mutex<Cached?>(nil)
+
+    /// Creates a manager for a key; `clock` decides when a token is too old.
+    public init(keyID: String, teamID: String, key: P256.Signing.PrivateKey, clock: any WallClock = SystemWallClock(),
+                refreshAfter: Int64 = 50 * 60) {
+        self.keyID = keyID
+        self.teamID = teamID
+        self.keyData = key.rawRepresentation
+        self.clock = clock
+        self.refreshAfter = refreshAfter
+    }
+
+    /// Loads an Apple `.p8` key (PKCS#8 PEM).
+    public static func loadKey(pem: String) throws -> P256.Signing.PrivateKey {
+        try P256.Signing.PrivateKey(pemRepresentation: pem)
+    }
+
+    /// The current token, making a new one when none exists or the last is `refreshAfter` old.
+    public func token() throws -> String {
+        let now = Int64(clock.now().timeIntervalSince1970.rounded(.down))
+        return try cached.withLock { cached in
+            if let current = cached, now - current.issuedAt < refreshAfter, now >= current.issuedAt {
+                return current.token
+            }
+            let key = try P256.Signing.PrivateKey(rawRepresentation: keyData)
+            let token = try APNsJWT.sign(keyID: keyID, teamID: teamID, issuedAt: now, key: key)
+            cached = Cached(token: token, issuedAt: now)
+            return token
+        }
+    }
+
+    /// Forgets the token so the next call makes a new one (after APNs answered ExpiredProviderToken).
+    public func invalidate() { cached.withLock { $0 = nil } }
+}

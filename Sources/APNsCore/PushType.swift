@@ -1,0 +1,28 @@
+/// The `apns-push-type` values Apple accepts, with the topic suffix each needs.
+public enum PushType: String, Sendable, CaseIterable, Codable {
+    case alert, background, voip, complication, fileprovider, mdm, location, liveactivity, pushtotalk, widgets, controls
+
+    /// The suffix appended to the bundle id for this push type's topic (empty when the bundle id is the topic).
+    public var topicSuffix: String {
+        switch self {
+        case .voip: ".voip"
+        case .complication: ".complication"
+        case .fileprovider: ".pushkit.fileprovider"
+        case .location: ".location-query"
+        case .liveactivity: ".push-type.liveactivity"
+        case .pushtotalk: ".voip-ptt"
+        case .widgets: ".push-type.widgets"
+        case .controls: ".push-type.controls"
+        case .alert, .background, .mdm: ""
+        }
+    }
+
+    /// The topic for a bundle id: the suffix is added unless already there.
+    public func topic(forBundle bundle: String) -> String {
+        guard !topicSuffix.isEmpty, !bundle.hasSuffix(topicSuffix) else { return bundle }
+        return bundle + topicSuffix
+    }
+
+    /// The largest payload APNs accepts for this type, in bytes.
+    public var maximumPayloadSize: Int { self == .voip ? 5120 : 4096 }
+}

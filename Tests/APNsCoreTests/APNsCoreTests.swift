@@ -1,0 +1,193 @@
+import APNsCore
+import Crypto
+import EnrichmentCore
+import Foundation
+import Synchronization
+import Testing
+
+/// A clock the test moves by hand.
+final class ManualClock: WallClock {
+    let seconds: Mutex<Double>
+    init(_ start: Double) { seconds = Mutex(start) }
+    func now() -> Date { Date(timeIntervalSince1970: seconds.withLock { $0 }) }
+    func advance(_ delta: Double) { seconds.withLock { $0 += delta } }
+}
+
+let token64 = String(repeating: "ab", count: 32)
+
+func request(token: String = token64, topic: String? = "com.example.app", pushType: String? = "alert", priority: Int? = nil,
+             expiration: String? = nil, collapseID: String? = nil, apnsID: String? = nil, payloadSize: Int? = nil) -> APNsRequest {
+    var payload = Array(#"{"aps":{"alert":"hi"}}"#.utf8)
+    if let payloadSize { payload = sizedPayload(payloadSize) }
+    return APNsRequest(deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
+                       collapseID: collapseID, apnsID: apnsID, payload: payload)
+}
+
+/// A valid JSON payload of exactly `size` bytes.
+func sizedPayload(_ size: Int) -> [UInt8] {
+    let prefix = #"{"aps":{"alert":"hi"},"pad":""#
+    let suffix = #""}"#
+    return Array((prefix + String(repeating: "x", count: size - prefix.utf8.count - suffix.utf8.count) + suffix).utf8)
+}
+
+@Suite("APNs reasons")
+struct APNsReasonTests {
+    @Test("known reasons map to Apple's strings and statuses; others are kept as unknown")
+    func mapping() {
+        #expect(APNsReason(rawValue: "Unregistered") == .unregistered)
+        #expect(APNsReason.unregistered.status == 410)
+        #expect(APNsReason(rawValue: "TooManyRequests").status == 429)
+        #expect(APNsReason(rawValue: "PayloadTooLarge").status == 413)
+        #expect(APNsReason(rawValue: "BrandNewReason") == .unknown("BrandNewReason"))
+        #expect(APNsReason.unknown("BrandNewReason").rawValue == "BrandNewReason")
+        #expect(APNsReason.badDeviceToken.hint?.contains("sandbox") == true)
+    }
+}
+
+@Suite("APNs request rules")
+struct APNsValidatorTests {
+    func reason(_ r: APNsRequest) -> APNsReason? { APNsValidator.violation(of: r)?.reason }
+
+    @Test("a well-formed request passes")
+    func valid() { #expect(reason(request(priority: 10, expiration: "0", collapseID: "c", apnsID: UUID().uuidString)) == nil) }
+
+    @Test("device token must be 64 hex characters")
+    func tokens() {
+        #expect(reason(request(token: String(token64.dropLast()))) == .badDeviceToken)
+        #expect(reason(request(token: String(token64.dropLast()) + "g")) == .badDeviceToken)
+        #expect(reason(request(token: "")) == .missingDeviceToken)
+        #expect(reason(request(token: token64.uppercased())) == nil)
+    }
+
+    @Test("topic, push type and priority rules")
+    func headers() {
+        #expect(reason(request(topic: nil)) == .missingTopic)
+        #expect(reason(request(pushType: "telepathy")) == .invalidPushType)
+        #expect(reason(request(priority: 7)) == .badPriority)
+        #expect(reason(request(pushType: "background", priority: 10)) == .badPriority)
+        #expect(reason(request(pushType: "background", priority: 5)) == nil)
+        #expect(reason(request(pushType: "voip")) == .badTopic)
+        #expect(reason(request(topic: "com.example.app.voip", pushType: "voip")) == nil)
+        #expect(reason(request(expiration: "tomorrow")) == .badExpirationDate)
+        #expect(reason(request(apnsID: "not-a-uuid")) == .badMessageId)
+    }
+
+    @Test("collapse id: 64 bytes pass, 65 fail")
+    func collapseID() {
+        #expect(reason(request(collapseID: String(repeating: "c", count: 64))) == nil)
+        #expect(reason(request(collapseID: String(repeating: "c", count: 65))) == .badCollapseId)
+    }
+
+    @Test("payload: 4096 bytes pass, 4097 fail; voip allows 5120")
+    func payloadSize() {
+        #expect(sizedPayload(4096).count == 4096)
+        #expect(reason(request(payloadSize: 4096)) == nil)
+        #expect(reason(request(payloadSize: 4097)) == .payloadTooLarge)
+        #expect(reason(request(topic: "a.voip", pushType: "voip", payloadSize: 5120)) == nil)
+        #expect(reason(request(topic: "a.voip", pushType: "voip", payloadSize: 5121)) == .payloadTooLarge)
+    }
+
+    @Test("topic suffixes per push type")
+    func suffixes() {
+        #expect(PushType.voip.topic(forBundle: "com.example.app") == "com.example.app.voip")
+        #expect(PushType.voip.topic(forBundle: "com.example.app.voip") == "com.example.app.voip")
+        #expect(PushType.liveactivity.topic(forBundle: "com.a") == "com.a.push-type.liveactivity")
+        #expect(PushType.alert.topic(forBundle: "com.a") == "com.a")
+    }
+}
+
+@Suite("Provider tokens")
+struct APNsJWTTests {
+    let key = P256.Signing.PrivateKey()
+
+    @Test("a signed token verifies, with kid, iss and whole-second iat")
+    func roundTrip() throws {
+        let jwt = try APNsJWT.sign(keyID: "KEY123", teamID: "TEAM456", issuedAt: 1_700_000_000, key: key)
+        let claims = try APNsJWT.verify(jwt, publicKey: key.publicKey, expectedKeyID: "KEY123", expectedTeamID: "TEAM456", now: 1_700_000_100)
+        #expect(claims == .init(keyID: "KEY123", teamID: "TEAM456", issuedAt: 1_700_000_000))
+        let payload = String(jwt.split(separator: ".")[1])
+        let claimsJSON = try JSONParser.parse(Data(base64Encoded: payload.padding(toLength: (payload.count + 3) / 4 * 4, withPad: "=", startingAt: 0))!)
+        #expect(claimsJSON["iat"] == .int(1_700_000_000))
+    }
+
+    @Test("wrong key, tampering, old iat and foreign kid are refused with Apple's reasons")
+    func refusals() throws {
+        let jwt = try APNsJWT.sign(keyID: "K", teamID: "T", issuedAt: 1_000, key: key)
+        #expect(throws: APNsValidator.Violation.self) {
+            try APNsJWT.verify(jwt, publicKey: P256.Signing.PrivateKey().publicKey, expectedKeyID: nil, expectedTeamID: nil, now: 1_000)
+        }
+        let parts = jwt.split(separator: ".")
+        let tampered = parts[0] + "." + APNsJWT.base64URL(Data(#"{"iss":"X","iat":1000}"#.utf8)) + "." + parts[2]
+        #expect(throws: APNsValidator.Violation(reason: .invalidProviderToken, message: "the provider token's signature does not verify with the configured key")) {
+            try APNsJWT.verify(tampered, publicKey: key.publicKey, expectedKeyID: nil, expectedTeamID: nil, now: 1_000)
+        }
+        // Exactly one hour old is still accepted; one second more is expired.
+        #expect(throws: Never.self) { try APNsJWT.verify(jwt, publicKey: key.publicKey, expectedKeyID: nil, expectedTeamID: nil, now: 4_600) }
+        do {
+            _ = try APNsJWT.verify(jwt, publicKey: key.publicKey, expectedKeyID: nil, expectedTeamID: nil, now: 4_601)
+            Issue.record("expected ExpiredProviderToken")
+        } catch { #expect(error.reason == .expiredProviderToken) }
+        do {
+            _ = try APNsJWT.verify(jwt, publicKey: key.publicKey, expectedKeyID: "OTHER", expectedTeamID: nil, now: 1_000)
+            Issue.record("expected UnrelatedKeyIdInToken")
+        } catch { #expect(error.reason == .unrelatedKeyIdInToken) }
+    }
+
+    @Test("one token is reused until it is 50 minutes old, then replaced")
+    func tokenReuse() throws {
+        let clock = ManualClock(1_700_000_000.7)
+        let manager = APNsTokenManager(keyID: "K", teamID: "T", key: key, clock: clock)
+        let first = try manager.token()
+        clock.advance(49 * 60 + 59)
+        #expect(try manager.token() == first)
+        clock.advance(1)
+        let second = try manager.token()
+        #expect(second != first)
+        let claims = try APNsJWT.verify(second, publicKey: key.publicKey, expectedKeyID: "K", expectedTeamID: "T", now: 1_700_003_000)
+        #expect(claims.issuedAt == 1_700_003_000)
+        // After invalidate() the next call signs again: with the clock unchanged the claims are equal.
+        manager.invalidate()
+        let third = try manager.token()
+        #expect(try APNsJWT.verify(third, publicKey: key.publicKey, expectedKeyID: "K", expectedTeamID: "T", now: 1_700_003_000).issuedAt == 1_700_003_000)
+    }
+
+    @Test("an Apple-style .p8 (PKCS#8 PEM) key loads")
+    func p8() throws {
+        let pem = key.pemRepresentation
+        #expect(pem.hasPrefix("-----BEGIN PRIVATE KEY-----"))
+        #expect(try APNsTokenManager.loadKey(pem: pem).publicKey.rawRepresentation == key.publicKey.rawRepresentation)
+    }
+}
+
+@Suite("Retry rules")
+struct RetryPolicyTests {
+    let policy = RetryPolicy(maxAttempts: 4, baseDelay: 0.5, maxDelay: 1.5)
+
+    @Test("never retried: BadDeviceToken, Unregistered, ExpiredToken, PayloadTooLarge; nor other 4xx")
+    func permanent() {
+        for (status, reason) in [(400, APNsReason.badDeviceToken), (410, .unregistered), (410, .expiredToken), (413, .payloadTooLarge), (400, .badTopic), (403, .invalidProviderToken)] {
+            #expect(policy.delay(afterAttempt: 1, status: status, reason: reason) == nil, "\(reason)")
+        }
+    }
+
+    @Test("429 and 5xx back off exponentially up to the cap and the attempt limit")
+    func backoff() {
+        #expect(policy.delay(afterAttempt: 1, status: 429, reason: .tooManyRequests) == 0.5)
+        #expect(policy.delay(afterAttempt: 2, status: 500, reason: .internalServerError) == 1.0)
+        #expect(policy.delay(afterAttempt: 3, status: 503, reason: .serviceUnavailable) == 1.5)
+        #expect(policy.delay(afterAttempt: 4, status: 503, reason: .serviceUnavailable) == nil)
+    }
+}
+
+@Suite("Payload stamping")
+struct PayloadStampTests {
+    @Test("{{now}} placeholders become integers; --stamp-now forces aps.timestamp")
+    func stamping() throws {
+        let value = try JSONParser.parse(Data(#"{"aps":{"timestamp":"{{now}}","alert":"a"},"list":["{{now}}"]}"#.utf8))
+        let stamped = PayloadStamp.stamp(value, now: 42)
+        #expect(stamped["aps"]?["timestamp"] == .int(42))
+        #expect(stamped["list"] == .array([.int(42)]))
+        let forced = PayloadStamp.stamp(try JSONParser.parse(Data(#"{"aps":{"timestamp":1}}"#.utf8)), now: 7, forceTimestamp: true)
+        #expect(forced["aps"]?["timestamp"] == .int(7))
+    }
+}

@@ -1,0 +1,79 @@
+import APNsClient
+import APNsCore
+import Crypto
+import EnrichmentCore
+import Foundation
+import Hummingbird
+import Logging
+import MockAPNs
+import NIOSSL
+
+/// Shared throwaway certificates (generating them costs a few milliseconds; sharing keeps tests quick).
+let authority = try! LocalCertificateAuthority()
+let signingKeyBytes = P256.Signing.PrivateKey().rawRepresentation
+var signingKey: P256.Signing.PrivateKey { try! P256.Signing.PrivateKey(rawRepresentation: signingKeyBytes) }
+let token64 = String(repeating: "0f", count: 32)
+
+/// Starts the real mock on 127.0.0.1:0 over HTTP/2 + TLS, runs `body` with its base URL and state, then stops it.
+func withMock<T: Sendable>(
+    clientCA: Bool = false,
+    _ body: @Sendable (String, MockAPNsState) async throws -> T
+) async throws -> T {
+    var configuration = MockAPNsConfiguration(certificateChainPEM: authority.serverCertificatePEM, privateKeyPEM: authority.serverKeyPEM)
+    configuration.port = 0
+    configuration.tokenPublicKeyPEM = signingKey.publicKey.pemRepresentation
+    configuration.expectedKeyID = "KEYID12345"
+    configuration.expectedTeamID = "TEAMID6789"
+    if clientCA { configuration.clientCAPEM = authority.caCertificatePEM }
+    let state = MockAPNsState()
+    let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+    var logger = Logger(label: "mock-apns-test")
+    logger.logLevel = .error
+    let app = try MockAPNsServer.build(configuration, state: state, logger: logger) { continuation.yield($0) }
+    return try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask {
+            try await app.runService(gracefulShutdownSignals: [])
+            return nil
+        }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw CancellationError() }
+        let result = try await body("https://127.0.0.1:\(port)", state)
+        group.cancelAll()
+        return result
+    }
+}
+
+/// A sender with token auth that trusts the throwaway CA.
+func makeSender(_ base: String, key: P256.Signing.PrivateKey = signingKey, keyID: String = "KEYID12345",
+                connections: Int = 1, retry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseDelay: 0.05, maxDelay: 0.2),
+                credentials: APNsCredentials? = nil) throws -> APNsSender {
+    try APNsSender(configuration: APNsSenderConfiguration(
+        environment: .custom(base),
+        credentials: credentials ?? .token(APNsTokenManager(keyID: keyID, teamID: "TEAMID6789", key: key)),
+        additionalTrustRootsPEM: authority.caCertificatePEM, connections: connections,
+        connectTimeout: .seconds(5), requestTimeout: .seconds(10), retry: retry))
+}
+
+func push(token: String = token64, topic: String = "com.example.app", pushType: String = "alert", priority: Int? = 10,
+          collapseID: String? = nil, apnsID: String? = nil, payload: [UInt8] = Array(#"{"aps":{"alert":"hi"}}"#.utf8)) -> APNsRequest {
+    APNsRequest(deviceToken: token, topic: topic, pushType: pushType, priority: priority, collapseID: collapseID,
+                apnsID: apnsID, payload: payload)
+}
+
+/// A valid JSON payload of exactly `size` bytes.
+func sizedPayload(_ size: Int) -> [UInt8] {
+    let prefix = #"{"aps":{"alert":"hi"},"pad":""#
+    let suffix = #""}"#
+    return Array((prefix + String(repeating: "x", count: size - prefix.utf8.count - suffix.utf8.count) + suffix).utf8)
+}
+
+func withSender<T: Sendable>(_ sender: APNsSender, _ body: (APNsSender) async throws -> T) async throws -> T {
+    do {
+        let result = try await body(sender)
+        try await sender.shutdown()
+        return result
+    } catch {
+        try? await sender.shutdown()
+        throw error
+    }
+}

@@ -1,0 +1,222 @@
+import APNsClient
+import APNsCore
+import Crypto
+import Foundation
+import MockAPNs
+import Testing
+import Synchronization
+
+@Suite("Sender against the mock APNs (HTTP/2 + TLS, token auth)")
+struct SenderAgainstMockTests {
+    @Test("a push is delivered with every header, and the mock records it")
+    func delivered() async throws {
+        try await withMock { base, state in
+            try await withSender(try makeSender(base)) { sender in
+                let id = UUID().uuidString
+                let result = await sender.send(push(priority: 5, collapseID: "news", apnsID: id))
+                #expect(result.status == 200)
+                #expect(result.apnsID == id.uppercased())
+                #expect(result.attempts == 1)
+                let received = try #require(state.receivedPushes.first)
+                #expect(received.deviceToken == token64)
+                #expect(received.topic == "com.example.app")
+                #expect(received.pushType == "alert")
+                #expect(received.priority == 5)
+                #expect(received.collapseID == "news")
+                #expect(received.payload == Array(#"{"aps":{"alert":"hi"}}"#.utf8))
+            }
+        }
+    }
+
+    @Test("a token signed with another key is 403 InvalidProviderToken and not retried")
+    func wrongKey() async throws {
+        try await withMock { base, state in
+            try await withSender(try makeSender(base, key: P256.Signing.PrivateKey())) { sender in
+                let result = await sender.send(push())
+                #expect(result.status == 403)
+                #expect(result.reason == .invalidProviderToken)
+                #expect(result.attempts == 1)
+                #expect(state.receivedCount == 1)
+            }
+        }
+    }
+
+    @Test("a token with another kid is 403 UnrelatedKeyIdInToken")
+    func wrongKeyID() async throws {
+        try await withMock { base, _ in
+            try await withSender(try makeSender(base, keyID: "OTHERKEY00")) { sender in
+                #expect(await sender.send(push()).reason == .unrelatedKeyIdInToken)
+            }
+        }
+    }
+
+    @Test("size boundaries: 4096 and voip 5120 pass, one byte more is 413 PayloadTooLarge, never retried")
+    func sizes() async throws {
+        try await withMock { base, _ in
+            try await withSender(try makeSender(base)) { sender in
+                #expect(await sender.send(push(payload: sizedPayload(4096))).status == 200)
+                let over = await sender.send(push(payload: sizedPayload(4097)))
+                #expect(over.status == 413)
+                #expect(over.reason == .payloadTooLarge)
+                #expect(over.attempts == 1)
+                #expect(await sender.send(push(topic: "com.example.app.voip", pushType: "voip", payload: sizedPayload(5120))).status == 200)
+                #expect(await sender.send(push(topic: "com.example.app.voip", pushType: "voip", payload: sizedPayload(5121))).reason == .payloadTooLarge)
+                // Past the largest limit the mock stops reading and still answers 413.
+                #expect(await sender.send(push(payload: sizedPayload(20_000))).reason == .payloadTooLarge)
+            }
+        }
+    }
+
+    @Test("header boundaries answered like Apple")
+    func headers() async throws {
+        try await withMock { base, _ in
+            try await withSender(try makeSender(base)) { sender in
+                #expect(await sender.send(push(collapseID: String(repeating: "c", count: 64))).status == 200)
+                #expect(await sender.send(push(collapseID: String(repeating: "c", count: 65))).reason == .badCollapseId)
+                #expect(await sender.send(push(pushType: "background", priority: 10)).reason == .badPriority)
+                #expect(await sender.send(push(pushType: "background", priority: 5)).status == 200)
+                #expect(await sender.send(push(priority: 3)).reason == .badPriority)
+                #expect(await sender.send(push(pushType: "smoke-signal")).reason == .invalidPushType)
+                #expect(await sender.send(push(topic: "")).reason == .missingTopic)
+                #expect(await sender.send(push(apnsID: "1234")).reason == .badMessageId)
+                let bad = await sender.send(push(token: String(token64.dropLast())))
+                #expect(bad.status == 400)
+                #expect(bad.reason == .badDeviceToken)
+                #expect(bad.attempts == 1)
+                #expect(bad.hint?.contains("sandbox") == true)
+            }
+        }
+    }
+
+    @Test("scripted 410 Unregistered carries its timestamp and is not retried")
+    func unregistered() async throws {
+        try await withMock { base, state in
+            state.script(FailureScript(status: 410, reason: "Unregistered", timestamp: 1_700_000_000_123), for: token64)
+            try await withSender(try makeSender(base)) { sender in
+                let result = await sender.send(push())
+                #expect(result.status == 410)
+                #expect(result.reason == .unregistered)
+                #expect(result.timestamp == 1_700_000_000_123)
+                #expect(result.attempts == 1)
+            }
+        }
+    }
+
+    @Test("429 twice then success: three attempts")
+    func tooManyThenOK() async throws {
+        try await withMock { base, state in
+            state.script(FailureScript(status: 429, reason: "TooManyRequests", times: 2), for: token64)
+            try await withSender(try makeSender(base)) { sender in
+                let result = await sender.send(push())
+                #expect(result.status == 200)
+                #expect(result.attempts == 3)
+                #expect(state.receivedPushes.map(\.status) == [429, 429, 200])
+            }
+        }
+    }
+
+    @Test("500 and 503 every time: retried up to the attempt limit, then reported")
+    func serverErrors() async throws {
+        for status in [500, 503] {
+            try await withMock { base, state in
+                state.script(FailureScript(status: status), for: token64)
+                try await withSender(try makeSender(base)) { sender in
+                    let result = await sender.send(push())
+                    #expect(result.status == status)
+                    #expect(result.attempts == 3)
+                    #expect(state.receivedCount == 3)
+                }
+            }
+        }
+    }
+
+    @Test("a scripted BadDeviceToken is never retried")
+    func scriptedBadToken() async throws {
+        try await withMock { base, state in
+            state.script(FailureScript(status: 400, reason: "BadDeviceToken"), for: token64)
+            try await withSender(try makeSender(base)) { sender in
+                let result = await sender.send(push())
+                #expect(result.reason == .badDeviceToken)
+                #expect(result.attempts == 1)
+            }
+        }
+    }
+
+    @Test("a scripted delay holds the answer back")
+    func delay() async throws {
+        try await withMock { base, state in
+            state.script(FailureScript(status: 200, times: 1, delayMilliseconds: 300), for: token64)
+            try await withSender(try makeSender(base)) { sender in
+                let started = ContinuousClock.now
+                #expect(await sender.send(push()).status == 200)
+                #expect(ContinuousClock.now - started >= .milliseconds(300))
+            }
+        }
+    }
+
+    @Test("many tokens over several connections with bounded concurrency: results in input order")
+    func many() async throws {
+        try await withMock { base, state in
+            let tokens = (0..<300).map { String(format: "%064x", $0) }
+            state.script(FailureScript(status: 410), for: tokens[7])
+            try await withSender(try makeSender(base, connections: 3)) { sender in
+                let progress = ProgressCounter()
+                let results = await sender.send(tokens.map { push(token: $0) }, concurrency: 32) { progress.set($0) }
+                #expect(results.map(\.deviceToken) == tokens)
+                #expect(results.filter(\.succeeded).count == 299)
+                #expect(results[7].status == 410)
+                #expect(progress.value == 300)
+                #expect(state.receivedCount == 300)
+            }
+        }
+    }
+
+    @Test("an untrusted server certificate fails fast with a hint, not at a long timeout")
+    func untrusted() async throws {
+        try await withMock { base, _ in
+            let sender = try APNsSender(configuration: APNsSenderConfiguration(
+                environment: .custom(base),
+                credentials: .token(APNsTokenManager(keyID: "KEYID12345", teamID: "TEAMID6789", key: signingKey)),
+                connectTimeout: .seconds(2), retry: RetryPolicy(maxAttempts: 1)))
+            try await withSender(sender) { sender in
+                let started = ContinuousClock.now
+                let result = await sender.send(push())
+                #expect(result.status == nil)
+                #expect(result.transportError != nil)
+                #expect(ContinuousClock.now - started < .seconds(10))
+            }
+        }
+    }
+}
+
+@Suite("Sender against the mock APNs (certificate auth)")
+struct CertificateAuthTests {
+    @Test("a client certificate signed by the configured CA is accepted without a token")
+    func clientCertificate() async throws {
+        try await withMock(clientCA: true) { base, state in
+            let chain = try NIOSSLCertificateLoader.chain(pem: authority.clientCertificatePEM)
+            let key = try NIOSSLCertificateLoader.key(pem: authority.clientKeyPEM)
+            try await withSender(try makeSender(base, credentials: .certificate(chain: chain, key: key))) { sender in
+                #expect(await sender.send(push()).status == 200)
+                #expect(state.receivedCount == 1)
+            }
+        }
+    }
+
+    @Test("without a client certificate the TLS handshake fails")
+    func noClientCertificate() async throws {
+        try await withMock(clientCA: true) { base, state in
+            try await withSender(try makeSender(base, retry: RetryPolicy(maxAttempts: 1))) { sender in
+                let result = await sender.send(push())
+                #expect(result.status == nil)
+                #expect(state.receivedCount == 0)
+            }
+        }
+    }
+}
+
+final class ProgressCounter: Sendable {
+    private let storage = Synchronization.Mutex(0)
+    func set(_ value: Int) { storage.withLock { $0 = max($0, value) } }
+    var value: Int { storage.withLock { $0 } }
+}

@@ -54,6 +54,17 @@ public struct APNsSendResult: Sendable, Equatable {
     /// The transport failure, when there was no answer.
     public var transportError: String?
 
+    public init(deviceToken: String, status: Int?, reason: APNsReason?, apnsID: String?, timestamp: Int64?, attempts: Int,
+                transportError: String?) {
+        self.deviceToken = deviceToken
+        self.status = status
+        self.reason = reason
+        self.apnsID = apnsID
+        self.timestamp = timestamp
+        self.attempts = attempts
+        self.transportError = transportError
+    }
+
     public var succeeded: Bool { status == 200 }
 
     /// A sentence that helps with this failure, when one applies.

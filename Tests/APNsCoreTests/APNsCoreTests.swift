@@ -183,8 +183,9 @@ struct RetryPolicyTests {
 struct PayloadStampTests {
     @Test("{{now}} placeholders become integers; --stamp-now forces aps.timestamp")
     func stamping() throws {
-        let value = try JSONParser.parse(Data(#"{"aps":{"timestamp":"{{now}}","alert":"a"},"list":["{{now}}"]}"#.utf8))
+        let value = try JSONParser.parse(Data(#"{"aps":{"timestamp":"{{now}}","alert":"a"},"list":["{{now}}"],"timestamp":"{{now_string}}"}"#.utf8))
         let stamped = PayloadStamp.stamp(value, now: 42)
+        #expect(stamped["timestamp"] == .string("42"))
         #expect(stamped["aps"]?["timestamp"] == .int(42))
         #expect(stamped["list"] == .array([.int(42)]))
         let forced = PayloadStamp.stamp(try JSONParser.parse(Data(#"{"aps":{"timestamp":1}}"#.utf8)), now: 7, forceTimestamp: true)

@@ -1,0 +1,146 @@
+import ArgumentParser
+import AsyncHTTPClient
+import EnrichmentCore
+import EnrichmentStorage
+import Foundation
+import NIOCore
+
+/// `push-sender simulate`: play the phone for one device.
+struct Simulate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the Notification Service Extension flow for a device and show the notification.",
+        discussion: """
+            With --server, asks the running service (POST /v1/enrich; ENRICH_API_KEY is sent as the bearer token).
+            Without it, runs in-process on the service's SQLite file (--db) with its local POIs, using the same
+            library code. Exit status 3 when the payload is not valid.
+            """)
+
+    @Argument(help: "The payload file (or - for standard input).") var file: String
+    @Option(help: "The device whose last fix is used.") var device: String
+    @Option(help: "Base URL of a running enrichment service, e.g. http://127.0.0.1:8080.") var server: String?
+    @Option(help: "SQLite file for in-process runs.") var db = "data/enrichment.sqlite"
+    @Option(help: "Evaluate as of this epoch time (default: now).") var now: Double?
+    @Option(help: "Body mode: default or woosmap.") var mode: BodyMode?
+    @Flag(help: "Set aps.timestamp to now before simulating.") var stampNow = false
+    @Flag(help: "Print the service's full result as JSON.") var json = false
+
+    func validate() throws {
+        if let problem = DeviceID.problem(with: device) { throw ValidationError("--device: \(problem)") }
+        if let server, !(server.hasPrefix("http://") || server.hasPrefix("https://")) {
+            throw ValidationError("--server must be an http(s) URL such as http://127.0.0.1:8080")
+        }
+    }
+
+    func run() async throws {
+        let instant = now ?? Date().timeIntervalSince1970
+        let payloadValue: JSONValue
+        // Placeholders take the real time (when the push is made); --now is when the phone receives it.
+        do { payloadValue = try PayloadLoader.load(file: file, inline: nil, now: Int64(Date().timeIntervalSince1970), stampNow: stampNow) } catch {
+            printError("\(error)")
+            throw ExitCode(3)
+        }
+        let result: JSONValue = try await (server != nil ? viaServer(payloadValue, at: instant) : inProcess(payloadValue, at: instant))
+        if json {
+            print(String(decoding: JSONWriter.bytes(result), as: UTF8.self))
+        } else {
+            print(PhoneView.render(result))
+        }
+    }
+
+    func viaServer(_ payload: JSONValue, at instant: Double) async throws -> JSONValue {
+        var body: [String: JSONValue] = ["device_id": .string(device), "payload": payload, "at": .double(instant)]
+        if let mode { body["mode"] = .string(mode.rawValue) }
+        var request = HTTPClientRequest(url: server!.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + "/v1/enrich")
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        if let key = ProcessInfo.processInfo.environment["ENRICH_API_KEY"] { request.headers.add(name: "Authorization", value: "Bearer \(key)") }
+        request.body = .bytes(ByteBuffer(bytes: JSONWriter.bytes(.object(body))))
+        let response: HTTPClientResponse
+        do { response = try await HTTPClient.shared.execute(request, timeout: .seconds(30)) } catch {
+            throw ValidationError("cannot reach \(server!): \(error). Is the service running?")
+        }
+        let bytes = try await response.body.collect(upTo: 1 << 20)
+        let value = (try? JSONParser.parse(Array(bytes.readableBytesView))) ?? .null
+        guard response.status.code == 200 else {
+            let message = value["error"]?["message"]?.stringValue ?? "HTTP \(response.status.code)"
+            if value["error"]?["reason"]?.stringValue == "invalid_payload" || response.status.code == 413 {
+                printError(message)
+                throw ExitCode(3)
+            }
+            throw ValidationError("the service refused the request: \(message)")
+        }
+        return value
+    }
+
+    func inProcess(_ payloadValue: JSONValue, at instant: Double) async throws -> JSONValue {
+        guard FileManager.default.fileExists(atPath: db) else {
+            throw ValidationError("no database at '\(db)': start the service once (swift run enrichment-server) or pass --db or --server")
+        }
+        let payload: NotificationPayload
+        do { payload = try NotificationPayload(json: payloadValue) } catch {
+            printError(error.description)
+            throw ExitCode(3)
+        }
+        let database = try SQLiteDatabase(path: db)
+        let index = PlacesIndex(pois: try await SQLitePOIStore(database: database).all())
+        let environment = ProcessInfo.processInfo.environment
+        let enricher = Enricher(
+            settings: EnrichmentSettings(mode: mode ?? .default),
+            fixes: SQLiteFixStore(database: database), places: LocalPlacesProvider(index: index),
+            map: try StaticMapBuilder(apiKey: environment["ENRICH_MAP_KEY"], signingSecret: environment["ENRICH_MAP_SIGNING_SECRET"]),
+            template: try BodyTemplate(), clock: FixedWallClock(epochSeconds: instant))
+        do {
+            let result = try await enricher.enrich(deviceId: device, payload: payload)
+            return try JSONParser.parse(result.encodedJSON())
+        } catch let error as PayloadError {
+            printError(error.description)
+            throw ExitCode(3)
+        }
+    }
+}
+
+/// The notification as a phone would show it, plus what happened.
+enum PhoneView {
+    static func render(_ result: JSONValue) -> String {
+        let notification = result["notification"]
+        let title = notification?["title"]?.stringValue
+        let subtitle = notification?["subtitle"]?.stringValue
+        let body = notification?["body"]?.stringValue ?? ""
+        let attachment = notification?["attachment_url"]?.stringValue
+        var lines: [String] = []
+        if let title { lines.append(title) }
+        if let subtitle { lines.append(subtitle) }
+        lines.append(contentsOf: body.components(separatedBy: "\n"))
+        let width = min(72, max(30, lines.map(\.count).max() ?? 0))
+        var out = ["┌" + String(repeating: "─", count: width + 2) + "┐"]
+        for line in lines {
+            let text = line.count > width ? String(line.prefix(width - 1)) + "…" : line
+            out.append("│ " + text.padding(toLength: width, withPad: " ", startingAt: 0) + " │")
+        }
+        if attachment != nil {
+            out.append("│ " + "[map image attached]".padding(toLength: width, withPad: " ", startingAt: 0) + " │")
+        }
+        out.append("└" + String(repeating: "─", count: width + 2) + "┘")
+        let outcome = result["outcome"]?.stringValue ?? "?"
+        let rule = result["rule"]?.stringValue ?? "?"
+        out.append("outcome: \(outcome) (\(rule))")
+        if let degraded = result["degraded"]?["message"]?.stringValue { out.append("degraded: \(degraded)") }
+        if let staleness = result["staleness"], let state = staleness["state"]?.stringValue {
+            out.append("staleness: \(state)" + (staleness["age_seconds"].map { " (age \(JSONWriterText.text($0)) s)" } ?? ""))
+        }
+        if case .array(let pois)? = result["pois"], let first = pois.first {
+            out.append("nearest: \(first["name"]?.stringValue ?? "?") at \(JSONWriterText.text(first["distance"] ?? .null)) m")
+        }
+        if let attachment { out.append("attachment: \(attachment)") }
+        return out.joined(separator: "\n")
+    }
+}
+
+enum JSONWriterText {
+    static func text(_ value: JSONValue) -> String {
+        switch value {
+        case .double(let d): String(format: "%.1f", d)
+        default: String(decoding: JSONWriter.bytes(value), as: UTF8.self)
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+import MockAPNs
+import Testing
+
+/// Runs the real `push-sender` executable built next to the test bundle.
+func runPushSender(_ arguments: [String], stdin: String? = nil) throws -> (status: Int32, out: String, err: String) {
+    let runner = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+    var directory = runner.deletingLastPathComponent()
+    var executable: URL?
+    for _ in 0..<4 {
+        let candidate = directory.appendingPathComponent("push-sender")
+        if FileManager.default.isExecutableFile(atPath: candidate.path) { executable = candidate; break }
+        directory = directory.deletingLastPathComponent()
+    }
+    let process = Process()
+    process.executableURL = try #require(executable, "push-sender must be built next to \(runner.path)")
+    process.arguments = arguments
+    process.currentDirectoryURL = repositoryRoot
+    let out = Pipe(), err = Pipe(), input = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = input
+    try process.run()
+    if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+    try input.fileHandleForWriting.close()
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    let errData = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+}
+
+let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+@Suite("push-sender command line")
+struct PushSenderCLITests {
+    @Test("check: exit 0 fresh, 1 stale, 2 no timestamp, 3 invalid; the sample payloads behave as documented")
+    func checkExitCodes() throws {
+        let now = Int(Date().timeIntervalSince1970)
+        #expect(try runPushSender(["check", "payloads/location.json"]).status == 0)
+        #expect(try runPushSender(["check", "payloads/location.json", "--now", String(now + 301)]).status == 1)
+        #expect(try runPushSender(["check", "payloads/stale.json"]).status == 1)
+        #expect(try runPushSender(["check", "payloads/missing-timestamp.json"]).status == 2)
+        #expect(try runPushSender(["check", "payloads/legacy-location.json", "--mode", "woosmap"]).status == 2)
+        #expect(try runPushSender(["check", "payloads/legacy-location.json"]).status == 0)
+        #expect(try runPushSender(["check", "-"], stdin: "{not json").status == 3)
+        let json = try runPushSender(["check", "payloads/stale.json", "--json", "--now", "1589288655"])
+        #expect(json.out.contains(#""state":"stale""#))
+        #expect(json.out.contains(#""age_seconds":301"#))
+    }
+
+    @Test("send --dry-run: byte-exact size check and header rules without a server")
+    func dryRun() throws {
+        let token = String(repeating: "ab", count: 32)
+        let oversize = try runPushSender(["send", "--dry-run", "--topic", "com.example.app", "--payload", "payloads/oversize.json", "--token", token])
+        #expect(oversize.status == 1)
+        #expect(oversize.err.contains("PayloadTooLarge"))
+        let ok = try runPushSender(["send", "--dry-run", "--topic", "com.example.app", "--payload", "payloads/location.json", "--token", token])
+        #expect(ok.status == 0)
+        #expect(ok.out.contains("1 of 1 tokens are well-formed"))
+        let background = try runPushSender(["send", "--dry-run", "--topic", "a.b", "--push-type", "background", "--priority", "10",
+                                            "--payload", "payloads/background.json", "--token", token])
+        #expect(background.status == 64)
+        #expect(background.err.contains("background pushes need --priority 5"))
+    }
+}

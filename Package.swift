@@ -140,6 +140,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Helpers shared by the test targets (seeded randomness, running a server on port 0).
+        .target(
+            name: "TestSupport",
+            dependencies: [.product(name: "Hummingbird", package: "hummingbird")],
+            path: "Tests/TestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "APNsCoreTests",
             dependencies: ["APNsCore", "EnrichmentCore", .product(name: "Crypto", package: "swift-crypto")],
@@ -148,7 +155,7 @@ let package = Package(
         .testTarget(
             name: "APNsIntegrationTests",
             dependencies: [
-                "APNsCore", "APNsClient", "MockAPNs", "EnrichmentCore",
+                "APNsCore", "APNsClient", "MockAPNs", "EnrichmentCore", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
@@ -156,12 +163,12 @@ let package = Package(
         ),
         .testTarget(
             name: "EnrichmentCoreTests",
-            dependencies: ["EnrichmentCore"],
+            dependencies: ["EnrichmentCore", "TestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "EnrichmentStorageTests",
-            dependencies: ["EnrichmentStorage", "EnrichmentCore"],
+            dependencies: ["EnrichmentStorage", "EnrichmentCore", "TestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -169,6 +176,7 @@ let package = Package(
             dependencies: [
                 "EnrichmentService",
                 "EnrichmentCore",
+                "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

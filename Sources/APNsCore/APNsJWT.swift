@@ -65,16 +65,9 @@ public enum APNsJWT {
     }
 
     /// base64url without padding.
-    public static func base64URL(_ data: some DataProtocol) -> String {
-        Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
+    public static func base64URL(_ data: some DataProtocol) -> String { Base64URL.encode(data, padded: false) }
 
-    static func decodeBase64URL(_ text: String) -> Data? {
-        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while standard.count % 4 != 0 { standard += "=" }
-        return Data(base64Encoded: standard)
-    }
+    static func decodeBase64URL(_ text: String) -> Data? { Base64URL.decode(text) }
 }
 
 /// Hands out one provider token per key, reused until it is `refreshAfter` old (Apple: between 20 and 60 minutes).

@@ -7,6 +7,7 @@ import HummingbirdHTTP2
 import HTTPTypes
 import Logging
 import NIOSSL
+import Synchronization
 
 /// How the mock APNs server runs.
 public struct MockAPNsConfiguration: Sendable {
@@ -81,6 +82,7 @@ struct PushHandler: Sendable {
     /// Raw bytes of the token-verification key (the CryptoKit key type is not Sendable).
     let publicKeyBytes: Data?
     let state: MockAPNsState
+    let verifiedTokens = VerifiedTokens()
 
     static func header(_ request: Request, _ name: String) -> String? {
         HTTPField.Name(name).flatMap { request.headers[$0] }
@@ -98,7 +100,8 @@ struct PushHandler: Sendable {
     func handle(_ request: Request, context: some RequestContext) async throws -> Response {
         let token = context.parameters.get("token") ?? ""
         let givenID = Self.header(request, "apns-id")
-        let apnsID = (givenID.map(APNsValidator.isValidAPNsID) == true ? givenID! : UUID().uuidString).uppercased()
+        // Apple echoes a given apns-id exactly (clients match answers by it); otherwise it assigns an upper-case UUID.
+        let apnsID = givenID.map(APNsValidator.isValidAPNsID) == true ? givenID! : UUID().uuidString.uppercased()
         let now = configuration.clock.now()
 
         // Body first, bounded: anything past the voip limit is too large whatever the headers say.
@@ -114,12 +117,23 @@ struct PushHandler: Sendable {
             guard let authorization = Self.header(request, "authorization"), authorization.lowercased().hasPrefix("bearer ") else {
                 return finish(token: token, request: request, apnsID: apnsID, payload: body, reason: .missingProviderToken, now: now)
             }
-            if let publicKeyBytes, let publicKey = try? P256.Signing.PublicKey(rawRepresentation: publicKeyBytes) {
+            if let publicKeyBytes {
                 let jwt = String(authorization.dropFirst(7))
+                let nowSeconds = Int64(now.timeIntervalSince1970.rounded(.down))
                 do throws(APNsValidator.Violation) {
-                    _ = try APNsJWT.verify(jwt, publicKey: publicKey, expectedKeyID: configuration.expectedKeyID,
-                                           expectedTeamID: configuration.expectedTeamID,
-                                           now: Int64(now.timeIntervalSince1970.rounded(.down)))
+                    // Like APNs, a token string is verified once and then only its age is checked.
+                    if let issuedAt = verifiedTokens.issuedAt(jwt) {
+                        if nowSeconds - issuedAt > APNsJWT.maximumAge {
+                            throw APNsValidator.Violation(reason: .expiredProviderToken, message: "provider token older than an hour")
+                        }
+                    } else {
+                        guard let publicKey = try? P256.Signing.PublicKey(rawRepresentation: publicKeyBytes) else {
+                            throw APNsValidator.Violation(reason: .internalServerError, message: "bad configured key")
+                        }
+                        let claims = try APNsJWT.verify(jwt, publicKey: publicKey, expectedKeyID: configuration.expectedKeyID,
+                                                        expectedTeamID: configuration.expectedTeamID, now: nowSeconds)
+                        verifiedTokens.remember(jwt, issuedAt: claims.issuedAt)
+                    }
                 } catch {
                     return finish(token: token, request: request, apnsID: apnsID, payload: body, reason: error.reason, now: now)
                 }
@@ -201,6 +215,20 @@ struct ControlRoutes: Sendable {
         router.delete("/control/scripts") { _, _ in
             state.clearScripts()
             return Self.json(.object(["cleared": .bool(true)]))
+        }
+    }
+}
+
+/// Provider tokens whose signature already verified, with their `iat` (bounded; cleared when full).
+final class VerifiedTokens: Sendable {
+    private let tokens = Mutex<[String: Int64]>([:])
+
+    func issuedAt(_ token: String) -> Int64? { tokens.withLock { $0[token] } }
+
+    func remember(_ token: String, issuedAt: Int64) {
+        tokens.withLock { tokens in
+            if tokens.count >= 1024 { tokens.removeAll() }
+            tokens[token] = issuedAt
         }
     }
 }

@@ -7,6 +7,7 @@ import Hummingbird
 import Logging
 import MockAPNs
 import NIOSSL
+import TestSupport
 
 /// Shared throwaway certificates (generating them costs a few milliseconds; sharing keeps tests quick).
 let authority = try! LocalCertificateAuthority()
@@ -30,17 +31,7 @@ func withMock<T: Sendable>(
     var logger = Logger(label: "mock-apns-test")
     logger.logLevel = .error
     let app = try MockAPNsServer.build(configuration, state: state, logger: logger) { continuation.yield($0) }
-    return try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask {
-            try await app.runService(gracefulShutdownSignals: [])
-            return nil
-        }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw CancellationError() }
-        let result = try await body("https://127.0.0.1:\(port)", state)
-        group.cancelAll()
-        return result
-    }
+    return try await withRunningApplication(app, ports: ports) { port in try await body("https://127.0.0.1:\(port)", state) }
 }
 
 /// A sender with token auth that trusts the throwaway CA.

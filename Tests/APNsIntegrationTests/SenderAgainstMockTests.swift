@@ -12,10 +12,10 @@ struct SenderAgainstMockTests {
     func delivered() async throws {
         try await withMock { base, state in
             try await withSender(try makeSender(base)) { sender in
-                let id = UUID().uuidString
+                let id = UUID().uuidString.lowercased()
                 let result = await sender.send(push(priority: 5, collapseID: "news", apnsID: id))
                 #expect(result.status == 200)
-                #expect(result.apnsID == id.uppercased())
+                #expect(result.apnsID == id)
                 #expect(result.attempts == 1)
                 let received = try #require(state.receivedPushes.first)
                 #expect(received.deviceToken == token64)
@@ -24,6 +24,17 @@ struct SenderAgainstMockTests {
                 #expect(received.priority == 5)
                 #expect(received.collapseID == "news")
                 #expect(received.payload == Array(#"{"aps":{"alert":"hi"}}"#.utf8))
+            }
+        }
+    }
+
+    @Test("without apns-id the mock assigns an upper-case UUID, as Apple does")
+    func assignedID() async throws {
+        try await withMock { base, _ in
+            try await withSender(try makeSender(base)) { sender in
+                let id = try #require(await sender.send(push()).apnsID)
+                #expect(APNsValidator.isValidAPNsID(id))
+                #expect(id == id.uppercased())
             }
         }
     }

@@ -1,6 +1,7 @@
 import EnrichmentCore
 import Foundation
 import Testing
+import TestSupport
 
 @Suite("JSON parser and writer")
 struct JSONCodecTests {

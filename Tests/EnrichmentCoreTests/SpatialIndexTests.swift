@@ -1,5 +1,6 @@
 import EnrichmentCore
 import Testing
+import TestSupport
 
 @Suite("Nearest POIs from the in-memory index")
 struct SpatialIndexTests {

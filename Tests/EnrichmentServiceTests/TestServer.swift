@@ -7,6 +7,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import Synchronization
+import TestSupport
 
 /// Runs `body` against a real instance of the service on 127.0.0.1:0 with a fresh database, then stops it.
 func withService<T: Sendable>(
@@ -25,16 +26,8 @@ func withService<T: Sendable>(
     let app = try await buildApplication(configuration, clock: clock, logger: Logger(label: "test")) { port in
         continuation.yield(port)
     }
-    return try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask {
-            try await app.runService(gracefulShutdownSignals: [])
-            return nil
-        }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw CancellationError() }
-        let result = try await body(ServiceClient(base: "http://127.0.0.1:\(port)"))
-        group.cancelAll()
-        return result
+    return try await withRunningApplication(app, ports: ports) { port in
+        try await body(ServiceClient(base: "http://127.0.0.1:\(port)"))
     }
 }
 
@@ -110,17 +103,7 @@ final class FakePlacesAPI: Sendable {
         let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
                               onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
                               logger: Logger(label: "fake-places"))
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask {
-                try await app.runService(gracefulShutdownSignals: [])
-                return nil
-            }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
-            let result = try await body("http://127.0.0.1:\(port)")
-            group.cancelAll()
-            return result
-        }
+        return try await withRunningApplication(app, ports: ports) { port in try await body("http://127.0.0.1:\(port)") }
     }
 }
 

@@ -1,6 +1,7 @@
 import EnrichmentCore
 import EnrichmentStorage
 import Foundation
+import TestSupport
 import Testing
 
 /// A fresh database file in a temporary folder, removed when the test's scope ends.
@@ -153,17 +154,6 @@ struct SQLiteSpecificTests {
     }
 }
 
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 extension Double {
     var wrappedLongitude: Double { self > 180 ? self - 360 : (self < -180 ? self + 360 : self) }

@@ -73,17 +73,11 @@ public struct StaticMapBuilder: Sendable {
             resource = String(url[pathStart...])
         }
         let mac = HMAC<Insecure.SHA1>.authenticationCode(for: Data(resource.utf8), using: key)
-        return Data(mac).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
+        return Base64URL.encode(Data(mac), padded: true)
     }
 
     /// Decodes URL-safe base64 (with or without padding).
-    public static func decodeURLSafeBase64(_ text: String) -> Data? {
-        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while standard.count % 4 != 0 { standard += "=" }
-        return Data(base64Encoded: standard)
-    }
+    public static func decodeURLSafeBase64(_ text: String) -> Data? { Base64URL.decode(text) }
 }
 
 /// Why the map configuration is unusable.

@@ -1,0 +1,33 @@
+import Hummingbird
+
+/// A small deterministic generator (SplitMix64) so random tests are reproducible.
+public struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    public init(seed: UInt64) { state = seed }
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Runs `app` (built to report its bound port to `ports`), calls `body` with that port, then stops the server.
+public func withRunningApplication<T: Sendable>(
+    _ app: some ApplicationProtocol,
+    ports: AsyncStream<Int>,
+    _ body: @Sendable (Int) async throws -> T
+) async throws -> T {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask {
+            try await app.runService(gracefulShutdownSignals: [])
+            return nil
+        }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw CancellationError() }
+        let result = try await body(port)
+        group.cancelAll()
+        return result
+    }
+}

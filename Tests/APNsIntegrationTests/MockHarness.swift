@@ -8,6 +8,7 @@ import Logging
 import MockAPNs
 import NIOSSL
 import TestSupport
+import Synchronization
 
 /// Shared throwaway certificates (generating them costs a few milliseconds; sharing keeps tests quick).
 let authority = try! LocalCertificateAuthority()
@@ -18,6 +19,7 @@ let token64 = String(repeating: "0f", count: 32)
 /// Starts the real mock on 127.0.0.1:0 over HTTP/2 + TLS, runs `body` with its base URL and state, then stops it.
 func withMock<T: Sendable>(
     clientCA: Bool = false,
+    clock: any WallClock = SystemWallClock(),
     _ body: @Sendable (String, MockAPNsState) async throws -> T
 ) async throws -> T {
     var configuration = MockAPNsConfiguration(certificateChainPEM: authority.serverCertificatePEM, privateKeyPEM: authority.serverKeyPEM)
@@ -26,6 +28,7 @@ func withMock<T: Sendable>(
     configuration.expectedKeyID = "KEYID12345"
     configuration.expectedTeamID = "TEAMID6789"
     if clientCA { configuration.clientCAPEM = authority.caCertificatePEM }
+    configuration.clock = clock
     let state = MockAPNsState()
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
     var logger = Logger(label: "mock-apns-test")
@@ -67,4 +70,11 @@ func withSender<T: Sendable>(_ sender: APNsSender, _ body: (APNsSender) async th
         try? await sender.shutdown()
         throw error
     }
+}
+
+/// A clock the test moves by hand.
+final class ManualClock: WallClock {
+    private let offset = Synchronization.Mutex(0.0)
+    func now() -> Date { Date().addingTimeInterval(offset.withLock { $0 }) }
+    func advance(_ seconds: Double) { offset.withLock { $0 += seconds } }
 }

@@ -52,6 +52,21 @@ struct SenderAgainstMockTests {
         }
     }
 
+    @Test("a provider token the mock already accepted expires after an hour; the sender re-signs once, then reports it")
+    func expiredProviderToken() async throws {
+        let clock = ManualClock()
+        try await withMock(clock: clock) { base, state in
+            try await withSender(try makeSender(base)) { sender in
+                #expect(await sender.send(push()).status == 200)
+                clock.advance(3601)
+                let result = await sender.send(push())
+                #expect(result.status == 403)
+                #expect(result.reason == .expiredProviderToken)
+                #expect(state.receivedPushes.map(\.status) == [200, 403, 403])
+            }
+        }
+    }
+
     @Test("a token with another kid is 403 UnrelatedKeyIdInToken")
     func wrongKeyID() async throws {
         try await withMock { base, _ in
@@ -230,4 +245,38 @@ final class ProgressCounter: Sendable {
     private let storage = Synchronization.Mutex(0)
     func set(_ value: Int) { storage.withLock { $0 = max($0, value) } }
     var value: Int { storage.withLock { $0 } }
+}
+
+@Suite("PKCS#12 client credentials")
+struct PKCS12Tests {
+    /// Makes a .p12 from the throwaway client certificate with the system's openssl, as Keychain Access would export it.
+    func makeP12(password: String) throws -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("p12-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try Data(authority.clientCertificatePEM.utf8).write(to: directory.appendingPathComponent("client.pem"))
+        try Data(authority.clientKeyPEM.utf8).write(to: directory.appendingPathComponent("client-key.pem"))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["openssl", "pkcs12", "-export", "-in", "client.pem", "-inkey", "client-key.pem",
+                             "-out", "client.p12", "-passout", "pass:\(password)"]
+        process.currentDirectoryURL = directory
+        try process.run()
+        process.waitUntilExit()
+        try #require(process.terminationStatus == 0, "openssl pkcs12 -export failed")
+        return directory.appendingPathComponent("client.p12")
+    }
+
+    @Test("a .p12 with its password authenticates against the mock; a wrong password is refused")
+    func p12() async throws {
+        let file = try makeP12(password: "s3cret")
+        defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+        #expect(throws: (any Error).self) { try NIOSSLCertificateLoader.pkcs12(path: file.path, passphrase: "wrong") }
+        let bundle = try NIOSSLCertificateLoader.pkcs12(path: file.path, passphrase: "s3cret")
+        try await withMock(clientCA: true) { base, state in
+            try await withSender(try makeSender(base, credentials: .certificate(chain: bundle.chain, key: bundle.key))) { sender in
+                #expect(await sender.send(push()).status == 200)
+                #expect(state.receivedCount == 1)
+            }
+        }
+    }
 }

@@ -102,7 +102,7 @@ final class FakePlacesAPI: Sendable {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
                               onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
-                              logger: Logger(label: "fake-places"))
+                              logger: { var logger = Logger(label: "fake-places"); logger.logLevel = .critical; return logger }())
         return try await withRunningApplication(app, ports: ports) { port in try await body("http://127.0.0.1:\(port)") }
     }
 }

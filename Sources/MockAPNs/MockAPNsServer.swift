@@ -1,13 +1,11 @@
-import APNsCore
-import Crypto
 import EnrichmentCore
 import Foundation
-import Hummingbird
-import HummingbirdHTTP2
-import HTTPTypes
 import Logging
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import NIOPosix
 import NIOSSL
-import Synchronization
 
 /// How the mock APNs server runs.
 public struct MockAPNsConfiguration: Sendable {
@@ -36,199 +34,141 @@ public struct MockAPNsConfiguration: Sendable {
 
 /// A local APNs-compatible server over HTTP/2 + TLS that validates like Apple and answers with Apple's statuses.
 ///
-/// Push: `POST /3/device/<token>`. Control (same server, not part of APNs): `GET /control/received`,
+/// Built directly on swift-nio-http2 so the wire looks like Apple's: TLS with ALPN `h2` (a client that sends no
+/// ALPN is spoken to in HTTP/2 too), a 200 is a HEADERS frame that ends the stream, errors are HEADERS + one
+/// JSON DATA frame. Push: `POST /3/device/<token>`. Control (not part of APNs): `GET /control/received`,
 /// `DELETE /control/received`, `POST /control/scripts` (`{"token", "status", "reason"?, "times"?, "delay_ms"?,
 /// "timestamp"?}`), `DELETE /control/scripts`.
-public enum MockAPNsServer {
-    /// Builds the server; `onRunning` receives the bound port.
-    public static func build(
-        _ configuration: MockAPNsConfiguration,
-        state: MockAPNsState,
-        logger: Logger = Logger(label: "mock-apns"),
-        onRunning: @escaping @Sendable (Int) async -> Void = { _ in }
-    ) throws -> some ApplicationProtocol {
+public struct MockAPNsServer: Sendable {
+    let configuration: MockAPNsConfiguration
+    let logic: MockAPNsLogic
+    let sslContext: NIOSSLContext
+    let logger: Logger
+
+    /// Prepares the server (reads certificates and keys; nothing is bound yet).
+    public init(_ configuration: MockAPNsConfiguration, state: MockAPNsState, logger: Logger = Logger(label: "mock-apns")) throws {
+        self.configuration = configuration
+        self.logger = logger
+        logic = try MockAPNsLogic(configuration: configuration, state: state)
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(configuration.certificateChainPEM.utf8)).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(configuration.privateKeyPEM.utf8), format: .pem)))
+        tls.applicationProtocols = ["h2"]
         if let clientCA = configuration.clientCAPEM {
             tls.certificateVerification = .noHostnameVerification
             tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(clientCA.utf8)))
         }
-        let publicKey = try configuration.tokenPublicKeyPEM.map { try P256.Signing.PublicKey(pemRepresentation: $0) }
-        if publicKey == nil, configuration.clientCAPEM == nil {
+        sslContext = try NIOSSLContext(configuration: tls)
+        if configuration.tokenPublicKeyPEM == nil, configuration.clientCAPEM == nil {
             logger.warning("no token public key configured: provider tokens are required but their signatures are not checked")
         }
-        let handler = PushHandler(configuration: configuration, publicKeyBytes: publicKey?.rawRepresentation, state: state)
-
-        let router = Router()
-        router.post("/3/device/:token") { request, context in try await handler.handle(request, context: context) }
-        router.post("/3/device") { _, _ in PushHandler.error(.missingDeviceToken, apnsID: UUID().uuidString) }
-        for method: HTTPRequest.Method in [.get, .put, .delete, .patch] {
-            router.on("/3/device/:token", method: method) { _, _ in PushHandler.error(.methodNotAllowed, apnsID: UUID().uuidString) }
-        }
-        ControlRoutes(state: state).register(on: router)
-        return Application(
-            router: router,
-            server: try .http2Upgrade(tlsConfiguration: tls),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "mock-apns"),
-            onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? configuration.port) },
-            logger: logger)
-    }
-}
-
-/// Validates and answers one push.
-struct PushHandler: Sendable {
-    let configuration: MockAPNsConfiguration
-    /// Raw bytes of the token-verification key (the CryptoKit key type is not Sendable).
-    let publicKeyBytes: Data?
-    let state: MockAPNsState
-    let verifiedTokens = VerifiedTokens()
-
-    static func header(_ request: Request, _ name: String) -> String? {
-        HTTPField.Name(name).flatMap { request.headers[$0] }
     }
 
-    static func error(_ reason: APNsReason, apnsID: String, timestamp: Int64? = nil) -> Response {
-        var body: [String: JSONValue] = ["reason": .string(reason.rawValue)]
-        if let timestamp { body["timestamp"] = .int(timestamp) }
-        return Response(
-            status: .init(code: reason.status),
-            headers: [.contentType: "application/json", HTTPField.Name("apns-id")!: apnsID],
-            body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(.object(body)))))
-    }
-
-    func handle(_ request: Request, context: some RequestContext) async throws -> Response {
-        let token = context.parameters.get("token") ?? ""
-        let givenID = Self.header(request, "apns-id")
-        // Apple echoes a given apns-id exactly (clients match answers by it); otherwise it assigns an upper-case UUID.
-        let apnsID = givenID.map(APNsValidator.isValidAPNsID) == true ? givenID! : UUID().uuidString.uppercased()
-        let now = configuration.clock.now()
-
-        // Body first, bounded: anything past the voip limit is too large whatever the headers say.
-        let body: [UInt8]
-        do {
-            let buffer = try await request.body.collect(upTo: PushType.voip.maximumPayloadSize)
-            body = Array(buffer.readableBytesView)
-        } catch {
-            return finish(token: token, request: request, apnsID: apnsID, payload: [], reason: .payloadTooLarge, now: now)
-        }
-
-        if configuration.clientCAPEM == nil {
-            guard let authorization = Self.header(request, "authorization"), authorization.lowercased().hasPrefix("bearer ") else {
-                return finish(token: token, request: request, apnsID: apnsID, payload: body, reason: .missingProviderToken, now: now)
-            }
-            if let publicKeyBytes {
-                let jwt = String(authorization.dropFirst(7))
-                let nowSeconds = Int64(now.timeIntervalSince1970.rounded(.down))
-                do throws(APNsValidator.Violation) {
-                    // Like APNs, a token string is verified once and then only its age is checked.
-                    if let issuedAt = verifiedTokens.issuedAt(jwt) {
-                        if nowSeconds - issuedAt > APNsJWT.maximumAge {
-                            throw APNsValidator.Violation(reason: .expiredProviderToken, message: "provider token older than an hour")
+    /// Binds, calls `onRunning` with the bound port, and serves until the task is cancelled.
+    public func run(onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+        let logic = self.logic
+        let sslContext = self.sslContext
+        let logger = self.logger
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                }.flatMap {
+                    channel.configureHTTP2Pipeline(mode: .server, inboundStreamInitializer: { stream in
+                        stream.eventLoop.makeCompletedFuture {
+                            try stream.pipeline.syncOperations.addHandler(APNsStreamHandler(logic: logic, logger: logger))
                         }
-                    } else {
-                        guard let publicKey = try? P256.Signing.PublicKey(rawRepresentation: publicKeyBytes) else {
-                            throw APNsValidator.Violation(reason: .internalServerError, message: "bad configured key")
-                        }
-                        let claims = try APNsJWT.verify(jwt, publicKey: publicKey, expectedKeyID: configuration.expectedKeyID,
-                                                        expectedTeamID: configuration.expectedTeamID, now: nowSeconds)
-                        verifiedTokens.remember(jwt, issuedAt: claims.issuedAt)
-                    }
-                } catch {
-                    return finish(token: token, request: request, apnsID: apnsID, payload: body, reason: error.reason, now: now)
+                    }).map { _ in }
                 }
             }
+            .bind(host: configuration.host, port: configuration.port).get()
+        let port = channel.localAddress?.port ?? configuration.port
+        logger.info("mock APNs listening", metadata: ["address": "https://\(configuration.host):\(port)"])
+        await onRunning(port)
+        try await withTaskCancellationHandler {
+            try await channel.closeFuture.get()
+        } onCancel: {
+            channel.close(promise: nil)
         }
-
-        let push = APNsRequest(
-            deviceToken: token, topic: Self.header(request, "apns-topic"), pushType: Self.header(request, "apns-push-type"),
-            priority: Self.header(request, "apns-priority").map { Int($0) ?? -1 },
-            expiration: Self.header(request, "apns-expiration"), collapseID: Self.header(request, "apns-collapse-id"),
-            apnsID: givenID, payload: body)
-        if let violation = APNsValidator.violation(of: push) {
-            return finish(token: token, request: request, apnsID: apnsID, payload: body, reason: violation.reason, now: now)
-        }
-
-        if let script = state.takeScript(for: token) {
-            if script.delayMilliseconds > 0 { try await Task.sleep(for: .milliseconds(script.delayMilliseconds)) }
-            if script.status != 200 {
-                let reason = APNsReason(rawValue: script.effectiveReason)
-                let timestamp = script.status == 410 ? (script.timestamp ?? Int64(now.timeIntervalSince1970 * 1000)) : nil
-                record(push, apnsID: apnsID, status: script.status, reason: reason.rawValue, now: now)
-                var response = Self.error(reason, apnsID: apnsID, timestamp: timestamp)
-                response.status = .init(code: script.status)
-                return response
-            }
-        }
-        record(push, apnsID: apnsID, status: 200, reason: nil, now: now)
-        return Response(status: .ok, headers: [HTTPField.Name("apns-id")!: apnsID])
-    }
-
-    private func finish(token: String, request: Request, apnsID: String, payload: [UInt8], reason: APNsReason, now: Date) -> Response {
-        let push = APNsRequest(deviceToken: token, topic: Self.header(request, "apns-topic"),
-                               pushType: Self.header(request, "apns-push-type"),
-                               priority: Self.header(request, "apns-priority").flatMap { Int($0) }, payload: payload)
-        record(push, apnsID: apnsID, status: reason.status, reason: reason.rawValue, now: now)
-        return Self.error(reason, apnsID: apnsID)
-    }
-
-    private func record(_ push: APNsRequest, apnsID: String, status: Int, reason: String?, now: Date) {
-        state.record(ReceivedPush(
-            deviceToken: push.deviceToken, topic: push.topic, pushType: push.pushType, priority: push.priority,
-            expiration: push.expiration, collapseID: push.collapseID, apnsID: apnsID, payload: push.payload,
-            status: status, reason: reason, receivedAt: now.timeIntervalSince1970))
     }
 }
 
-/// The mock's control API (scripts and the record of received pushes).
-struct ControlRoutes: Sendable {
-    let state: MockAPNsState
+/// One HTTP/2 stream: collects the request, asks the logic, writes the answer as Apple does.
+final class APNsStreamHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame.FramePayload
+    typealias OutboundOut = HTTP2Frame.FramePayload
 
-    static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
-        Response(status: status, headers: [.contentType: "application/json"],
-                 body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(value))))
+    private let logic: MockAPNsLogic
+    private let logger: Logger
+    private var headers: HPACKHeaders?
+    private var body: [UInt8] = []
+    private var tooLarge = false
+    private var answered = false
+    /// Bytes kept of a body; past this (the voip limit) the push is 413 whatever its headers say.
+    private static let bodyLimit = 5120
+
+    init(logic: MockAPNsLogic, logger: Logger) {
+        self.logic = logic
+        self.logger = logger
     }
 
-    func register(on router: Router<BasicRequestContext>) {
-        router.get("/control/received") { _, _ in
-            Self.json(.object(["count": .int(Int64(state.receivedCount)), "pushes": .array(state.receivedPushes.map(\.json))]))
-        }
-        router.delete("/control/received") { _, _ in
-            state.clearReceived()
-            return Self.json(.object(["cleared": .bool(true)]))
-        }
-        router.post("/control/scripts") { request, _ in
-            let buffer = try await request.body.collect(upTo: 1 << 20)
-            do {
-                let document = try JSONParser.parse(Array(buffer.readableBytesView))
-                guard let token = document["token"]?.stringValue, APNsValidator.isValidDeviceToken(token) else {
-                    throw MockConfigurationError("token must be a 64-hex device token")
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .headers(let frame):
+            if headers == nil { headers = frame.headers }
+            if frame.endStream { answer(context: context) }
+        case .data(let frame):
+            if case .byteBuffer(let buffer) = frame.data {
+                if body.count + buffer.readableBytes > Self.bodyLimit {
+                    tooLarge = true
+                } else {
+                    body.append(contentsOf: buffer.readableBytesView)
                 }
-                state.script(try FailureScript(json: document), for: token)
-                return Self.json(.object(["scripted": .string(token)]))
-            } catch let error as MockConfigurationError {
-                return Self.json(.object(["error": .string(error.message)]), status: .badRequest)
-            } catch {
-                return Self.json(.object(["error": .string("body must be JSON: \(error)")]), status: .badRequest)
             }
-        }
-        router.delete("/control/scripts") { _, _ in
-            state.clearScripts()
-            return Self.json(.object(["cleared": .bool(true)]))
+            if frame.endStream { answer(context: context) }
+        default:
+            break
         }
     }
-}
 
-/// Provider tokens whose signature already verified, with their `iat` (bounded; cleared when full).
-final class VerifiedTokens: Sendable {
-    private let tokens = Mutex<[String: Int64]>([:])
-
-    func issuedAt(_ token: String) -> Int64? { tokens.withLock { $0[token] } }
-
-    func remember(_ token: String, issuedAt: Int64) {
-        tokens.withLock { tokens in
-            if tokens.count >= 1024 { tokens.removeAll() }
-            tokens[token] = issuedAt
+    private func answer(context: ChannelHandlerContext) {
+        guard !answered, let headers else { return }
+        answered = true
+        var fields: [String: String] = [:]
+        for (name, value, _) in headers where !name.hasPrefix(":") || name == ":method" || name == ":path" {
+            fields[name.lowercased()] = value
         }
+        let method = headers.first(name: ":method") ?? ""
+        let path = headers.first(name: ":path") ?? ""
+        let reply = logic.respond(method: method, path: path, headers: fields, body: body, bodyTooLarge: tooLarge)
+        if reply.delayMilliseconds > 0 {
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: .milliseconds(Int64(reply.delayMilliseconds))) {
+                let (handler, context) = loopBound.value
+                handler.write(reply, context: context)
+            }
+        } else {
+            write(reply, context: context)
+        }
+    }
+
+    private func write(_ reply: MockReply, context: ChannelHandlerContext) {
+        var head = HPACKHeaders([(":status", String(reply.status))])
+        for (name, value) in reply.headers { head.add(name: name, value: value) }
+        if let body = reply.body {
+            head.add(name: "content-length", value: String(body.count))
+            context.write(wrapOutboundOut(.headers(.init(headers: head, endStream: false))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(ByteBuffer(bytes: body)), endStream: true))), promise: nil)
+        } else {
+            context.writeAndFlush(wrapOutboundOut(.headers(.init(headers: head, endStream: true))), promise: nil)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("stream error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
     }
 }

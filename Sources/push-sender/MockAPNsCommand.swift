@@ -2,7 +2,6 @@ import ArgumentParser
 import Crypto
 import EnrichmentCore
 import Foundation
-import Hummingbird
 import Logging
 import MockAPNs
 
@@ -76,11 +75,11 @@ struct MockAPNsCommand: AsyncParsableCommand {
         var logger = Logger(label: "mock-apns")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         let listenHost = configuration.host
-        let app = try MockAPNsServer.build(configuration, state: state, logger: logger) { port in
+        let server = try MockAPNsServer(configuration, state: state, logger: logger)
+        try await server.run { port in
             // Written unbuffered so the line reaches a log file or pipe at once.
             FileHandle.standardOutput.write(Data("mock APNs listening on https://\(listenHost):\(port) (HTTP/2 + TLS)\n".utf8))
         }
-        try await app.runService()
     }
 }
 

@@ -3,11 +3,9 @@ import APNsCore
 import Crypto
 import EnrichmentCore
 import Foundation
-import Hummingbird
 import Logging
 import MockAPNs
 import NIOSSL
-import TestSupport
 import Synchronization
 
 /// Shared throwaway certificates (generating them costs a few milliseconds; sharing keeps tests quick).
@@ -33,8 +31,18 @@ func withMock<T: Sendable>(
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
     var logger = Logger(label: "mock-apns-test")
     logger.logLevel = .error
-    let app = try MockAPNsServer.build(configuration, state: state, logger: logger) { continuation.yield($0) }
-    return try await withRunningApplication(app, ports: ports) { port in try await body("https://127.0.0.1:\(port)", state) }
+    let server = try MockAPNsServer(configuration, state: state, logger: logger)
+    return try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask {
+            try await server.run { continuation.yield($0) }
+            return nil
+        }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw CancellationError() }
+        let result = try await body("https://127.0.0.1:\(port)", state)
+        group.cancelAll()
+        return result
+    }
 }
 
 /// A sender with token auth that trusts the throwaway CA.

@@ -2,8 +2,6 @@
 
 aioapns only knows Apple's hosts, so the protocol class is pointed at the mock; the SSL context trusts the mock's
 throwaway CA and offers ALPN h2 (aioapns speaks HTTP/2 directly; Apple's servers negotiate h2 the same way).
-One known difference of the mock: it ends a 200 stream with an empty DATA frame, where Apple ends it on the
-HEADERS frame; aioapns parses every DATA frame as JSON and fails on the empty one, so empty frames are skipped here.
 Prints one line: "aioapns connections=C pushes=N ok=K seconds=S rate=R".
 """
 import asyncio
@@ -16,13 +14,6 @@ from aioapns import APNs, NotificationRequest
 
 
 async def main(port: int, ca: str, key: str, key_id: str, team_id: str, tokens_file: str, connections: int, concurrency: int):
-    original = connection.APNsBaseClientProtocol.on_data_received
-
-    def skip_empty(self, raw_data, stream_id):
-        if raw_data:
-            original(self, raw_data, stream_id)
-
-    connection.APNsBaseClientProtocol.on_data_received = skip_empty
     connection.APNsDevelopmentClientProtocol.APNS_SERVER = "127.0.0.1"
     connection.APNsDevelopmentClientProtocol.APNS_PORT = port
     context = ssl.create_default_context(cafile=ca)

@@ -1,10 +1,10 @@
 import APNsCore
 import EnrichmentCore
-import AsyncHTTPClient
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import NIOSSL
-import Synchronization
 
 /// How the sender authenticates.
 public enum APNsCredentials: Sendable {
@@ -71,16 +71,18 @@ public struct APNsSendResult: Sendable, Equatable {
     public var hint: String? { reason?.hint }
 }
 
-/// Sends pushes over HTTP/2 + TLS with bounded concurrency, retries per Apple's rules, and one JWT per key.
+/// Sends pushes over HTTP/2 + TLS (swift-nio-http2) with bounded concurrency, retries per Apple's rules, and one
+/// JWT per key.
 public final class APNsSender: Sendable {
     public let configuration: APNsSenderConfiguration
-    private let clients: [HTTPClient]
-    private let nextClient = Mutex(0)
+    private let connections: [APNsHTTP2Connection]
+    private let authority: String
 
-    /// Creates the HTTP clients; call `shutdown()` when done.
+    /// Prepares TLS and the connections (they connect on first use); call `shutdown()` when done.
     public init(configuration: APNsSenderConfiguration) throws {
         self.configuration = configuration
         var tls = TLSConfiguration.makeClientConfiguration()
+        tls.applicationProtocols = ["h2"]
         if let pem = configuration.additionalTrustRootsPEM {
             tls.additionalTrustRoots = [.certificates(try NIOSSLCertificate.fromPEMBytes(Array(pem.utf8)))]
         }
@@ -88,122 +90,165 @@ public final class APNsSender: Sendable {
             tls.certificateChain = chain.map { .certificate($0) }
             tls.privateKey = .privateKey(key)
         }
-        var http = HTTPClient.Configuration(
-            tlsConfiguration: tls,
-            timeout: .init(connect: configuration.connectTimeout, read: configuration.requestTimeout))
-        http.httpVersion = .automatic
-        clients = (0..<configuration.connections).map { _ in
-            HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http)
+        let sslContext = try NIOSSLContext(configuration: tls)
+        guard let url = URL(string: configuration.environment.baseURL), url.scheme == "https", let host = url.host else {
+            throw APNsConfigurationError("the APNs base URL must be https://host[:port], got \(configuration.environment.baseURL)")
+        }
+        let port = url.port ?? 443
+        authority = url.port.map { "\(host):\($0)" } ?? host
+        let group = MultiThreadedEventLoopGroup.singleton
+        connections = (0..<configuration.connections).map { _ in
+            APNsHTTP2Connection(eventLoop: group.next(), host: host, port: port, sslContext: sslContext,
+                                connectTimeout: configuration.connectTimeout)
         }
     }
 
     /// Closes every connection.
     public func shutdown() async throws {
-        for client in clients { try await client.shutdown() }
-    }
-
-    private func client() -> HTTPClient {
-        clients[nextClient.withLock { index in
-            defer { index = (index + 1) % clients.count }
-            return index
-        }]
+        for connection in connections { try await connection.close().get() }
     }
 
     /// Sends one push, retrying 429/5xx/transport failures with backoff (never BadDeviceToken, Unregistered,
     /// ExpiredToken, PayloadTooLarge). An ExpiredProviderToken answer makes a fresh JWT and tries once more.
     public func send(_ request: APNsRequest) async -> APNsSendResult {
-        var attempt = 0
-        var refreshedToken = false
-        while true {
-            attempt += 1
-            do {
-                let response = try await sendOnce(request)
-                if response.reason == .expiredProviderToken, !refreshedToken, case .token(let manager) = configuration.credentials {
-                    manager.invalidate()
-                    refreshedToken = true
-                    attempt -= 1
-                    continue
-                }
-                if let delay = configuration.retry.delay(afterAttempt: attempt, status: response.status, reason: response.reason) {
-                    try? await Task.sleep(for: .seconds(delay))
-                    continue
-                }
-                return APNsSendResult(deviceToken: request.deviceToken, status: response.status, reason: response.reason,
-                                      apnsID: response.apnsID, timestamp: response.timestamp, attempts: attempt, transportError: nil)
-            } catch {
-                if let delay = configuration.retry.delayAfterTransportError(attempt: attempt) {
-                    try? await Task.sleep(for: .seconds(delay))
-                    continue
-                }
-                return APNsSendResult(deviceToken: request.deviceToken, status: nil, reason: nil, apnsID: nil, timestamp: nil,
-                                      attempts: attempt, transportError: Self.describe(error))
-            }
-        }
+        await send([request], concurrency: 1)[0]
     }
 
-    /// One HTTP exchange.
-    func sendOnce(_ request: APNsRequest) async throws -> APNsResponse {
-        var http = HTTPClientRequest(url: configuration.environment.baseURL + request.path)
-        http.method = .POST
-        if case .token(let manager) = configuration.credentials {
-            http.headers.add(name: "authorization", value: "bearer \(try manager.token())")
-        }
-        if let topic = request.topic { http.headers.add(name: "apns-topic", value: topic) }
-        if let pushType = request.pushType { http.headers.add(name: "apns-push-type", value: pushType) }
-        if let priority = request.priority { http.headers.add(name: "apns-priority", value: String(priority)) }
-        if let expiration = request.expiration { http.headers.add(name: "apns-expiration", value: expiration) }
-        if let collapseID = request.collapseID { http.headers.add(name: "apns-collapse-id", value: collapseID) }
-        if let apnsID = request.apnsID { http.headers.add(name: "apns-id", value: apnsID) }
-        http.headers.add(name: "content-type", value: "application/json")
-        http.body = .bytes(ByteBuffer(bytes: request.payload))
-        let response = try await client().execute(http, timeout: configuration.requestTimeout)
-        let body = try await response.body.collect(upTo: 64 * 1024)
-        let apnsID = response.headers.first(name: "apns-id")
-        guard response.status.code != 200 else {
-            return APNsResponse(status: 200, apnsID: apnsID, reason: nil, timestamp: nil)
-        }
-        var reason: APNsReason?
-        var timestamp: Int64?
-        if let json = try? JSONParser.parse(Array(body.readableBytesView)) {
-            reason = json["reason"]?.stringValue.map(APNsReason.init(rawValue:))
-            if case .int(let value)? = json["timestamp"] { timestamp = value }
-        }
-        return APNsResponse(status: Int(response.status.code), apnsID: apnsID, reason: reason, timestamp: timestamp)
-    }
-
-    /// Sends to many tokens with at most `concurrency` requests in flight; results come back in input order.
+    /// Sends to many tokens with at most `concurrency` requests in flight (spread over the connections); results
+    /// come back in input order. Requests are issued on the connections' event loops, so the frames of many
+    /// pushes share TLS records.
     public func send(_ requests: [APNsRequest], concurrency: Int,
                      progress: (@Sendable (Int) -> Void)? = nil) async -> [APNsSendResult] {
-        var results = [APNsSendResult?](repeating: nil, count: requests.count)
-        await withTaskGroup(of: (Int, APNsSendResult).self) { group in
-            var next = 0
-            var done = 0
-            func start() {
-                guard next < requests.count else { return }
-                let index = next
-                next += 1
-                group.addTask { (index, await self.send(requests[index])) }
+        guard !requests.isEmpty else { return [] }
+        let done = NIOLockedValueBox(0)
+        let perConnection = max(1, (max(1, concurrency) + connections.count - 1) / connections.count)
+        var futures: [EventLoopFuture<[(Int, APNsSendResult)]>] = []
+        for (slot, connection) in connections.enumerated() {
+            let indices = Array(stride(from: slot, to: requests.count, by: connections.count))
+            guard !indices.isEmpty else { continue }
+            let run = BulkRun(connection: connection, requests: requests, indices: indices, concurrency: perConnection,
+                              configuration: configuration, authority: authority) {
+                let count = done.withLockedValue { $0 += 1; return $0 }
+                progress?(count)
             }
-            for _ in 0..<max(1, concurrency) { start() }
-            while let (index, result) = await group.next() {
-                results[index] = result
-                done += 1
-                progress?(done)
-                start()
+            futures.append(connection.eventLoop.flatSubmit { run.start() })
+        }
+        var results = [APNsSendResult?](repeating: nil, count: requests.count)
+        for future in futures {
+            // A BulkRun never fails: every request ends with a result.
+            for (index, result) in (try? await future.get()) ?? [] { results[index] = result }
+        }
+        return results.enumerated().map { index, result in
+            result ?? APNsSendResult(deviceToken: requests[index].deviceToken, status: nil, reason: nil, apnsID: nil,
+                                     timestamp: nil, attempts: 0, transportError: "not sent")
+        }
+    }
+}
+
+/// Sends a share of the requests over one connection, keeping `concurrency` in flight, entirely on its event loop.
+private final class BulkRun: @unchecked Sendable {
+    // Mutable state is touched only on `connection.eventLoop`.
+    let connection: APNsHTTP2Connection
+    let requests: [APNsRequest]
+    let indices: [Int]
+    let concurrency: Int
+    let configuration: APNsSenderConfiguration
+    let authority: String
+    let completed: () -> Void
+    private var next = 0
+    private var finished = 0
+    private var results: [(Int, APNsSendResult)] = []
+    private let promise: EventLoopPromise<[(Int, APNsSendResult)]>
+
+    init(connection: APNsHTTP2Connection, requests: [APNsRequest], indices: [Int], concurrency: Int,
+         configuration: APNsSenderConfiguration, authority: String, completed: @escaping () -> Void) {
+        self.connection = connection
+        self.requests = requests
+        self.indices = indices
+        self.concurrency = concurrency
+        self.configuration = configuration
+        self.authority = authority
+        self.completed = completed
+        promise = connection.eventLoop.makePromise()
+        results.reserveCapacity(indices.count)
+    }
+
+    func start() -> EventLoopFuture<[(Int, APNsSendResult)]> {
+        for _ in 0..<min(concurrency, indices.count) { launchNext() }
+        return promise.futureResult
+    }
+
+    private func launchNext() {
+        guard next < indices.count else { return }
+        let index = indices[next]
+        next += 1
+        attempt(index, number: 1, refreshedToken: false)
+    }
+
+    private func attempt(_ index: Int, number: Int, refreshedToken: Bool) {
+        let request = requests[index]
+        var authorization: String?
+        if case .token(let manager) = configuration.credentials {
+            do { authorization = "bearer \(try manager.token())" } catch {
+                finish(index, APNsSendResult(deviceToken: request.deviceToken, status: nil, reason: nil, apnsID: nil, timestamp: nil,
+                                             attempts: number, transportError: "cannot sign the provider token: \(error)"))
+                return
             }
         }
-        return results.map { $0! }
+        connection.send(request, authorization: authorization, baseHost: authority, timeout: configuration.requestTimeout)
+            .whenComplete { result in
+                switch result {
+                case .success(let response):
+                    if response.reason == .expiredProviderToken, !refreshedToken, case .token(let manager) = self.configuration.credentials {
+                        manager.invalidate()
+                        self.attempt(index, number: number, refreshedToken: true)
+                    } else if let delay = self.configuration.retry.delay(afterAttempt: number, status: response.status, reason: response.reason) {
+                        self.later(delay) { self.attempt(index, number: number + 1, refreshedToken: refreshedToken) }
+                    } else {
+                        self.finish(index, APNsSendResult(deviceToken: request.deviceToken, status: response.status, reason: response.reason,
+                                                          apnsID: response.apnsID, timestamp: response.timestamp, attempts: number,
+                                                          transportError: nil))
+                    }
+                case .failure(let error):
+                    if let delay = self.configuration.retry.delayAfterTransportError(attempt: number) {
+                        self.later(delay) { self.attempt(index, number: number + 1, refreshedToken: refreshedToken) }
+                    } else {
+                        self.finish(index, APNsSendResult(deviceToken: request.deviceToken, status: nil, reason: nil, apnsID: nil,
+                                                          timestamp: nil, attempts: number, transportError: Self.describe(error)))
+                    }
+                }
+            }
+    }
+
+    private func later(_ seconds: Double, _ body: @escaping @Sendable () -> Void) {
+        connection.eventLoop.scheduleTask(in: .nanoseconds(Int64(seconds * 1e9))) { body() }
+    }
+
+    private func finish(_ index: Int, _ result: APNsSendResult) {
+        results.append((index, result))
+        finished += 1
+        completed()
+        if finished == indices.count {
+            promise.succeed(results)
+        } else {
+            launchNext()
+        }
     }
 
     static func describe(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError {
-            switch error {
-            case .connectTimeout: return "connect timeout (if the host's certificate is not trusted, pass --ca)"
-            case .deadlineExceeded, .readTimeout: return "no answer in time"
-            default: return "\(error)"
-            }
+        switch error {
+        case let error as NIOSSLError: return "TLS: \(error) (if the host's certificate is not trusted, pass --ca)"
+        case let error as BoringSSLError: return "TLS: \(error) (if the host's certificate is not trusted, pass --ca)"
+        case is ChannelError: return "connection failed: \(error)"
+        case let error as APNsTransportError: return error.description
+        default: return "\(error)"
         }
-        if let error = error as? NIOSSLError { return "TLS: \(error)" }
-        return "\(error)"
     }
+}
+
+/// A sender configuration that cannot work.
+public struct APNsConfigurationError: Error, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
 }

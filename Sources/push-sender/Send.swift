@@ -44,15 +44,16 @@ struct Send: AsyncParsableCommand {
         }
 
         // Problems shared by every token stop everything before a connection is opened.
+        // The payload and headers are the same for every token: check them once, with a well-formed token.
+        var probe = requests[0]
+        probe.deviceToken = String(repeating: "0", count: 64)
+        if let violation = APNsValidator.violation(of: probe) {
+            printError("\(violation.reason.rawValue): \(violation.message)")
+            throw ExitCode(1)
+        }
         var local: [Int: APNsValidator.Violation] = [:]
-        for (index, request) in requests.enumerated() {
-            if let violation = APNsValidator.violation(of: request) {
-                if violation.reason != .badDeviceToken && violation.reason != .missingDeviceToken {
-                    printError("\(violation.reason.rawValue): \(violation.message)")
-                    throw ExitCode(1)
-                }
-                local[index] = violation
-            }
+        for (index, request) in requests.enumerated() where !APNsValidator.isValidDeviceToken(request.deviceToken) {
+            local[index] = APNsValidator.violation(of: request)
         }
         if dryRun {
             let report = requests.enumerated().map { index, request in

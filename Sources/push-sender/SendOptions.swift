@@ -118,9 +118,11 @@ struct TokenOptions: ParsableArguments {
             guard let text = try? String(contentsOfFile: tokensFile, encoding: .utf8) else {
                 throw ValidationError("cannot read --tokens-file '\(tokensFile)'")
             }
-            for line in text.split(whereSeparator: \.isNewline) {
-                let token = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)[0].trimmingCharacters(in: .whitespaces)
-                if !token.isEmpty { result.append(token) }
+            for line in text.utf8.split(separator: UInt8(ascii: "\n")) {
+                var token = line.prefix { $0 != UInt8(ascii: "#") }
+                while let first = token.first, first == 0x20 || first == 0x09 || first == 0x0D { token = token.dropFirst() }
+                while let last = token.last, last == 0x20 || last == 0x09 || last == 0x0D { token = token.dropLast() }
+                if !token.isEmpty { result.append(String(decoding: token, as: UTF8.self)) }
             }
         }
         if result.isEmpty { throw ValidationError("give at least one --token HEX or a --tokens-file") }

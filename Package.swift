@@ -129,6 +129,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Benchmark driver for the places index (run by scripts/bench-places.sh, never by tests).
+        .executableTarget(
+            name: "places-bench",
+            dependencies: ["EnrichmentCore"],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "push-sender",
             dependencies: [

@@ -10,9 +10,9 @@ struct ImportPOIs: AsyncParsableCommand {
         commandName: "import-pois",
         abstract: "Upsert POIs from a CSV or GeoJSON file into the SQLite database (by store id).",
         discussion: """
-            CSV needs a header with store_id, lat and lng; optional: name, city, zipcode, country_code, address
-            (lines separated by |), types and tags (separated by ;). Files ending in .json or .geojson are read as a
-            GeoJSON FeatureCollection in the Woosmap store shape. A running server sees the new POIs after a restart;
+            CSV needs a header with store_id, lat and lng; optional: name, city, zipcode, country_code, address \
+            (lines separated by |), types and tags (separated by ;). Files ending in .json or .geojson are read as a \
+            GeoJSON FeatureCollection in the Woosmap store shape. A running server sees the new POIs after a restart; \
             to update a running server without restarting, POST the file to /v1/pois instead.
             """)
 

@@ -8,8 +8,8 @@ struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the HTTP service (the default command).",
         discussion: """
-            With no configuration it stores data in data/enrichment.sqlite, loads the bundled sample POIs, and
-            listens on http://127.0.0.1:8080. Secrets come from the environment only: ENRICH_API_KEY (bearer auth),
+            With no configuration it stores data in data/enrichment.sqlite, loads the bundled sample POIs, and \
+            listens on http://127.0.0.1:8080. Secrets come from the environment only: ENRICH_API_KEY (bearer auth), \
             ENRICH_WOOSMAP_KEY, ENRICH_MAP_KEY, ENRICH_MAP_SIGNING_SECRET.
             """)
 

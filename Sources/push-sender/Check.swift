@@ -7,7 +7,7 @@ struct Check: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Judge a payload's timestamp against the staleness window.",
         discussion: """
-            Exit status: 0 fresh, 1 stale, 2 no usable timestamp, 3 not a valid payload. Stale means
+            Exit status: 0 fresh, 1 stale, 2 no usable timestamp, 3 not a valid payload. Stale means \
             timestamp + window < floor(now): exactly 300 s old is fresh, 301 s is stale.
             """)
 

@@ -11,10 +11,10 @@ struct MockAPNsCommand: AsyncParsableCommand {
         commandName: "mock-apns",
         abstract: "Run a local APNs-compatible server (HTTP/2 + TLS) that validates like Apple and scripts failures.",
         discussion: """
-            Without --cert, a throwaway CA and server certificate for localhost/127.0.0.1 are made at start and written
-            to --certs-out (ca.pem is what senders trust with --ca). Failures per device token come from --scripts
-            (JSON: {"<token>": {"status": 410, "reason": "Unregistered", "times": 1, "delay_ms": 0}}) or from the
-            control endpoints: POST /control/scripts, DELETE /control/scripts, GET /control/received,
+            Without --cert, a throwaway CA and server certificate for localhost/127.0.0.1 are made at start and written \
+            to --certs-out (ca.pem is what senders trust with --ca). Failures per device token come from --scripts \
+            (JSON: {"<token>": {"status": 410, "reason": "Unregistered", "times": 1, "delay_ms": 0}}) or from the \
+            control endpoints: POST /control/scripts, DELETE /control/scripts, GET /control/received, \
             DELETE /control/received.
             """)
 

@@ -9,14 +9,17 @@ struct Send: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Send a payload to one or many device tokens.",
         discussion: """
-            The payload is sent minified (APNs counts the bytes sent: 4096 at most, 5120 for voip). One JWT per key
-            is made and reused for 50 minutes. 429 and 5xx answers are retried with exponential backoff;
-            BadDeviceToken, Unregistered, ExpiredToken and PayloadTooLarge never are. Exit status 0 when every push
+            The payload is sent minified (APNs counts the bytes sent: 4096 at most, 5120 for voip). One JWT per key \
+            is made and reused for 50 minutes. 429 and 5xx answers are retried with exponential backoff; \
+            BadDeviceToken, Unregistered, ExpiredToken and PayloadTooLarge never are. Exit status 0 when every push \
             was accepted, 1 otherwise.
 
-            Example (against the mock): push-sender send --host https://127.0.0.1:2197 --ca data/mock-apns/ca.pem \\
-              --key certs/AuthKey_TEST123456.p8 --key-id TEST123456 --team-id TEAM123456 --topic com.example.app \\
-              --payload payloads/location.json --token <64 hex>
+            Example (against the mock):
+              push-sender send --host https://127.0.0.1:2197 --ca data/mock-apns/ca.pem \\
+                --key certs/AuthKey_TEST123456.p8 \\
+                --key-id TEST123456 --team-id TEAM123456 \\
+                --topic com.example.app --payload payloads/location.json \\
+                --token <64 hex>
             """)
 
     @OptionGroup var payload: PayloadOptions

@@ -10,8 +10,8 @@ struct Simulate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the Notification Service Extension flow for a device and show the notification.",
         discussion: """
-            With --server, asks the running service (POST /v1/enrich; ENRICH_API_KEY is sent as the bearer token).
-            Without it, runs in-process on the service's SQLite file (--db) with its local POIs, using the same
+            With --server, asks the running service (POST /v1/enrich; ENRICH_API_KEY is sent as the bearer token). \
+            Without it, runs in-process on the service's SQLite file (--db) with its local POIs, using the same \
             library code. Exit status 3 when the payload is not valid.
             """)
 

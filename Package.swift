@@ -165,7 +165,7 @@ let package = Package(
         .testTarget(
             name: "APNsIntegrationTests",
             dependencies: [
-                "APNsCore", "APNsClient", "MockAPNs", "EnrichmentCore",
+                "APNsCore", "APNsClient", "MockAPNs", "EnrichmentCore", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],

@@ -1,19 +1,12 @@
 import Foundation
 import MockAPNs
 import Testing
+import TestSupport
 
 /// Runs the real `push-sender` executable built next to the test bundle.
 func runPushSender(_ arguments: [String], stdin: String? = nil) throws -> (status: Int32, out: String, err: String) {
-    let runner = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-    var directory = runner.deletingLastPathComponent()
-    var executable: URL?
-    for _ in 0..<4 {
-        let candidate = directory.appendingPathComponent("push-sender")
-        if FileManager.default.isExecutableFile(atPath: candidate.path) { executable = candidate; break }
-        directory = directory.deletingLastPathComponent()
-    }
     let process = Process()
-    process.executableURL = try #require(executable, "push-sender must be built next to \(runner.path)")
+    process.executableURL = try #require(builtExecutable(named: "push-sender"), "push-sender must be built next to the tests")
     process.arguments = arguments
     process.currentDirectoryURL = repositoryRoot
     let out = Pipe(), err = Pipe(), input = Pipe()

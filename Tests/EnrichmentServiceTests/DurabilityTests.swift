@@ -1,6 +1,7 @@
 import EnrichmentCore
 import Foundation
 import Testing
+import TestSupport
 
 /// Runs the real `enrichment-server` executable, so process death is real.
 struct ServerProcess {
@@ -9,14 +10,10 @@ struct ServerProcess {
 
     /// The executable built next to the test bundle by `swift test`.
     static func executableURL() throws -> URL {
-        let runner = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        var directory = runner.deletingLastPathComponent()
-        for _ in 0..<4 {
-            let candidate = directory.appendingPathComponent("enrichment-server")
-            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-            directory = directory.deletingLastPathComponent()
+        guard let url = builtExecutable(named: "enrichment-server") else {
+            throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: "enrichment-server next to \(CommandLine.arguments[0])"])
         }
-        throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: "enrichment-server next to \(runner.path)"])
+        return url
     }
 
     /// Starts the server on port 0 with `database` and waits for its "listening" log line.

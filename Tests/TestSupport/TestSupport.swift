@@ -1,3 +1,4 @@
+import Foundation
 import Hummingbird
 
 /// A small deterministic generator (SplitMix64) so random tests are reproducible.
@@ -30,4 +31,16 @@ public func withRunningApplication<T: Sendable>(
         group.cancelAll()
         return result
     }
+}
+
+/// An executable product that `swift test` built next to the test bundle (for tests that run the real binary).
+public func builtExecutable(named name: String) -> URL? {
+    let runner = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+    var directory = runner.deletingLastPathComponent()
+    for _ in 0..<4 {
+        let candidate = directory.appendingPathComponent(name)
+        if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+        directory = directory.deletingLastPathComponent()
+    }
+    return nil
 }

@@ -170,9 +170,6 @@ public struct ServiceConfiguration: Sendable {
         if places == .woosmap, woosmapKey == nil, !Self.isLoopback(woosmapBaseURL) {
             throw ConfigurationError(setting: "ENRICH_WOOSMAP_KEY", value: "", allowed: "a Woosmap private key when ENRICH_PLACES=woosmap")
         }
-        if deadline < upstreamTimeout {
-            // Allowed, but the deadline then wins; nothing to reject.
-        }
     }
 
     static func isLoopback(_ url: String) -> Bool {

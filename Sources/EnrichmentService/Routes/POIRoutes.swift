@@ -21,8 +21,8 @@ struct POIRoutes {
                 parsed = try POICSV.parse(data)
             } else if contentType.hasPrefix("application/json") || contentType.hasPrefix("application/geo+json") {
                 let document: JSONValue
-                do { document = try JSONValue.decode(data) } catch {
-                    throw APIError.invalid("invalid_json", "request body is not valid JSON: \(JSONIO.describe(error))")
+                do throws(JSONParseError) { document = try JSONValue.decode(data) } catch {
+                    throw APIError.invalid("invalid_json", "request body is not valid JSON: \(error.description)")
                 }
                 let collection = try WoosmapFormat.parseFeatureCollection(document)
                 parsed = (collection.pois, collection.rejected)

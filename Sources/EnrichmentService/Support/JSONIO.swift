@@ -17,7 +17,7 @@ enum JSONIO {
         do {
             return try JSONValue.decode(data)
         } catch {
-            throw APIError.invalid("invalid_json", "request body is not valid JSON: \(Self.describe(error))")
+            throw APIError.invalid("invalid_json", "request body is not valid JSON: \(error.description)")
         }
     }
 
@@ -32,17 +32,6 @@ enum JSONIO {
         } catch let error as HTTPError where error.status == .contentTooLarge {
             throw APIError(.contentTooLarge, reason: "body_too_large", message: "request body exceeds \(limit) bytes")
         }
-    }
-
-    static func describe(_ error: any Error) -> String {
-        if let parse = error as? JSONParseError { return parse.description }
-        if let decoding = error as? DecodingError {
-            switch decoding {
-            case .dataCorrupted(let context): return context.debugDescription
-            default: return "\(decoding)"
-            }
-        }
-        return "\(error)"
     }
 
     /// A JSON response from a `JSONValue` (the fast path: no Codable).

@@ -63,7 +63,7 @@ public func buildApplication(
         staleness: StalenessPolicy(window: configuration.stalenessWindow, maxFutureSkew: configuration.maxFutureSkew),
         fixMaxAge: configuration.fixMaxAge,
         placesQuery: PlacesQuery(limit: configuration.placesLimit, radius: configuration.placesRadius,
-                                 types: configuration.placesTypes, tags: configuration.placesTags),
+                                 filter: configuration.placesFilter),
         deadline: .milliseconds(Int64(configuration.deadline * 1000)))
     let enricher = Enricher(settings: settings, fixes: fixStore, places: places, map: map, template: template, clock: clock)
     let state = ServiceState(configuration: configuration, enricher: enricher, fixes: fixStore, pois: poiStore,

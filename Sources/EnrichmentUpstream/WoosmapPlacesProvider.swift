@@ -33,10 +33,7 @@ public struct WoosmapPlacesProvider: PlacesProvider {
         items.append(URLQueryItem(name: "lng", value: String(point.longitude)))
         items.append(URLQueryItem(name: "stores_by_page", value: String(query.limit)))
         if let radius = query.radius { items.append(URLQueryItem(name: "radius", value: String(Int(radius.rounded(.up))))) }
-        var clauses: [String] = []
-        if !query.types.isEmpty { clauses.append("(" + query.types.map { "type:\"\($0)\"" }.joined(separator: " OR ") + ")") }
-        if !query.tags.isEmpty { clauses.append("(" + query.tags.map { "tag:\"\($0)\"" }.joined(separator: " OR ") + ")") }
-        if !clauses.isEmpty { items.append(URLQueryItem(name: "query", value: clauses.joined(separator: " AND "))) }
+        if let filter = query.filter { items.append(URLQueryItem(name: "query", value: filter.description)) }
         var components = URLComponents()
         components.queryItems = items
         let encoded = (components.percentEncodedQuery ?? "").replacingOccurrences(of: "+", with: "%2B")

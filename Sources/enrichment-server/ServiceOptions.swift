@@ -23,6 +23,8 @@ struct ServiceOptions: ParsableArguments {
     @Option(help: "Only POIs within this many metres (ENRICH_PLACES_RADIUS, default unlimited).") var placesRadius: String?
     @Option(help: "Comma-separated POI types to keep (ENRICH_PLACES_TYPES).") var placesTypes: String?
     @Option(help: "Comma-separated POI tags to keep (ENRICH_PLACES_TAGS).") var placesTags: String?
+    @Option(help: "Woosmap query every places search applies, e.g. 'type:\"cafe\" AND user.rating:>=4' (ENRICH_PLACES_QUERY).")
+    var placesQuery: String?
     @Option(help: "Seconds one upstream request may take (ENRICH_UPSTREAM_TIMEOUT, default 1.0).") var upstreamTimeout: String?
     @Option(help: "Seconds the places step may take before the result is degraded (ENRICH_DEADLINE, default 2.0).")
     var deadline: String?
@@ -50,7 +52,8 @@ struct ServiceOptions: ParsableArguments {
                 ("ENRICH_MAX_FUTURE_SKEW", maxFutureSkew), ("ENRICH_FIX_MAX_AGE", fixMaxAge), ("ENRICH_PLACES", places),
                 ("ENRICH_WOOSMAP_URL", woosmapUrl), ("ENRICH_PLACES_LIMIT", placesLimit),
                 ("ENRICH_PLACES_RADIUS", placesRadius), ("ENRICH_PLACES_TYPES", placesTypes),
-                ("ENRICH_PLACES_TAGS", placesTags), ("ENRICH_UPSTREAM_TIMEOUT", upstreamTimeout),
+                ("ENRICH_PLACES_TAGS", placesTags), ("ENRICH_PLACES_QUERY", placesQuery),
+                ("ENRICH_UPSTREAM_TIMEOUT", upstreamTimeout),
                 ("ENRICH_DEADLINE", deadline), ("ENRICH_MAP", map), ("ENRICH_MAP_STYLE", mapStyle),
                 ("ENRICH_MAP_URL", mapUrl), ("ENRICH_BODY_TEMPLATE", bodyTemplate),
                 ("ENRICH_LOCATION_TEMPLATE", locationTemplate), ("ENRICH_MAX_BODY", maxBody),

@@ -18,11 +18,53 @@ func randomPOIs(_ count: Int, generator: inout SeededGenerator, around center: C
     }
 }
 
-/// The oracle: every POI's haversine distance, sorted.
+/// The oracle: every POI's haversine distance, sorted by distance then store id (ties are exact duplicates).
 func bruteForce(_ pois: [POI], from point: Coordinate, query: PlacesQuery) -> [PlaceMatch] {
-    pois.filter(query.accepts)
-        .map { PlaceMatch(poi: $0, distance: point.distance(to: $0.coordinate)) }
-        .filter { query.radius == nil || $0.distance <= query.radius! }
-        .sorted { $0.distance < $1.distance }
-        .prefix(query.limit).map { $0 }
+    func before(_ a: PlaceMatch, _ b: PlaceMatch) -> Bool { (a.distance, a.poi.storeId) < (b.distance, b.poi.storeId) }
+    // A sorted list of the best `limit` seen so far: one pass, no full sort (this runs unoptimised in tests).
+    var best: [PlaceMatch] = []
+    for poi in pois {
+        let distance = point.distance(to: poi.coordinate)
+        if let radius = query.radius, distance > radius { continue }
+        if best.count == query.limit, let last = best.last, distance > last.distance { continue }
+        guard query.accepts(poi) else { continue }
+        let match = PlaceMatch(poi: poi, distance: distance)
+        let at = best.firstIndex { before(match, $0) } ?? best.count
+        if at < query.limit {
+            best.insert(match, at: at)
+            if best.count > query.limit { best.removeLast() }
+        }
+    }
+    return best
 }
+
+/// A world of places shaped like real data: dense clusters, sparse spread, the antimeridian, both poles, and
+/// exact duplicates (same point, different ids) so equal distances must be ordered by store id.
+func awkwardWorld(generator: inout SeededGenerator) -> [POI] {
+    var pois = randomPOIs(2_000, generator: &generator)
+    let clusters = [Coordinate(latitude: 48.85, longitude: 2.35), Coordinate(latitude: 0, longitude: 179.95),
+                    Coordinate(latitude: -16.5, longitude: -179.9), Coordinate(latitude: 89.95, longitude: 0),
+                    Coordinate(latitude: -89.95, longitude: 120), Coordinate(latitude: 35.68, longitude: 139.77)]
+    for (c, center) in clusters.enumerated() {
+        pois += randomPOIs(500, generator: &generator, around: center, spread: 0.3).map {
+            var poi = $0
+            poi.storeId = "c\(c)-\(poi.storeId)"
+            poi.coordinate = poi.coordinate.wrapped
+            return poi
+        }
+    }
+    // Exact duplicates of a few hundred places, under ids that sort before and after the original.
+    for i in stride(from: 0, to: pois.count, by: 17) {
+        var before = pois[i], after = pois[i]
+        before.storeId = "0dup-\(i)"
+        after.storeId = "zdup-\(i)"
+        pois += [before, after]
+    }
+    // The poles themselves and points on the antimeridian line, from both sides.
+    pois += [POI(storeId: "north", name: "", coordinate: Coordinate(latitude: 90, longitude: 0)),
+             POI(storeId: "south", name: "", coordinate: Coordinate(latitude: -90, longitude: 45)),
+             POI(storeId: "am-east", name: "", coordinate: Coordinate(latitude: 10, longitude: 180)),
+             POI(storeId: "am-west", name: "", coordinate: Coordinate(latitude: 10, longitude: -180))]
+    return pois
+}
+

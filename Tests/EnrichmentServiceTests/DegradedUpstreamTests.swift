@@ -9,6 +9,7 @@ struct DegradedUpstreamTests {
 
     // Generous defaults: only the slow-upstream tests are about timing; a loaded CI machine must not fail the others.
     func enrichAgainst(_ mode: String, bodyMode: BodyMode, timeout: Double = 5, deadline: Double = 10,
+                       filter: PlaceFilter? = nil,
                        baseURL: (@Sendable (String) -> String)? = nil) async throws -> (ServiceClient.Reply, Duration, [String]) {
         let fake = FakePlacesAPI()
         return try await fake.run { base in
@@ -20,6 +21,7 @@ struct DegradedUpstreamTests {
                 configuration.upstreamTimeout = timeout
                 configuration.deadline = deadline
                 configuration.placesLimit = 2
+                configuration.placesQuery = filter
             }, clock: FixedWallClock(epochSeconds: Double(Self.now))) { client in
                 _ = try await client.post("/v1/devices/p/locations",
                                           json: #"{"locations":[{"latitude":43.6,"longitude":3.88,"utc_timestamp":\#(Self.now - 5)}]}"#)
@@ -43,6 +45,15 @@ struct DegradedUpstreamTests {
         #expect(query.contains("lat=43.6"))
         #expect(query.contains("lng=3.88"))
         #expect(query.contains("stores_by_page=2"))
+    }
+
+    @Test("the configured places query travels upstream in Woosmap syntax")
+    func queryUpstream() async throws {
+        let filter = try PlaceFilter.parse(#"(type:"cafe" OR tag:"wifi") AND user.rating:>=4 AND NOT name:"A \"B\"""#)
+        let (_, _, queries) = try await enrichAgainst("ok", bodyMode: .default, filter: filter)
+        let sent = URLComponents(string: "http://x/?" + (queries.first ?? ""))?.queryItems?.first { $0.name == "query" }?.value
+        #expect(sent == #"(type:"cafe" OR tag:"wifi") AND user.rating:>=4 AND NOT name:="A \"B\"""#)
+        #expect(try sent.map(PlaceFilter.parse) == filter)
     }
 
     @Test("HTTP 500: woosmap body is Error Search API 500, delivered, outcome degraded")

@@ -81,6 +81,21 @@ struct DeviceAndEnrichTests {
         }
     }
 
+    @Test("the configured places query filters what enrichment finds")
+    func enrichWithPlacesQuery() async throws {
+        var configuration = ServiceConfiguration()
+        try configuration.set("ENRICH_PLACES_QUERY", #"tag:"tourism" AND NOT city:"Montpellier""#)
+        let filter = configuration.placesQuery
+        try await withService({ $0.placesQuery = filter; $0.placesLimit = 1 }, clock: FixedWallClock(epochSeconds: Double(Self.now))) { client in
+            _ = try await client.post("/v1/devices/phone/locations",
+                                      json: #"{"locations":[{"latitude":43.6047,"longitude":3.8805,"utc_timestamp":\#(Self.now - 30)}]}"#)
+            let reply = try await client.post("/v1/enrich", json: enrichBody(device: "phone", payload: locationPayload(timestamp: "\(Self.now)")))
+            // The nearest tourism place outside Montpellier, seen from Montpellier, is in Paris (Notre-Dame).
+            #expect(reply.json?["pois"].flatMap { if case .array(let a) = $0 { a.first?["store_id"] } else { nil } } == .string("paris-notre-dame"))
+        }
+        #expect(throws: ConfigurationError.self) { try configuration.set("ENRICH_PLACES_QUERY", "type:cafe") }
+    }
+
     @Test("request validation names the field")
     func validation() async throws {
         try await withService { client in

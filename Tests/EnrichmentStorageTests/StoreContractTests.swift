@@ -111,7 +111,7 @@ struct StoreContractTests {
             }
         }
         _ = try await store.upsert(all)
-        let queries = [PlacesQuery(limit: 5), PlacesQuery(limit: 3, radius: 500), PlacesQuery(limit: 4, types: ["bank"])]
+        let queries = [PlacesQuery(limit: 5), PlacesQuery(limit: 3, radius: 500), PlacesQuery(limit: 4, filter: PlaceFilter.anyOf(.type, ["bank"]))]
         for _ in 0..<40 {
             let base = all[Int.random(in: 0..<all.count, using: &generator)].coordinate
             let point = Coordinate(latitude: base.latitude + 0.01, longitude: (base.longitude + 0.01).wrappedLongitude)
@@ -119,7 +119,7 @@ struct StoreContractTests {
                 let expected = all.filter(query.accepts)
                     .map { PlaceMatch(poi: $0, distance: point.distance(to: $0.coordinate)) }
                     .filter { query.radius == nil || $0.distance <= query.radius! }
-                    .sorted { $0.distance < $1.distance }.prefix(query.limit).map(\.poi.storeId)
+                    .sorted { ($0.distance, $0.poi.storeId) < ($1.distance, $1.poi.storeId) }.prefix(query.limit).map(\.poi.storeId)
                 #expect(try await store.nearest(to: point, query: query).map(\.poi.storeId) == expected)
             }
         }

@@ -54,29 +54,24 @@ public struct PlaceMatch: Sendable, Equatable {
 public struct PlacesQuery: Sendable, Equatable {
     /// Most POIs to return (Woosmap's `stores_by_page`).
     public var limit: Int
-    /// Only POIs within this many metres, when set.
+    /// Only POIs within this many metres (great-circle, inclusive), when set.
     public var radius: Double?
-    /// Only POIs having at least one of these types, when non-empty.
-    public var types: [String]
-    /// Only POIs having at least one of these tags, when non-empty.
-    public var tags: [String]
+    /// Only POIs passing this Woosmap-syntax filter, when set.
+    public var filter: PlaceFilter?
 
-    public init(limit: Int = 5, radius: Double? = nil, types: [String] = [], tags: [String] = []) {
+    public init(limit: Int = 5, radius: Double? = nil, filter: PlaceFilter? = nil) {
         self.limit = limit
         self.radius = radius
-        self.types = types
-        self.tags = tags
+        self.filter = filter
     }
 
-    /// True when `poi` passes the type and tag filters.
+    /// True when `poi` passes the filter.
     public func accepts(_ poi: POI) -> Bool {
-        if !types.isEmpty, !poi.types.contains(where: types.contains) { return false }
-        if !tags.isEmpty, !poi.tags.contains(where: tags.contains) { return false }
-        return true
+        filter?.matches(poi) ?? true
     }
 
-    /// True when no type or tag filter is set.
-    public var isUnfiltered: Bool { types.isEmpty && tags.isEmpty }
+    /// True when no filter is set.
+    public var isUnfiltered: Bool { filter == nil }
 }
 
 /// Finds POIs near a point: the local index, or an upstream API.

@@ -1,87 +1,106 @@
 import Foundation
 
-/// Reads POIs from CSV with a header row (RFC 4180 quoting).
+/// Reads POIs from CSV with a header row (RFC 4180 quoting), through a column mapping.
 ///
-/// Recognised columns (case-insensitive): `store_id` (or `id`), `name`, `lat`/`latitude`,
-/// `lng`/`lon`/`longitude`, `city`, `zipcode`/`zip`, `country_code`/`cc`, `address` (lines separated by `|`),
-/// `types` and `tags` (separated by `;`). `store_id`, latitude and longitude are required; other columns are ignored.
+/// Without a mapping the header must already be in store terms (see `POIColumnMapping.inferred`): `store_id` (or
+/// `id`), `lat`/`latitude`, `lng`/`lon`/`longitude` are required; other columns are ignored.
 public struct POICSV {
-    enum Column { case id, name, lat, lng, city, zipcode, country, address, types, tags }
+    private enum Input { case column(Int), row }
+    private let inputs: [(field: POIColumnMapping.Field, input: Input)]
+    private let idPrefix: String
 
-    private let columns: [Int: Column]
-    private let width: Int
-
-    /// Reads the header; throws when a required column is missing.
-    public init(header: [String]) throws(POIImportError) {
-        var columns: [Int: Column] = [:]
-        for (index, raw) in header.enumerated() {
-            let name = raw.trimmingCharacters(in: .whitespaces).lowercased()
-            let column: Column? = switch name {
-            case "store_id", "id": .id
-            case "name": .name
-            case "lat", "latitude": .lat
-            case "lng", "lon", "long", "longitude": .lng
-            case "city": .city
-            case "zipcode", "zip", "postcode": .zipcode
-            case "country_code", "cc", "country": .country
-            case "address", "lines": .address
-            case "types", "type": .types
-            case "tags": .tags
-            default: nil
-            }
-            if let column, !columns.values.contains(where: { $0 == column }) { columns[index] = column }
+    /// Resolves the mapping against the header; throws when a mapped column is missing from it.
+    public init(header: [String], mapping: POIColumnMapping? = nil) throws(POIImportError) {
+        let names = header.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        let mapping = mapping ?? POIColumnMapping.inferred(from: header)
+        if mapping.fields.isEmpty || !mapping.fields.contains(where: { $0.field == .storeId }) {
+            throw .csv(line: 1, reason: "header has no store_id column; required columns are store_id, lat, lng (or pass a column mapping, e.g. --map geonames)")
         }
-        for (required, label) in [(Column.id, "store_id"), (.lat, "lat"), (.lng, "lng")]
-        where !columns.values.contains(where: { $0 == required }) {
+        var inputs: [(field: POIColumnMapping.Field, input: Input)] = []
+        for (field, source) in mapping.fields {
+            switch source {
+            case .rowNumber: inputs.append((field, .row))
+            case .column(let name):
+                guard let index = names.firstIndex(of: name.lowercased()) else {
+                    throw .csv(line: 1, reason: "header has no \(name) column (the header is: \(header.joined(separator: ",")))")
+                }
+                inputs.append((field, .column(index)))
+            }
+        }
+        for (required, label) in [(POIColumnMapping.Field.lat, "lat"), (.lng, "lng")]
+        where !inputs.contains(where: { $0.field == required }) {
             throw .csv(line: 1, reason: "header has no \(label) column; required columns are store_id, lat, lng")
         }
-        self.columns = columns
-        self.width = header.count
+        self.inputs = inputs
+        self.idPrefix = mapping.idPrefix
     }
 
-    /// Converts one data record into a POI, or a reason it cannot be.
-    public func poi(from record: [String]) -> Result<POI, WoosmapFormat.FeatureProblem> {
-        var id = "", name = "", lat: Double?, lng: Double?
-        var address = POI.Address(), types: [String] = [], tags: [String] = []
+    /// Converts one data record (1-based data row `row`) into a POI, or a reason it cannot be.
+    public func poi(from record: [String], row: Int) -> Result<POI, WoosmapFormat.FeatureProblem> {
+        var id = "", name = "", latText = "", lngText = ""
+        var address = POI.Address(), types: [String] = [], tags: [String] = [], user: [String: JSONValue] = [:]
         func list(_ value: String, _ separator: Character) -> [String] {
             value.split(separator: separator).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         }
-        for (index, value) in record.enumerated() {
-            guard let column = columns[index] else { continue }
-            switch column {
-            case .id: id = value.trimmingCharacters(in: .whitespaces)
+        for (field, input) in inputs {
+            let value: String
+            switch input {
+            case .row: value = String(row)
+            case .column(let index): value = index < record.count ? record[index] : ""
+            }
+            switch field {
+            case .storeId: id = value.trimmingCharacters(in: .whitespaces)
             case .name: name = value
-            case .lat: lat = Double(value.trimmingCharacters(in: .whitespaces))
-            case .lng: lng = Double(value.trimmingCharacters(in: .whitespaces))
+            case .lat: latText = value.trimmingCharacters(in: .whitespaces)
+            case .lng: lngText = value.trimmingCharacters(in: .whitespaces)
             case .city: address.city = value.isEmpty ? nil : value
             case .zipcode: address.zipcode = value.isEmpty ? nil : value
-            case .country: address.countryCode = value.isEmpty ? nil : value
+            case .countryCode: address.countryCode = value.isEmpty ? nil : value
             case .address: address.lines = list(value, "|")
             case .types: types = list(value, ";")
             case .tags: tags = list(value, ";")
+            case .user(let key): if !value.isEmpty { user[key] = Self.userValue(value) }
             }
         }
-        guard !id.isEmpty else { return .failure(.init(index: 0, reason: "store_id is empty")) }
-        guard let lat, let lng else { return .failure(.init(index: 0, reason: "lat and lng must be decimal numbers")) }
-        let coordinate = Coordinate(latitude: lat, longitude: lng)
-        guard coordinate.isValid else { return .failure(.init(index: 0, reason: "coordinates (\(lat), \(lng)) are out of range")) }
-        return .success(POI(storeId: id, name: name, coordinate: coordinate, address: address, types: types, tags: tags))
+        func skip(_ reason: String, _ value: String?) -> Result<POI, WoosmapFormat.FeatureProblem> {
+            .failure(.init(index: 0, reason: reason, value: value))
+        }
+        guard !id.isEmpty else { return skip("store_id is empty", nil) }
+        guard !latText.isEmpty else { return skip("lat is empty", nil) }
+        guard !lngText.isEmpty else { return skip("lng is empty", nil) }
+        guard let lat = Double(latText), lat.isFinite else { return skip("lat is not a decimal number", latText) }
+        guard let lng = Double(lngText), lng.isFinite else { return skip("lng is not a decimal number", lngText) }
+        guard (-90...90).contains(lat) else { return skip("lat is outside [-90, 90]", latText) }
+        guard (-180...180).contains(lng) else { return skip("lng is outside [-180, 180]", lngText) }
+        return .success(POI(storeId: idPrefix + id, name: name, coordinate: Coordinate(latitude: lat, longitude: lng),
+                            address: address, types: types, tags: tags,
+                            userProperties: user.isEmpty ? nil : .object(user)))
+    }
+
+    /// JSON-number text becomes a number (so `user.population:>1000` compares numerically); the rest stays text.
+    static func userValue(_ text: String) -> JSONValue {
+        guard PlaceFilter.Parser.isNumber(text) else { return .string(text) }
+        if let int = Int64(text) { return .int(int) }
+        if let double = Double(text), double.isFinite { return .double(double) }
+        return .string(text)
     }
 
     /// Parses a whole CSV document; bad rows are reported with their 1-based line number, not fatal.
-    public static func parse(_ data: Data) throws(POIImportError) -> (pois: [POI], rejected: [WoosmapFormat.FeatureProblem]) {
+    public static func parse(_ data: Data, mapping: POIColumnMapping? = nil) throws(POIImportError) -> POIBatch {
         var reader = CSVRecordReader(data: data)
         guard let header = reader.next() else { throw .csv(line: 1, reason: "file is empty; expected a header row") }
-        let csv = try POICSV(header: header.fields)
-        var pois: [POI] = [], rejected: [WoosmapFormat.FeatureProblem] = []
+        let csv = try POICSV(header: header.fields, mapping: mapping)
+        var batch = POIBatch()
+        var row = 0
         while let record = reader.next() {
             if record.fields.count == 1, record.fields[0].isEmpty { continue }
-            switch csv.poi(from: record.fields) {
-            case .success(let poi): pois.append(poi)
-            case .failure(let problem): rejected.append(.init(index: record.line, reason: problem.reason))
+            row += 1
+            switch csv.poi(from: record.fields, row: row) {
+            case .success(let poi): batch.pois.append(poi)
+            case .failure(let problem): batch.rejected.append(.init(index: record.line, reason: problem.reason, value: problem.value))
             }
         }
-        return (pois, rejected)
+        return batch
     }
 }
 

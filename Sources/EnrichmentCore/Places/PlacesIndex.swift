@@ -46,13 +46,30 @@ public final class PlacesIndex: Sendable {
     /// Number of POIs indexed.
     public var count: Int { snapshot.withLock { $0.pois.count } }
 
-    /// Exact nearest POIs by great-circle distance, nearest first.
+    /// Exact nearest POIs by great-circle (haversine) distance, nearest first; equal distances by store id.
     public func nearest(to point: Coordinate, query: PlacesQuery) -> [PlaceMatch] {
         let current = snapshot.withLock { $0 }
         let pois = current.pois
-        let accept: ((Int) -> Bool)? = query.isUnfiltered ? nil : { query.accepts(pois[$0]) }
-        return current.tree.nearest(to: point, k: query.limit, maxMetres: query.radius, accept: accept)
+        let accept: ((Int) -> Bool)? = query.filter.map { filter in { filter.matches(pois[$0]) } }
+        return current.tree.nearest(to: point, k: query.limit, maxMetres: query.radius, accept: accept,
+                                    precedes: { pois[$0].storeId < pois[$1].storeId })
             .map { PlaceMatch(poi: pois[$0.item], distance: $0.metres) }
+    }
+}
+
+extension PlacesIndex {
+    /// One page of a Woosmap-style search and the number of pages all matches fill.
+    public func search(near point: Coordinate, query: PlacesQuery, page: Int) -> (matches: [PlaceMatch], pageCount: Int) {
+        let current = snapshot.withLock { $0 }
+        let pois = current.pois
+        let accept: ((Int) -> Bool)? = query.filter.map { filter in { filter.matches(pois[$0]) } }
+        let perPage = max(1, query.limit)
+        let skip = (max(1, page) - 1) * perPage
+        let found = current.tree.nearest(to: point, k: skip + perPage, maxMetres: query.radius, accept: accept,
+                                         precedes: { pois[$0].storeId < pois[$1].storeId })
+        let total = current.tree.count(near: point, maxMetres: query.radius, accept: accept)
+        let matches = found.dropFirst(skip).map { PlaceMatch(poi: pois[$0.item], distance: $0.metres) }
+        return (matches, max(1, (total + perPage - 1) / perPage))
     }
 }
 

@@ -3,11 +3,11 @@ import Foundation
 /// Reads and writes the Woosmap store GeoJSON shape (search responses and POI imports).
 public enum WoosmapFormat {
     /// A search response: a FeatureCollection with `distance` in each feature's properties, plus pagination.
-    public static func searchResponse(_ matches: [PlaceMatch]) -> JSONValue {
+    public static func searchResponse(_ matches: [PlaceMatch], page: Int = 1, pageCount: Int = 1) -> JSONValue {
         .object([
             "type": .string("FeatureCollection"),
             "features": .array(matches.map { feature($0.poi, distance: $0.distance) }),
-            "pagination": .object(["page": .int(1), "pageCount": .int(1)]),
+            "pagination": .object(["page": .int(Int64(page)), "pageCount": .int(Int64(pageCount))]),
         ])
     }
 
@@ -38,9 +38,18 @@ public enum WoosmapFormat {
     }
 
     /// A problem with one feature of an import or response.
+    /// `index` is the feature's position in a GeoJSON import, or the 1-based line of a CSV row; `reason` is the
+    /// same text for every row with the same fault, and `value` the offending text when there is one.
     public struct FeatureProblem: Error, Sendable, Equatable, Codable {
         public var index: Int
         public var reason: String
+        public var value: String?
+
+        public init(index: Int, reason: String, value: String? = nil) {
+            self.index = index
+            self.reason = reason
+            self.value = value
+        }
     }
 
     /// Parses a FeatureCollection into POIs; features that cannot be read are reported, not fatal.
@@ -60,7 +69,7 @@ public enum WoosmapFormat {
                 pois.append(poi)
                 distances.append(distance)
             case .failure(let problem):
-                rejected.append(FeatureProblem(index: index, reason: problem.reason))
+                rejected.append(FeatureProblem(index: index, reason: problem.reason, value: problem.value))
             }
         }
         return (pois, distances, rejected)
@@ -73,7 +82,9 @@ public enum WoosmapFormat {
               let lng = coordinates[0].lenientDouble, let lat = coordinates[1].lenientDouble
         else { return fail("geometry.coordinates must be [longitude, latitude]") }
         let coordinate = Coordinate(latitude: lat, longitude: lng)
-        guard coordinate.isValid else { return fail("coordinates [\(lng), \(lat)] are out of range") }
+        guard coordinate.isValid else {
+            return .failure(FeatureProblem(index: 0, reason: "coordinates are outside lng [-180, 180], lat [-90, 90]", value: "[\(lng), \(lat)]"))
+        }
         let storeId: String
         switch properties["store_id"] {
         case .string(let id) where !id.isEmpty: storeId = id
@@ -104,11 +115,14 @@ public enum WoosmapFormat {
 public enum POIImportError: Error, Equatable, Sendable, CustomStringConvertible {
     case notAFeatureCollection(String)
     case csv(line: Int, reason: String)
+    /// A column mapping that cannot be used.
+    case mapping(String)
 
     public var description: String {
         switch self {
         case .notAFeatureCollection(let detail): "not a GeoJSON FeatureCollection: \(detail)"
         case .csv(let line, let reason): "CSV line \(line): \(reason)"
+        case .mapping(let reason): "column mapping: \(reason)"
         }
     }
 }

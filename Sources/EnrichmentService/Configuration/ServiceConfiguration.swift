@@ -32,6 +32,8 @@ public struct ServiceConfiguration: Sendable {
     public var placesRadius: Double?
     public var placesTypes: [String] = []
     public var placesTags: [String] = []
+    /// A Woosmap-syntax filter applied to every places search (`ENRICH_PLACES_QUERY`).
+    public var placesQuery: PlaceFilter?
     /// Seconds one upstream request may take.
     public var upstreamTimeout: Double = 1.0
     /// Seconds the whole places step may take before the result is `degraded`.
@@ -57,7 +59,7 @@ public struct ServiceConfiguration: Sendable {
     public static let environmentKeys = [
         "ENRICH_HOST", "ENRICH_PORT", "ENRICH_DB", "ENRICH_DURABILITY", "ENRICH_SAMPLE_POIS", "ENRICH_MODE",
         "ENRICH_STALENESS_WINDOW", "ENRICH_MAX_FUTURE_SKEW", "ENRICH_FIX_MAX_AGE", "ENRICH_PLACES",
-        "ENRICH_WOOSMAP_URL", "ENRICH_WOOSMAP_KEY", "ENRICH_PLACES_LIMIT", "ENRICH_PLACES_RADIUS",
+        "ENRICH_WOOSMAP_URL", "ENRICH_WOOSMAP_KEY", "ENRICH_PLACES_LIMIT", "ENRICH_PLACES_RADIUS", "ENRICH_PLACES_QUERY",
         "ENRICH_PLACES_TYPES", "ENRICH_PLACES_TAGS", "ENRICH_UPSTREAM_TIMEOUT", "ENRICH_DEADLINE", "ENRICH_MAP",
         "ENRICH_MAP_STYLE", "ENRICH_MAP_URL", "ENRICH_MAP_KEY", "ENRICH_MAP_SIGNING_SECRET", "ENRICH_BODY_TEMPLATE",
         "ENRICH_LOCATION_TEMPLATE", "ENRICH_API_KEY", "ENRICH_MAX_BODY", "ENRICH_MAX_IMPORT", "ENRICH_LOG_LEVEL",
@@ -121,6 +123,12 @@ public struct ServiceConfiguration: Sendable {
         case "ENRICH_PLACES_RADIUS": placesRadius = value.isEmpty ? nil : try positive("metres > 0")
         case "ENRICH_PLACES_TYPES": placesTypes = list()
         case "ENRICH_PLACES_TAGS": placesTags = list()
+        case "ENRICH_PLACES_QUERY":
+            if value.isEmpty { placesQuery = nil; return }
+            do throws(PlaceFilterSyntaxError) { placesQuery = try PlaceFilter.parse(value) } catch {
+                throw ConfigurationError(setting: key, value: value,
+                                         allowed: "a Woosmap query such as type:\"cafe\" AND user.rating:>=4 (\(error.description))")
+            }
         case "ENRICH_UPSTREAM_TIMEOUT": upstreamTimeout = try positive("seconds > 0, e.g. 0.8")
         case "ENRICH_DEADLINE": deadline = try positive("seconds > 0, e.g. 2")
         case "ENRICH_MAP":
@@ -163,6 +171,11 @@ public struct ServiceConfiguration: Sendable {
         case "0", "false", "no", "off": false
         default: nil
         }
+    }
+
+    /// The filter every places search applies: the types and tags shorthands and the query, all required.
+    public var placesFilter: PlaceFilter? {
+        PlaceFilter.all(PlaceFilter.anyOf(.type, placesTypes), PlaceFilter.anyOf(.tag, placesTags), placesQuery)
     }
 
     /// Checks combinations that single settings cannot (e.g. woosmap places without a key).

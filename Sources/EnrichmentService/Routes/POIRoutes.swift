@@ -6,84 +6,59 @@ import Hummingbird
 struct POIRoutes {
     let state: ServiceState
 
-    struct ImportResult: Encodable {
-        var upserted: Int
-        var rejected: [WoosmapFormat.FeatureProblem]
-        var total: Int
-    }
-
     func register(on router: Router<ServiceContext>) {
         router.post("/v1/pois") { request, _ in
-            let contentType = request.headers[.contentType]?.lowercased() ?? "application/json"
+            let started = ContinuousClock.now
+            let format = try Self.format(of: request)
             let data = try await JSONIO.readBody(request, limit: state.configuration.maxImportBytes)
-            let parsed: (pois: [POI], rejected: [WoosmapFormat.FeatureProblem])
-            if contentType.hasPrefix("text/csv") {
-                parsed = try POICSV.parse(data)
-            } else if contentType.hasPrefix("application/json") || contentType.hasPrefix("application/geo+json") {
-                let document: JSONValue
-                do throws(JSONParseError) { document = try JSONValue.decode(data) } catch {
-                    throw APIError.invalid("invalid_json", "request body is not valid JSON: \(error.description)")
-                }
-                let collection = try WoosmapFormat.parseFeatureCollection(document)
-                parsed = (collection.pois, collection.rejected)
-            } else {
-                throw APIError(.unsupportedMediaType, reason: "unsupported_media_type",
-                               message: "send GeoJSON as application/json (or application/geo+json), or CSV as text/csv")
-            }
-            try await POIImporter(store: state.pois, index: state.index).importPOIs(parsed.pois)
-            return try JSONIO.response(ImportResult(upserted: parsed.pois.count, rejected: parsed.rejected, total: state.index.count))
+            let batch = try POIBatch.read(data, format: format)
+            try await POIImporter(store: state.pois, index: state.index).importPOIs(batch.pois)
+            let seconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1e6
+            return try JSONIO.response(batch.report(total: state.index.count, seconds: seconds, format: format))
         }
 
         router.get("/stores/search") { request, _ in
-            let query = request.uri.queryParameters
-            func number(_ name: String, required: Bool) throws -> Double? {
-                guard let raw = query[name[...]] else {
-                    if required { throw APIError.invalid("invalid_query", "query parameter \(name) is required") }
-                    return nil
-                }
-                guard let value = Double(String(raw)), value.isFinite else {
-                    throw APIError.invalid("invalid_query", "query parameter \(name)='\(raw)' must be a decimal number")
-                }
-                return value
-            }
-            let point = Coordinate(latitude: try number("lat", required: true)!, longitude: try number("lng", required: true)!)
-            guard point.isValid else {
-                throw APIError.invalid("invalid_query", "lat must be in [-90, 90] and lng in [-180, 180]")
-            }
-            let limit = try number("stores_by_page", required: false).map(Int.init) ?? 10
-            guard (1...300).contains(limit) else {
-                throw APIError.invalid("invalid_query", "stores_by_page must be an integer from 1 to 300")
-            }
-            let radius = try number("radius", required: false)
-            if let radius, radius <= 0 { throw APIError.invalid("invalid_query", "radius must be > 0 metres") }
-            func list(_ name: String) -> [String] {
-                query[name[...]].map { $0.split(separator: ",").map(String.init) } ?? []
-            }
-            let matches = state.index.nearest(
-                to: point, query: PlacesQuery(limit: limit, radius: radius, types: list("types"), tags: list("tags")))
-            return JSONIO.response(json: WoosmapFormat.searchResponse(matches))
+            let search = try StoreSearchRequest(request)
+            let result = state.index.search(near: search.point, query: search.query, page: search.page)
+            return JSONIO.response(json: WoosmapFormat.searchResponse(result.matches, page: search.page, pageCount: result.pageCount))
         }
+    }
+}
+
+extension POIRoutes {
+    /// The import format from `Content-Type`, with the CSV column mapping from `?map=` and `?id_prefix=`.
+    static func format(of request: Request) throws -> POIBatch.Format {
+        let contentType = request.headers[.contentType]?.lowercased() ?? "application/json"
+        let parameters = request.uri.queryParameters
+        let map = parameters["map"].map(String.init), prefix = parameters["id_prefix"].map(String.init)
+        if contentType.hasPrefix("text/csv") {
+            return .csv(try map.map { spec throws(POIImportError) in try POIColumnMapping.parse(spec, idPrefix: prefix) })
+        }
+        guard contentType.hasPrefix("application/json") || contentType.hasPrefix("application/geo+json") else {
+            throw APIError(.unsupportedMediaType, reason: "unsupported_media_type",
+                           message: "send GeoJSON as application/json (or application/geo+json), or CSV as text/csv")
+        }
+        guard map == nil, prefix == nil else {
+            throw APIError.invalid("invalid_query", "map and id_prefix apply to CSV imports (Content-Type: text/csv) only")
+        }
+        return .geoJSON
     }
 }
 
 /// Writes POIs to the store (source of truth) and then to the in-memory index.
 public struct POIImporter: Sendable {
     let store: any POIStore
-    let index: PlacesIndex
+    let index: PlacesIndex?
 
-    public init(store: any POIStore, index: PlacesIndex) {
+    /// `index` is the running service's in-memory index; nil when only the database is being filled.
+    public init(store: any POIStore, index: PlacesIndex?) {
         self.store = store
         self.index = index
     }
 
-    /// Upserts in chunks so one huge import does not hold the write lock for long.
-    public func importPOIs(_ pois: [POI], chunkSize: Int = 5_000) async throws {
-        var start = 0
-        while start < pois.count {
-            let end = min(start + chunkSize, pois.count)
-            _ = try await store.upsert(Array(pois[start..<end]))
-            start = end
-        }
-        index.upsert(pois)
+    /// Upserts every POI in one transaction (all or nothing), then publishes them to the in-memory index.
+    public func importPOIs(_ pois: [POI]) async throws {
+        _ = try await store.upsert(pois)
+        index?.upsert(pois)
     }
 }

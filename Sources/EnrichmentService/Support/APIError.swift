@@ -12,15 +12,21 @@ public struct APIError: Error, HTTPResponseError, Sendable {
     /// A sentence for people: what is wrong and what to do.
     public var message: String
     public var headers: HTTPFields = [:]
+    /// Extra machine-readable members of the error object (e.g. `parameter` and `position` of a query syntax error).
+    public var details: [String: JSONValue] = [:]
 
-    public init(_ status: HTTPResponse.Status, reason: String, message: String) {
+    public init(_ status: HTTPResponse.Status, reason: String, message: String, details: [String: JSONValue] = [:]) {
         self.status = status
         self.reason = reason
         self.message = message
+        self.details = details
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        let body = JSONValue.object(["error": .object(["reason": .string(reason), "message": .string(message)])])
+        var error = details
+        error["reason"] = .string(reason)
+        error["message"] = .string(message)
+        let body = JSONValue.object(["error": .object(error)])
         var headers = self.headers
         headers[.contentType] = "application/json; charset=utf-8"
         return Response(status: status, headers: headers,
@@ -43,6 +49,9 @@ public struct APIError: Error, HTTPResponseError, Sendable {
             }
         case let error as OpenLocateError:
             return APIError(.badRequest, reason: "invalid_batch", message: error.description)
+        case let error as PlaceFilterSyntaxError:
+            return APIError(.badRequest, reason: "invalid_query", message: error.description,
+                            details: ["parameter": .string("query"), "position": .int(Int64(error.position))])
         case let error as POIImportError:
             return APIError(.badRequest, reason: "invalid_import", message: error.description)
         case let error as HTTPError:

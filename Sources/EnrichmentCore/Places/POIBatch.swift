@@ -1,0 +1,87 @@
+import Foundation
+
+/// POIs read from one import file, and the rows that could not be read.
+public struct POIBatch: Sendable, Equatable {
+    public var pois: [POI] = []
+    public var rejected: [WoosmapFormat.FeatureProblem] = []
+
+    public init(pois: [POI] = [], rejected: [WoosmapFormat.FeatureProblem] = []) {
+        self.pois = pois
+        self.rejected = rejected
+    }
+
+    /// The format of an import file.
+    public enum Format: Sendable, Equatable {
+        case csv(POIColumnMapping?)
+        case geoJSON
+    }
+
+    /// Reads a whole file in `format`; rows that cannot be read are reported, not fatal.
+    public static func read(_ data: Data, format: Format) throws(POIImportError) -> POIBatch {
+        switch format {
+        case .csv(let mapping):
+            return try POICSV.parse(data, mapping: mapping)
+        case .geoJSON:
+            let document: JSONValue
+            do throws(JSONParseError) { document = try JSONValue.decode(data) } catch {
+                throw .notAFeatureCollection("not valid JSON: \(error.description)")
+            }
+            let collection = try WoosmapFormat.parseFeatureCollection(document)
+            return POIBatch(pois: collection.pois, rejected: collection.rejected)
+        }
+    }
+
+    /// Rows whose store id an earlier row of the same file already used (the later row wins).
+    public var repeatedStoreIds: Int {
+        var seen = Set<String>(minimumCapacity: pois.count)
+        return pois.reduce(0) { $0 + (seen.insert($1.storeId).inserted ? 0 : 1) }
+    }
+
+    /// What an import did, for people and scripts alike.
+    public func report(total: Int, seconds: Double, format: Format) -> POIImportReport {
+        var byReason: [String: Int] = [:]
+        for problem in rejected { byReason[problem.reason, default: 0] += 1 }
+        return POIImportReport(upserted: pois.count, total: total, rejectedCount: rejected.count, rejectedByReason: byReason,
+                               rejected: Array(rejected.prefix(POIImportReport.listedProblems)),
+                               repeatedStoreIds: repeatedStoreIds, seconds: seconds,
+                               indexKind: format == .geoJSON ? "feature" : "line")
+    }
+}
+
+/// The outcome of an import: rows written, rows skipped grouped by reason (with the first few listed).
+public struct POIImportReport: Sendable, Equatable, Encodable {
+    /// Skipped rows listed one by one; the rest are only counted by reason.
+    public static let listedProblems = 100
+
+    public var upserted: Int
+    /// POIs stored after the import.
+    public var total: Int
+    public var rejectedCount: Int
+    public var rejectedByReason: [String: Int]
+    public var rejected: [WoosmapFormat.FeatureProblem]
+    public var repeatedStoreIds: Int
+    public var seconds: Double
+    /// What `rejected[].index` counts: `line` (CSV) or `feature` (GeoJSON).
+    public var indexKind = "line"
+
+    enum CodingKeys: String, CodingKey {
+        case upserted, total, rejected, seconds
+        case rejectedCount = "rejected_count"
+        case rejectedByReason = "rejected_by_reason"
+        case repeatedStoreIds = "repeated_store_ids"
+    }
+
+    /// Lines for a terminal: the totals, then each skip reason with its count and first example.
+    public var humanLines: [String] {
+        var lines = ["Upserted \(upserted) POIs in \(String(format: "%.2f", seconds)) s; \(total) stored; \(rejectedCount) rows skipped."]
+        if repeatedStoreIds > 0 {
+            lines.append("  \(repeatedStoreIds) rows repeat a store id used earlier in the file; the last one was kept.")
+        }
+        for (reason, count) in rejectedByReason.sorted(by: { ($1.value, $0.key) < ($0.value, $1.key) }) {
+            let example = rejected.first { $0.reason == reason }
+            let at = example.map { " (first at \(indexKind) \($0.index)\($0.value.map { ": '\($0)'" } ?? ""))" } ?? ""
+            lines.append("  skipped \(count): \(reason)\(at)")
+        }
+        return lines
+    }
+}

@@ -132,7 +132,10 @@ let package = Package(
         // Benchmark driver for the places index (run by scripts/bench-places.sh, never by tests).
         .executableTarget(
             name: "places-bench",
-            dependencies: ["EnrichmentCore"],
+            dependencies: [
+                "EnrichmentCore", "EnrichmentStorage",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

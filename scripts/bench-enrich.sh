@@ -23,7 +23,7 @@ PLACES=$(scripts/fetch-places.sh)
 
 rm -rf "$DATA" && mkdir -p "$DATA"
 echo "== importing $(($(wc -l < "$PLACES") - 1)) POIs"
-"$BIN" import-pois "$PLACES" --db "$DATA/db.sqlite"
+"$BIN" import-pois "$PLACES" --map geonames --db "$DATA/db.sqlite"
 
 "$BIN" serve --port "$PORT" --db "$DATA/db.sqlite" --sample-pois false --log-level warning &
 SERVER=$!
@@ -36,7 +36,7 @@ import csv, http.client, json, random, sys, time
 port, devices, places = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 rng = random.Random(1)
 with open(places, newline="", encoding="utf-8") as f:
-    coords = [(float(r["lat"]), float(r["lng"])) for r in csv.DictReader(f)]
+    coords = [(float(r["lat"]), float(r["lon"])) for r in csv.DictReader(f)]
 conn = http.client.HTTPConnection("127.0.0.1", port)
 now = int(time.time())
 for d in range(devices):

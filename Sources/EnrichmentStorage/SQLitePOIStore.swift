@@ -26,9 +26,9 @@ public struct SQLitePOIStore: POIStore {
             for poi in pois {
                 try statement.execute(arguments: [
                     poi.storeId, poi.name, poi.coordinate.latitude, poi.coordinate.longitude,
-                    try Self.json(poi.address.lines), poi.address.city, poi.address.zipcode, poi.address.countryCode,
-                    try Self.json(poi.types), try Self.json(poi.tags),
-                    try poi.contact.map(Self.json), try poi.userProperties.map(Self.json), now,
+                    Self.json(poi.address.lines), poi.address.city, poi.address.zipcode, poi.address.countryCode,
+                    Self.json(poi.types), Self.json(poi.tags),
+                    poi.contact.map(Self.json), poi.userProperties.map(Self.json), now,
                 ])
             }
             return pois.count
@@ -46,6 +46,8 @@ public struct SQLitePOIStore: POIStore {
     }
 
     /// Exact nearest-k through the R*Tree: search a box that surely holds every POI within r, widen until k found.
+    ///
+    /// The R*Tree only selects candidates; ranking is by haversine metres, then store id, as everywhere else.
     public func nearest(to point: Coordinate, query: PlacesQuery) async throws -> [PlaceMatch] {
         guard query.limit > 0 else { return [] }
         return try await database.pool.read { db in
@@ -53,26 +55,48 @@ public struct SQLitePOIStore: POIStore {
             let maxRadius = min(query.radius ?? .infinity, Double.pi * Coordinate.earthRadius)
             var radius = min(2_000, maxRadius)
             while true {
+                // Candidates from the R*Tree, measured by haversine from their coordinates alone (cheap rows).
                 let box = Self.boundingBox(around: point, metres: radius)
-                var matches: [PlaceMatch] = []
+                var candidates: [(id: Int64, storeId: String, metres: Double)] = []
                 for lngRange in box.longitudes {
-                    let rows = try Row.fetchAll(db, sql: """
-                        \(Self.columns) FROM pois JOIN poi_rtree r ON r.id = pois.id
+                    let rows = try Row.fetchCursor(db, sql: """
+                        SELECT pois.id, pois.store_id, pois.latitude, pois.longitude FROM poi_rtree r JOIN pois ON pois.id = r.id
                         WHERE r.max_lat >= ? AND r.min_lat <= ? AND r.max_lng >= ? AND r.min_lng <= ?
                         """, arguments: [box.minLat, box.maxLat, lngRange.lowerBound, lngRange.upperBound])
-                    for row in rows {
-                        let poi = try Self.poi(row)
-                        let distance = point.distance(to: poi.coordinate)
-                        if distance <= radius, query.accepts(poi) { matches.append(PlaceMatch(poi: poi, distance: distance)) }
+                    while let row = try rows.next() {
+                        let metres = point.distance(to: Coordinate(latitude: row[2], longitude: row[3]))
+                        if metres <= radius { candidates.append((row[0], row[1], metres)) }
                     }
                 }
-                if matches.count >= query.limit || radius >= maxRadius || matches.count >= total {
-                    matches.sort { ($0.distance, $0.poi.storeId) < ($1.distance, $1.poi.storeId) }
-                    return Array(matches.prefix(query.limit))
+                candidates.sort { ($0.metres, $0.storeId) < ($1.metres, $1.storeId) }
+                // Full rows only for the nearest candidates, in order, until enough pass the filter.
+                var matches: [PlaceMatch] = []
+                var next = 0
+                while matches.count < query.limit, next < candidates.count {
+                    let batch = candidates[next..<min(candidates.count, next + max(query.limit, 64))]
+                    next = batch.endIndex
+                    let pois = try Self.pois(db, ids: batch.map(\.id))
+                    for candidate in batch {
+                        guard let poi = pois[candidate.id], query.accepts(poi) else { continue }
+                        matches.append(PlaceMatch(poi: poi, distance: candidate.metres))
+                        if matches.count == query.limit { break }
+                    }
                 }
+                if matches.count >= query.limit || radius >= maxRadius || candidates.count >= total { return matches }
                 radius = min(radius * 4, maxRadius)
             }
         }
+    }
+
+    /// Full POIs for row ids.
+    static func pois(_ db: Database, ids: [Int64]) throws -> [Int64: POI] {
+        let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
+        var found: [Int64: POI] = [:]
+        for row in try Row.fetchAll(db, sql: "\(columns), pois.id FROM pois WHERE pois.id IN (\(marks))",
+                                    arguments: StatementArguments(ids)) {
+            found[row[12]] = try poi(row)
+        }
+        return found
     }
 
     struct Box { var minLat: Double; var maxLat: Double; var longitudes: [ClosedRange<Double>] }
@@ -80,14 +104,16 @@ public struct SQLitePOIStore: POIStore {
     /// A latitude/longitude box containing every point within `metres` great-circle distance of `center`.
     static func boundingBox(around center: Coordinate, metres: Double) -> Box {
         let angle = metres / Coordinate.earthRadius
-        let latDelta = angle * 180 / .pi
+        // Padded by about 0.1 mm so rounding can never drop a place lying exactly `metres` away: the box only
+        // selects candidates, the haversine check decides.
+        let latDelta = angle * 180 / .pi + 1e-9
         let minLat = center.latitude - latDelta, maxLat = center.latitude + latDelta
         if minLat <= -90 || maxLat >= 90 || angle >= .pi / 2 {
             return Box(minLat: max(minLat, -90), maxLat: min(maxLat, 90), longitudes: [-180...180])
         }
         let ratio = sin(angle) / cos(center.latitude * .pi / 180)
         guard ratio < 1 else { return Box(minLat: minLat, maxLat: maxLat, longitudes: [-180...180]) }
-        let lngDelta = asin(ratio) * 180 / .pi
+        let lngDelta = asin(ratio) * 180 / .pi + 1e-9
         let low = center.longitude - lngDelta, high = center.longitude + lngDelta
         var ranges: [ClosedRange<Double>] = []
         if low < -180 {
@@ -107,17 +133,27 @@ public struct SQLitePOIStore: POIStore {
 
     static func poi(_ row: Row) throws -> POI {
         POI(storeId: row[0], name: row[1], coordinate: Coordinate(latitude: row[2], longitude: row[3]),
-            address: POI.Address(lines: try decode(row[4]) ?? [], countryCode: row[7], city: row[5], zipcode: row[6]),
-            types: try decode(row[8]) ?? [], tags: try decode(row[9]) ?? [],
+            address: POI.Address(lines: try strings(row[4]), countryCode: row[7], city: row[5], zipcode: row[6]),
+            types: try strings(row[8]), tags: try strings(row[9]),
             contact: try decode(row[10]), userProperties: try decode(row[11]))
     }
 
-    static func json<T: Encodable>(_ value: T) throws -> String {
-        String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
+    /// JSON text for a list of strings (stored in TEXT columns), written by the project's own JSON writer.
+    static func json(_ strings: [String]) -> String {
+        json(.array(strings.map(JSONValue.string)))
     }
 
-    static func decode<T: Decodable>(_ text: String?) throws -> T? {
+    static func json(_ value: JSONValue) -> String {
+        String(decoding: JSONWriter.bytes(value), as: UTF8.self)
+    }
+
+    static func decode(_ text: String?) throws -> JSONValue? {
         guard let text else { return nil }
-        return try JSONDecoder().decode(T.self, from: Data(text.utf8))
+        return try JSONParser.parse(Array(text.utf8))
+    }
+
+    static func strings(_ text: String?) throws -> [String] {
+        guard case .array(let values)? = try decode(text) else { return [] }
+        return values.compactMap(\.stringValue)
     }
 }

@@ -1,74 +1,62 @@
-/// A fixed-capacity max-heap keeping the `capacity` best-ranked candidates seen so far.
+/// A fixed-capacity max-heap keeping the `capacity` smallest squared chords seen so far.
 ///
-/// Rank is haversine metres, then the caller's tie-break (store id order), so results are exact and deterministic
-/// even when two places sit at exactly the same distance.
+/// Chord order is great-circle order up to rounding, so the heap only gathers candidates: `chordBound` widens the
+/// worst kept chord by a margin larger than any rounding difference, and the caller re-ranks everything within it
+/// by haversine metres.
 struct BoundedMaxHeap {
     struct Entry {
-        var item: Int32
-        var metres: Double
-        /// Squared chord on the unit sphere, kept to bound the tree search.
+        /// Slot of the point in the tree's arrays.
+        var slot: Int32
         var chordSquared: Double
     }
 
     private(set) var entries: [Entry] = []
     let capacity: Int
-    /// Orders two items at exactly equal distance; nil means by item number.
-    let precedes: ((Int, Int) -> Bool)?
-    /// Squared chord beyond which no point can enter: infinity until full, then the root's chord plus a margin
-    /// larger than the rounding difference between chord and haversine arithmetic.
+    /// Squared chord beyond which no point can rank: infinity until full, then the worst chord plus the margin.
     private(set) var chordBound = Double.infinity
+    /// On the unit sphere; about 6 µm on Earth, far above the ~1e-15 rounding of either arithmetic.
     static let chordMargin = 1e-12
 
-    init(capacity: Int, precedes: ((Int, Int) -> Bool)?) {
+    init(capacity: Int) {
         self.capacity = capacity
-        self.precedes = precedes
         entries.reserveCapacity(capacity)
     }
 
-    /// True when `a` ranks after `b` (farther, or equally far and later in tie-break order).
-    @inline(__always) private func ranksAfter(_ a: Entry, _ b: Entry) -> Bool {
-        if a.metres != b.metres { return a.metres > b.metres }
-        if let precedes { return precedes(Int(b.item), Int(a.item)) }
-        return a.item > b.item
-    }
+    var isFull: Bool { entries.count == capacity }
+    var worst: Double { isFull ? entries[0].chordSquared : .infinity }
 
-    /// True when a candidate `metres` away could still enter the heap.
-    @inline(__always) func admits(metres: Double) -> Bool {
-        entries.count < capacity || metres <= entries[0].metres
-    }
-
-    mutating func insert(_ entry: Entry) {
+    /// Adds `entry` when it beats the worst kept one; returns the entry that no longer fits (evicted or refused).
+    mutating func insert(_ entry: Entry) -> Entry? {
+        var dropped: Entry?
         if entries.count < capacity {
             entries.append(entry)
             var child = entries.count - 1
             while child > 0 {
                 let parent = (child - 1) / 2
-                guard ranksAfter(entries[child], entries[parent]) else { break }
+                guard entries[parent].chordSquared < entries[child].chordSquared else { break }
                 entries.swapAt(parent, child)
                 child = parent
             }
-        } else {
-            guard ranksAfter(entries[0], entry) else { return }
+        } else if entry.chordSquared < entries[0].chordSquared {
+            dropped = entries[0]
             entries[0] = entry
             var parent = 0
             while true {
                 let left = 2 * parent + 1, right = left + 1
                 var largest = parent
-                if left < entries.count, ranksAfter(entries[left], entries[largest]) { largest = left }
-                if right < entries.count, ranksAfter(entries[right], entries[largest]) { largest = right }
+                if left < entries.count, entries[left].chordSquared > entries[largest].chordSquared { largest = left }
+                if right < entries.count, entries[right].chordSquared > entries[largest].chordSquared { largest = right }
                 if largest == parent { break }
                 entries.swapAt(parent, largest)
                 parent = largest
             }
+        } else {
+            dropped = entry
         }
-        if entries.count == capacity {
+        if isFull {
             let chord = entries[0].chordSquared.squareRoot() + Self.chordMargin
             chordBound = chord * chord
         }
-    }
-
-    /// Entries best first.
-    func sortedAscending() -> [Entry] {
-        entries.sorted { ranksAfter($1, $0) }
+        return dropped
     }
 }

@@ -111,23 +111,40 @@ public struct SpatialIndex: Sendable {
                         precedes: ((Int, Int) -> Bool)? = nil) -> [(item: Int, metres: Double)] {
         guard k > 0, !items.isEmpty else { return [] }
         let q = Self.unitVector(point)
-        let qLat = Coordinate.radians(point.latitude)
-        var heap = BoundedMaxHeap(capacity: k, precedes: precedes)
+        let qLat = Coordinate.radians(point.latitude), qCosLat = cos(qLat)
+        var heap = BoundedMaxHeap(capacity: k)
+        // Candidates that left the heap or just missed it but lie within the rounding margin of its worst.
+        var nearMisses: [BoundedMaxHeap.Entry] = []
         let limit = maxMetres.map { Self.chordSquaredBound(metres: $0) } ?? Double.infinity
         xs.withUnsafeBufferPointer { xs in
         ys.withUnsafeBufferPointer { ys in
         zs.withUnsafeBufferPointer { zs in
         items.withUnsafeBufferPointer { items in
         axes.withUnsafeBufferPointer { axes in
-        lats.withUnsafeBufferPointer { lats in
-        cosLats.withUnsafeBufferPointer { cosLats in
-        lngs.withUnsafeBufferPointer { lngs in
-            var search = Search(xs: xs, ys: ys, zs: zs, items: items, axes: axes, lats: lats, cosLats: cosLats, lngs: lngs,
-                                qx: q.0, qy: q.1, qz: q.2, qLat: qLat, qCosLat: cos(qLat), qLng: point.longitude,
-                                limit: limit, maxMetres: maxMetres ?? .infinity, accept: accept)
-            search.visit(0, items.count, &heap)
-        }}}}}}}}
-        return heap.sortedAscending().map { (Int($0.item), $0.metres) }
+            var search = Search(xs: xs, ys: ys, zs: zs, items: items, axes: axes,
+                                qx: q.0, qy: q.1, qz: q.2, limit: limit, accept: accept)
+            search.visit(0, items.count, &heap, &nearMisses)
+        }}}}}
+        // Re-rank every candidate within the final bound by haversine metres, ties by the caller's order.
+        let bound = heap.chordBound
+        var ranked: [(item: Int, metres: Double)] = []
+        ranked.reserveCapacity(heap.entries.count + nearMisses.count)
+        func rank(_ entry: BoundedMaxHeap.Entry) {
+            guard entry.chordSquared <= bound else { return }
+            let slot = Int(entry.slot)
+            let metres = Coordinate.haversine(lat1: qLat, cosLat1: qCosLat, lng1: point.longitude,
+                                              lat2: lats[slot], cosLat2: cosLats[slot], lng2: lngs[slot])
+            if let maxMetres, metres > maxMetres { return }
+            ranked.append((Int(items[slot]), metres))
+        }
+        heap.entries.forEach(rank)
+        nearMisses.forEach(rank)
+        ranked.sort { a, b in
+            if a.metres != b.metres { return a.metres < b.metres }
+            return precedes?(a.item, b.item) ?? (a.item < b.item)
+        }
+        if ranked.count > k { ranked.removeLast(ranked.count - k) }
+        return ranked
     }
 
     /// How many items lie within `maxMetres` (haversine, inclusive) of `point` and pass `accept`.
@@ -137,91 +154,85 @@ public struct SpatialIndex: Sendable {
             return (0..<items.count).reduce(0) { $0 + (accept($1) ? 1 : 0) }
         }
         let q = Self.unitVector(point)
-        let qLat = Coordinate.radians(point.latitude)
-        return xs.withUnsafeBufferPointer { xs in
+        let qLat = Coordinate.radians(point.latitude), qCosLat = cos(qLat)
+        let limit = Self.chordSquaredBound(metres: maxMetres)
+        var total = 0
+        xs.withUnsafeBufferPointer { xs in
         ys.withUnsafeBufferPointer { ys in
         zs.withUnsafeBufferPointer { zs in
         items.withUnsafeBufferPointer { items in
         axes.withUnsafeBufferPointer { axes in
-        lats.withUnsafeBufferPointer { lats in
-        cosLats.withUnsafeBufferPointer { cosLats in
-        lngs.withUnsafeBufferPointer { lngs in
-            let search = Search(xs: xs, ys: ys, zs: zs, items: items, axes: axes, lats: lats, cosLats: cosLats, lngs: lngs,
-                                qx: q.0, qy: q.1, qz: q.2, qLat: qLat, qCosLat: cos(qLat), qLng: point.longitude,
-                                limit: Self.chordSquaredBound(metres: maxMetres), maxMetres: maxMetres, accept: accept)
-            return search.count(0, items.count)
-        }}}}}}}}
+            let search = Search(xs: xs, ys: ys, zs: zs, items: items, axes: axes,
+                                qx: q.0, qy: q.1, qz: q.2, limit: limit, accept: accept)
+            search.collect(0, items.count) { slot in
+                let metres = Coordinate.haversine(lat1: qLat, cosLat1: qCosLat, lng1: point.longitude,
+                                                  lat2: lats[slot], cosLat2: cosLats[slot], lng2: lngs[slot])
+                if metres <= maxMetres { total += 1 }
+            }
+        }}}}}
+        return total
     }
 
     private struct Search {
         let xs: UnsafeBufferPointer<Double>, ys: UnsafeBufferPointer<Double>, zs: UnsafeBufferPointer<Double>
         let items: UnsafeBufferPointer<Int32>
         let axes: UnsafeBufferPointer<UInt8>
-        let lats: UnsafeBufferPointer<Double>, cosLats: UnsafeBufferPointer<Double>, lngs: UnsafeBufferPointer<Double>
         let qx: Double, qy: Double, qz: Double
-        let qLat: Double, qCosLat: Double, qLng: Double
         /// Squared chord bound of the radius (with margin); infinity without a radius.
         let limit: Double
-        let maxMetres: Double
         let accept: ((Int) -> Bool)?
 
-        @inline(__always) func consider(_ i: Int, _ heap: inout BoundedMaxHeap) {
+        @inline(__always) func chordSquared(_ i: Int) -> Double {
             let dx = xs[i] - qx, dy = ys[i] - qy, dz = zs[i] - qz
-            let d = dx * dx + dy * dy + dz * dz
-            guard d <= limit, d <= heap.chordBound else { return }
-            let metres = Coordinate.haversine(lat1: qLat, cosLat1: qCosLat, lng1: qLng,
-                                              lat2: lats[i], cosLat2: cosLats[i], lng2: lngs[i])
-            guard metres <= maxMetres, heap.admits(metres: metres) else { return }
-            if let accept, !accept(Int(items[i])) { return }
-            heap.insert(.init(item: items[i], metres: metres, chordSquared: d))
+            return dx * dx + dy * dy + dz * dz
         }
 
-        @inline(__always) func within(_ i: Int) -> Bool {
-            let dx = xs[i] - qx, dy = ys[i] - qy, dz = zs[i] - qz
-            guard dx * dx + dy * dy + dz * dz <= limit else { return false }
-            let metres = Coordinate.haversine(lat1: qLat, cosLat1: qCosLat, lng1: qLng,
-                                              lat2: lats[i], cosLat2: cosLats[i], lng2: lngs[i])
-            guard metres <= maxMetres else { return false }
-            return accept?(Int(items[i])) ?? true
-        }
-
-        func count(_ lo: Int, _ hi: Int) -> Int {
-            if hi - lo <= SpatialIndex.leafSize {
-                return (lo..<hi).reduce(0) { $0 + (within($1) ? 1 : 0) }
-            }
-            let mid = (lo + hi) / 2
-            var total = within(mid) ? 1 : 0
-            let diff: Double
+        @inline(__always) func split(_ mid: Int) -> Double {
             switch axes[mid] {
-            case 0: diff = qx - xs[mid]
-            case 1: diff = qy - ys[mid]
-            default: diff = qz - zs[mid]
+            case 0: qx - xs[mid]
+            case 1: qy - ys[mid]
+            default: qz - zs[mid]
             }
-            if diff < 0 || diff * diff <= limit { total += count(lo, mid) }
-            if diff >= 0 || diff * diff <= limit { total += count(mid + 1, hi) }
-            return total
         }
 
-        mutating func visit(_ lo: Int, _ hi: Int, _ heap: inout BoundedMaxHeap) {
+        @inline(__always) func consider(_ i: Int, _ heap: inout BoundedMaxHeap, _ nearMisses: inout [BoundedMaxHeap.Entry]) {
+            let d = chordSquared(i)
+            guard d <= limit, d <= heap.chordBound else { return }
+            if let accept, !accept(Int(items[i])) { return }
+            // A dropped point can still rank only if it ties the worst kept one within the margin: rare.
+            if let dropped = heap.insert(.init(slot: Int32(i), chordSquared: d)), dropped.chordSquared <= heap.chordBound {
+                nearMisses.append(dropped)
+            }
+        }
+
+        func visit(_ lo: Int, _ hi: Int, _ heap: inout BoundedMaxHeap, _ nearMisses: inout [BoundedMaxHeap.Entry]) {
             if hi - lo <= SpatialIndex.leafSize {
-                for i in lo..<hi { consider(i, &heap) }
+                for i in lo..<hi { consider(i, &heap, &nearMisses) }
                 return
             }
             let mid = (lo + hi) / 2
-            consider(mid, &heap)
-            let diff: Double
-            switch axes[mid] {
-            case 0: diff = qx - xs[mid]
-            case 1: diff = qy - ys[mid]
-            default: diff = qz - zs[mid]
-            }
+            consider(mid, &heap, &nearMisses)
+            let diff = split(mid)
             if diff < 0 {
-                visit(lo, mid, &heap)
-                if diff * diff <= min(heap.chordBound, limit) { visit(mid + 1, hi, &heap) }
+                visit(lo, mid, &heap, &nearMisses)
+                if diff * diff <= min(heap.chordBound, limit) { visit(mid + 1, hi, &heap, &nearMisses) }
             } else {
-                visit(mid + 1, hi, &heap)
-                if diff * diff <= min(heap.chordBound, limit) { visit(lo, mid, &heap) }
+                visit(mid + 1, hi, &heap, &nearMisses)
+                if diff * diff <= min(heap.chordBound, limit) { visit(lo, mid, &heap, &nearMisses) }
             }
+        }
+
+        /// Calls `body` with the slot of every accepted point within the chord limit.
+        func collect(_ lo: Int, _ hi: Int, _ body: (Int) -> Void) {
+            if hi - lo <= SpatialIndex.leafSize {
+                for i in lo..<hi where chordSquared(i) <= limit && (accept?(Int(items[i])) ?? true) { body(i) }
+                return
+            }
+            let mid = (lo + hi) / 2
+            if chordSquared(mid) <= limit, accept?(Int(items[mid])) ?? true { body(mid) }
+            let diff = split(mid)
+            if diff < 0 || diff * diff <= limit { collect(lo, mid, body) }
+            if diff >= 0 || diff * diff <= limit { collect(mid + 1, hi, body) }
         }
     }
 }

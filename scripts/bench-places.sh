@@ -14,11 +14,12 @@ QUERIES=${QUERIES:-200000}
 VERIFY=${VERIFY:-10000}
 PLACES=$(scripts/fetch-places.sh)
 python3 -c "import scipy" 2>/dev/null || pip install -q scipy
-swift build -c release --product places-bench >/dev/null
-swift build -c release --product enrichment-server >/dev/null
-BENCH=.build/release/places-bench
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+for product in places-bench enrichment-server; do
+  swift build -c release --product "$product" >"$TMP/build.log" 2>&1 || { cat "$TMP/build.log"; exit 1; }
+done
+BENCH=.build/release/places-bench
 
 echo "== import: $(($(wc -l < "$PLACES") - 1)) rows of $PLACES into SQLite (one transaction)"
 .build/release/enrichment-server import-pois "$PLACES" --map geonames --db "$TMP/db.sqlite"

@@ -102,6 +102,9 @@ struct POIAndOpsTests {
             #expect(try await ids("query=" + Self.encoded(#"NOT type:"cafe""#) + "&stores_by_page=2") == ["s2", "s5"])
             #expect(try await ids("query=" + Self.encoded(#"type:"cafe""#) + "&radius=700") == ["s1", "s3", "s4"])
             #expect(try await ids("query=" + Self.encoded("user.rating:<3")) == ["s2"])
+            // Form encoding, as the Woosmap JS SDK and curl --data-urlencode send it: '+' is a space.
+            #expect(try await ids(#"query=type%3A%22cafe%22+AND+tag%3A%22wifi%22"#) == ["s1", "s4"])
+            #expect(try await client.get("/stores/search/?lat=0&lng=0&query=%ZZ").status == 400)
             let page2 = try await client.get("/stores/search/?lat=0&lng=0&stores_by_page=3&page=2")
             guard case .array(let features)? = page2.json?["features"] else { Issue.record("no features"); return }
             #expect(features.compactMap { $0["properties"]?["store_id"]?.stringValue } == ["s4", "s5", "s6"])

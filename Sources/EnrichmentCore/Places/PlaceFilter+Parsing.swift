@@ -107,7 +107,7 @@ extension PlaceFilter {
         }
 
         mutating func parseClause() throws(PlaceFilterSyntaxError) -> Clause {
-            guard !atEnd else { throw error("expected a clause such as type:\"cafe\" after the operator") }
+            guard !atEnd else { throw error("expected a clause such as type:\"cafe\", found the end of the query") }
             if let word = keyword() { throw error("expected a clause, found the keyword \(word)") }
             let fieldStart = index
             while let c = peek, Self.isWordCharacter(c) { index += 1 }

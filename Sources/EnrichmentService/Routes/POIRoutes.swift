@@ -29,8 +29,8 @@ extension POIRoutes {
     /// The import format from `Content-Type`, with the CSV column mapping from `?map=` and `?id_prefix=`.
     static func format(of request: Request) throws -> POIBatch.Format {
         let contentType = request.headers[.contentType]?.lowercased() ?? "application/json"
-        let parameters = request.uri.queryParameters
-        let map = parameters["map"].map(String.init), prefix = parameters["id_prefix"].map(String.init)
+        let parameters = try request.formQuery()
+        let map = parameters["map"], prefix = parameters["id_prefix"]
         if contentType.hasPrefix("text/csv") {
             return .csv(try map.map { spec throws(POIImportError) in try POIColumnMapping.parse(spec, idPrefix: prefix) })
         }

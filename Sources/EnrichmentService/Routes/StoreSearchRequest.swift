@@ -17,8 +17,8 @@ struct StoreSearchRequest {
     var page: Int
 
     init(_ request: Request) throws {
-        let parameters = request.uri.queryParameters
-        func text(_ name: String) -> String? { parameters[name[...]].map(String.init) }
+        let parameters = try request.formQuery()
+        func text(_ name: String) -> String? { parameters[name] }
         func number(_ name: String) throws -> Double? {
             guard let raw = text(name) else { return nil }
             guard let value = Double(raw), value.isFinite else {

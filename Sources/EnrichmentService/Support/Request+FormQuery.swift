@@ -1,0 +1,22 @@
+import Foundation
+import Hummingbird
+
+extension Request {
+    /// Query parameters as browsers, curl `--data-urlencode` and the Woosmap JS SDK send them
+    /// (`application/x-www-form-urlencoded`): `+` is a space, `%2B` a plus. The first occurrence of a name wins.
+    func formQuery() throws -> [String: String] {
+        var parameters: [String: String] = [:]
+        for pair in (uri.query ?? "").split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ raw: Substring) throws -> String {
+                guard let text = raw.replacingOccurrences(of: "+", with: " ").removingPercentEncoding else {
+                    throw APIError.invalid("invalid_query", "query parameter '\(parts[0])' is not valid percent-encoding")
+                }
+                return text
+            }
+            let name = try decode(parts[0])
+            if parameters[name] == nil { parameters[name] = try parts.count > 1 ? decode(parts[1]) : "" }
+        }
+        return parameters
+    }
+}

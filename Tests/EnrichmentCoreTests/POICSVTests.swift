@@ -90,6 +90,8 @@ struct POICSVTests {
         let rows = try POICSV.parse(Data(csv.utf8), mapping: try POIColumnMapping.parse("store_id=@row,lat=y,lng=x", idPrefix: "t-"))
         #expect(rows.pois.map(\.storeId) == ["t-1", "t-2"])
         #expect(try POIColumnMapping.parse("GeoNames", idPrefix: "x-").idPrefix == "x-")
+        let prefixed = try POICSV.parse(Data("store_id,lat,lng\na,1,2\n".utf8), mapping: .headerNames(idPrefix: "shop-"))
+        #expect(prefixed.pois.map(\.storeId) == ["shop-a"])
     }
 
     @Test("mapping mistakes are refused before any row is read", arguments: [

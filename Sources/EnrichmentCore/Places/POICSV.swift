@@ -12,7 +12,10 @@ public struct POICSV {
     /// Resolves the mapping against the header; throws when a mapped column is missing from it.
     public init(header: [String], mapping: POIColumnMapping? = nil) throws(POIImportError) {
         let names = header.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-        let mapping = mapping ?? POIColumnMapping.inferred(from: header)
+        var mapping = mapping ?? POIColumnMapping.headerNames()
+        if mapping.fields.isEmpty {
+            mapping = POIColumnMapping(fields: POIColumnMapping.inferred(from: header).fields, idPrefix: mapping.idPrefix)
+        }
         if mapping.fields.isEmpty || !mapping.fields.contains(where: { $0.field == .storeId }) {
             throw .csv(line: 1, reason: "header has no store_id column; required columns are store_id, lat, lng (or pass a column mapping, e.g. --map geonames)")
         }

@@ -86,6 +86,11 @@ public struct POIColumnMapping: Sendable, Equatable {
         return POIColumnMapping(fields: fields, idPrefix: idPrefix ?? "")
     }
 
+    /// No explicit pairs: the CSV header already names store fields; only the id prefix is set.
+    public static func headerNames(idPrefix: String = "") -> POIColumnMapping {
+        POIColumnMapping(fields: [], idPrefix: idPrefix)
+    }
+
     /// The mapping implied by a header already in store terms (`store_id`/`id`, `lat`/`latitude`,
     /// `lng`/`lon`/`longitude`, `city`, `zipcode`, `country_code`/`cc`, `address`, `types`, `tags`).
     static func inferred(from header: [String]) -> POIColumnMapping {

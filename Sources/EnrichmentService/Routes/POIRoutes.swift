@@ -32,7 +32,8 @@ extension POIRoutes {
         let parameters = try request.formQuery()
         let map = parameters["map"], prefix = parameters["id_prefix"]
         if contentType.hasPrefix("text/csv") {
-            return .csv(try map.map { spec throws(POIImportError) in try POIColumnMapping.parse(spec, idPrefix: prefix) })
+            guard let map else { return .csv(prefix.map { POIColumnMapping.headerNames(idPrefix: $0) }) }
+            return .csv(try POIColumnMapping.parse(map, idPrefix: prefix))
         }
         guard contentType.hasPrefix("application/json") || contentType.hasPrefix("application/geo+json") else {
             throw APIError(.unsupportedMediaType, reason: "unsupported_media_type",

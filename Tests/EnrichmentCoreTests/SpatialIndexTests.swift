@@ -108,6 +108,12 @@ struct SpatialIndexTests {
         let pages = (1...3).map { index.search(near: point, query: PlacesQuery(limit: 10), page: $0) }
         #expect(pages.flatMap { $0.matches.map(\.poi.storeId) } == all)
         #expect(pages.map(\.pageCount) == [50, 50, 50])
+        // Counting stops at the deepest reachable result, with and without a radius and a filter.
+        #expect(index.search(near: point, query: PlacesQuery(limit: 10), page: 1, reach: 25).pageCount == 3)
+        #expect(index.search(near: point, query: PlacesQuery(limit: 10, radius: 500_000), page: 1, reach: 25).pageCount == 3)
+        let cafes = PlacesQuery(limit: 10, filter: PlaceFilter.anyOf(.type, ["cafe"]))
+        #expect(index.search(near: point, query: cafes, page: 1, reach: 41).pageCount == 5)
+        #expect(index.search(near: point, query: cafes, page: 1).pageCount == (pois.filter(cafes.accepts).count + 9) / 10)
     }
 
     @Test("upsert replaces a POI by store id and moves it in the index")

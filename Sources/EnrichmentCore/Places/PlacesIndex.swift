@@ -49,27 +49,35 @@ public final class PlacesIndex: Sendable {
     /// Exact nearest POIs by great-circle (haversine) distance, nearest first; equal distances by store id.
     public func nearest(to point: Coordinate, query: PlacesQuery) -> [PlaceMatch] {
         let current = snapshot.withLock { $0 }
-        let pois = current.pois
-        let accept: ((Int) -> Bool)? = query.filter.map { filter in { filter.matches(pois[$0]) } }
-        return current.tree.nearest(to: point, k: query.limit, maxMetres: query.radius, accept: accept,
-                                    precedes: { pois[$0].storeId < pois[$1].storeId })
-            .map { PlaceMatch(poi: pois[$0.item], distance: $0.metres) }
+        return current.pois.withUnsafeBufferPointer { pois in
+            current.tree.nearest(to: point, k: query.limit, maxMetres: query.radius, accept: Self.accept(query, pois),
+                                 precedes: { pois[$0].storeId < pois[$1].storeId })
+                .map { PlaceMatch(poi: pois[$0.item], distance: $0.metres) }
+        }
+    }
+
+    /// The query's filter over POIs read in place (valid while `pois` is).
+    private static func accept(_ query: PlacesQuery, _ pois: UnsafeBufferPointer<POI>) -> ((Int) -> Bool)? {
+        query.filter.map { filter in { filter.matches(at: pois.baseAddress! + $0) } }
     }
 }
 
 extension PlacesIndex {
-    /// One page of a Woosmap-style search and the number of pages all matches fill.
-    public func search(near point: Coordinate, query: PlacesQuery, page: Int) -> (matches: [PlaceMatch], pageCount: Int) {
+    /// One page of a Woosmap-style search and the number of pages the matches fill, counting at most
+    /// `reach` matches (results past it cannot be paged to).
+    public func search(near point: Coordinate, query: PlacesQuery, page: Int,
+                       reach: Int = .max) -> (matches: [PlaceMatch], pageCount: Int) {
         let current = snapshot.withLock { $0 }
-        let pois = current.pois
-        let accept: ((Int) -> Bool)? = query.filter.map { filter in { filter.matches(pois[$0]) } }
-        let perPage = max(1, query.limit)
-        let skip = (max(1, page) - 1) * perPage
-        let found = current.tree.nearest(to: point, k: skip + perPage, maxMetres: query.radius, accept: accept,
-                                         precedes: { pois[$0].storeId < pois[$1].storeId })
-        let total = current.tree.count(near: point, maxMetres: query.radius, accept: accept)
-        let matches = found.dropFirst(skip).map { PlaceMatch(poi: pois[$0.item], distance: $0.metres) }
-        return (matches, max(1, (total + perPage - 1) / perPage))
+        return current.pois.withUnsafeBufferPointer { pois in
+            let accept = Self.accept(query, pois)
+            let perPage = max(1, query.limit)
+            let skip = (max(1, page) - 1) * perPage
+            let found = current.tree.nearest(to: point, k: skip + perPage, maxMetres: query.radius, accept: accept,
+                                             precedes: { pois[$0].storeId < pois[$1].storeId })
+            let total = current.tree.count(near: point, maxMetres: query.radius, accept: accept, limit: reach)
+            let matches = found.dropFirst(skip).map { PlaceMatch(poi: pois[$0.item], distance: $0.metres) }
+            return (matches, max(1, (total + perPage - 1) / perPage))
+        }
     }
 }
 

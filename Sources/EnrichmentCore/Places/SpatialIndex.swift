@@ -137,17 +137,23 @@ public struct SpatialIndex: Sendable {
         return ranked
     }
 
-    /// How many items lie within `maxMetres` (haversine, inclusive) of `point` and pass `accept`.
-    public func count(near point: Coordinate, maxMetres: Double?, accept: ((Int) -> Bool)? = nil) -> Int {
+    /// How many items lie within `maxMetres` (haversine, inclusive) of `point` and pass `accept`, counting no
+    /// further than `limit` (so a broad filter stops early).
+    public func count(near point: Coordinate, maxMetres: Double?, accept: ((Int) -> Bool)? = nil, limit: Int = .max) -> Int {
+        var total = 0
         guard let maxMetres else {
-            guard let accept else { return items.count }
-            return (0..<items.count).reduce(0) { $0 + (accept($1) ? 1 : 0) }
+            guard let accept else { return min(items.count, limit) }
+            for item in 0..<items.count where accept(item) {
+                total += 1
+                if total >= limit { break }
+            }
+            return total
         }
         let origin = Origin(point)
-        var total = 0
         withSearch(around: point, limit: Self.chordSquaredBound(metres: maxMetres), accept: accept) { search in
-            search.collect(0, items.count) { slot in
+            _ = search.collect(0, items.count) { slot in
                 if metres(from: origin, toSlot: slot) <= maxMetres { total += 1 }
+                return total < limit
             }
         }
         return total
@@ -232,17 +238,21 @@ public struct SpatialIndex: Sendable {
             }
         }
 
-        /// Calls `body` with the slot of every accepted point within the chord limit.
-        func collect(_ lo: Int, _ hi: Int, _ body: (Int) -> Void) {
+        /// Calls `body` with the slot of every accepted point within the chord limit until it returns false;
+        /// returns false when stopped.
+        func collect(_ lo: Int, _ hi: Int, _ body: (Int) -> Bool) -> Bool {
             if hi - lo <= SpatialIndex.leafSize {
-                for i in lo..<hi where chordSquared(i) <= limit && (accept?(Int(items[i])) ?? true) { body(i) }
-                return
+                for i in lo..<hi where chordSquared(i) <= limit && (accept?(Int(items[i])) ?? true) {
+                    guard body(i) else { return false }
+                }
+                return true
             }
             let mid = (lo + hi) / 2
-            if chordSquared(mid) <= limit, accept?(Int(items[mid])) ?? true { body(mid) }
+            if chordSquared(mid) <= limit, accept?(Int(items[mid])) ?? true, !body(mid) { return false }
             let diff = split(mid)
-            if diff < 0 || diff * diff <= limit { collect(lo, mid, body) }
-            if diff >= 0 || diff * diff <= limit { collect(mid + 1, hi, body) }
+            if diff < 0 || diff * diff <= limit, !collect(lo, mid, body) { return false }
+            if diff >= 0 || diff * diff <= limit, !collect(mid + 1, hi, body) { return false }
+            return true
         }
     }
 }

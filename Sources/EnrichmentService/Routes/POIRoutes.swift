@@ -19,7 +19,8 @@ struct POIRoutes {
 
         router.get("/stores/search") { request, _ in
             let search = try StoreSearchRequest(request)
-            let result = state.index.search(near: search.point, query: search.query, page: search.page)
+            let result = state.index.search(near: search.point, query: search.query, page: search.page,
+                                            reach: StoreSearchRequest.maximumReach)
             return JSONIO.response(json: WoosmapFormat.searchResponse(result.matches, page: search.page, pageCount: result.pageCount))
         }
     }

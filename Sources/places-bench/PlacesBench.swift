@@ -19,7 +19,8 @@ struct PlacesOptions: ParsableArguments {
     @Option(help: "Grow the set to this many places with moved copies of the real ones (synthetic, seeded).") var points: Int = 0
     @Option(help: "Seed for synthetic places and query points.") var seed: UInt64 = 42
 
-    func load() throws -> [POI] {
+    /// The places, the file's own first and synthetic copies after; `real` is how many came from the file.
+    func load() throws -> (pois: [POI], real: Int) {
         guard let data = FileManager.default.contents(atPath: places) else {
             throw ValidationError("cannot read \(places); run scripts/fetch-places.sh first")
         }
@@ -36,7 +37,7 @@ struct PlacesOptions: ParsableArguments {
                                    longitude: max(-180, min(180, base.coordinate.longitude + random.uniform(-0.02, 0.02))))
             pois.append(POI(storeId: "\(base.storeId)-s\(copy)", name: base.name, coordinate: moved))
         }
-        return pois
+        return (pois, real)
     }
 }
 
@@ -51,14 +52,13 @@ struct Latency: AsyncParsableCommand {
     @Option(help: "Write the query points (lat,lng) here, so another tool can answer the same ones.") var emitQueries: String?
 
     func run() async throws {
-        let pois = try options.load()
+        let (pois, real) = try options.load()
         let buildStart = ContinuousClock.now
         let index = PlacesIndex(pois: pois)
         let buildMs = (ContinuousClock.now - buildStart).milliseconds
         let scan = BruteForceScan(pois: pois)
         // Device-like query points: real places moved by up to about 5 km.
         var random = SplitMix(seed: options.seed)
-        let real = min(pois.count, 144_563)
         let points = (0..<queries).map { _ -> Coordinate in
             let base = pois[Int(random.next() % UInt64(real))].coordinate
             return Coordinate(latitude: max(-90, min(90, base.latitude + random.uniform(-0.05, 0.05))),
@@ -91,7 +91,7 @@ struct Verify: AsyncParsableCommand {
     @Option(help: "Queries checked on the SQLite store (it is much slower).") var dbQueries = 1_000
 
     func run() async throws {
-        let pois = try options.load()
+        let pois = try options.load().pois
         let index = PlacesIndex(pois: pois)
         let scan = BruteForceScan(pois: pois)
         var random = SplitMix(seed: options.seed &+ 7)

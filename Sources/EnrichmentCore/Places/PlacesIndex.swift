@@ -30,7 +30,13 @@ public final class PlacesIndex: Sendable {
                 pois.append(poi)
             }
         }
-        return Snapshot(pois: pois, positions: positions, tree: SpatialIndex(points: pois.map(\.coordinate)))
+        // Store the POIs in the tree's slot order, so a search (which walks contiguous slot ranges) and a filter
+        // scan read them from memory in sequence rather than at random.
+        var tree = SpatialIndex(points: pois.map(\.coordinate))
+        let order = tree.renumberInSlotOrder()
+        pois = order.map { pois[$0] }
+        positions = Dictionary(uniqueKeysWithValues: pois.enumerated().map { ($1.storeId, $0) })
+        return Snapshot(pois: pois, positions: positions, tree: tree)
     }
 
     /// Inserts or replaces POIs by store id and publishes a rebuilt tree.

@@ -43,6 +43,14 @@ public struct SpatialIndex: Sendable {
         self.lats = lats; self.cosLats = cosLats; self.lngs = lngs
     }
 
+    /// Makes each slot's item number the slot itself; returns the former item number of each slot, so the caller
+    /// can lay its own data out in the same order.
+    public mutating func renumberInSlotOrder() -> [Int] {
+        let former = items.map(Int.init)
+        for slot in items.indices { items[slot] = Int32(slot) }
+        return former
+    }
+
     /// Number of indexed points.
     public var count: Int { items.count }
 

@@ -107,10 +107,8 @@ struct MockAPNsLogic: Sendable {
     }
 
     private func record(_ push: APNsRequest, apnsID: String, status: Int, reason: String?, now: Date) {
-        state.record(ReceivedPush(
-            deviceToken: push.deviceToken, topic: push.topic, pushType: push.pushType, priority: push.priority,
-            expiration: push.expiration, collapseID: push.collapseID, apnsID: apnsID, payload: push.payload,
-            status: status, reason: reason, receivedAt: now.timeIntervalSince1970))
+        state.record(ReceivedPush(request: push, apnsID: apnsID, status: status, reason: reason,
+                                  receivedAt: now.timeIntervalSince1970))
     }
 
     /// The control API: `GET|DELETE /control/received`, `POST|DELETE /control/scripts`.

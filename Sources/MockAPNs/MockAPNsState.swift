@@ -62,34 +62,43 @@ public struct FailureScript: Sendable, Equatable {
     }
 }
 
-/// A push the mock received, and what it answered.
+/// A push the mock received, and what it answered; the request's fields read through (`push.topic`).
+@dynamicMemberLookup
 public struct ReceivedPush: Sendable, Equatable {
-    public var deviceToken: String
-    public var topic: String?
-    public var pushType: String?
-    public var priority: Int?
-    public var expiration: String?
-    public var collapseID: String?
+    public var request: APNsRequest
+    /// The `apns-id` the mock answered with (the request's own, or one it made).
     public var apnsID: String
-    public var payload: [UInt8]
     public var status: Int
     public var reason: String?
     /// Epoch seconds when it arrived.
     public var receivedAt: Double
 
+    /// Records `request` with the mock's answer.
+    public init(request: APNsRequest, apnsID: String, status: Int, reason: String?, receivedAt: Double) {
+        self.request = request
+        self.apnsID = apnsID
+        self.status = status
+        self.reason = reason
+        self.receivedAt = receivedAt
+    }
+
+    /// The request's own fields (`deviceToken`, `topic`, `payload`...).
+    public subscript<T>(dynamicMember keyPath: KeyPath<APNsRequest, T>) -> T { request[keyPath: keyPath] }
+
     /// As JSON for the control endpoint.
     public var json: JSONValue {
         var members: [String: JSONValue] = [
-            "device_token": .string(deviceToken), "apns_id": .string(apnsID), "status": .int(Int64(status)),
-            "received_at": .double(receivedAt), "payload_bytes": .int(Int64(payload.count)),
+            "device_token": .string(request.deviceToken), "apns_id": .string(apnsID), "status": .int(Int64(status)),
+            "received_at": .double(receivedAt), "payload_bytes": .int(Int64(request.payload.count)),
         ]
-        if let topic { members["topic"] = .string(topic) }
-        if let pushType { members["push_type"] = .string(pushType) }
-        if let priority { members["priority"] = .int(Int64(priority)) }
-        if let expiration { members["expiration"] = .string(expiration) }
-        if let collapseID { members["collapse_id"] = .string(collapseID) }
+        if let topic = request.topic { members["topic"] = .string(topic) }
+        if let pushType = request.pushType { members["push_type"] = .string(pushType) }
+        if let priority = request.priority { members["priority"] = .int(Int64(priority)) }
+        if let expiration = request.expiration { members["expiration"] = .string(expiration) }
+        if let collapseID = request.collapseID { members["collapse_id"] = .string(collapseID) }
         if let reason { members["reason"] = .string(reason) }
-        members["payload"] = (try? JSONParser.parse(payload)) ?? .string(String(decoding: payload, as: UTF8.self))
+        members["payload"] = (try? JSONParser.parse(request.payload))
+            ?? .string(String(decoding: request.payload, as: UTF8.self))
         return .object(members)
     }
 }

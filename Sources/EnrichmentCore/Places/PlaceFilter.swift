@@ -59,15 +59,21 @@ public indirect enum PlaceFilter: Sendable, Equatable, CustomStringConvertible {
         case bool(Bool)
     }
 
-    /// Stores having any of `types` (nil when empty): the `ENRICH_PLACES_TYPES` shorthand.
+    /// Stores whose `field` equals (or, for types and tags, contains) any of `values`; nil when there are none.
     public static func anyOf(_ field: Field, _ values: [String]) -> PlaceFilter? {
         values.map { PlaceFilter.clause(Clause(field: field, value: .string($0))) }
             .reduce(nil) { partial, next in partial.map { .or($0, next) } ?? next }
     }
 
-    /// `lhs AND rhs`, where either side may be absent.
+    /// All of `filters` (AND), skipping absent ones; nil when none is present.
     public static func all(_ filters: PlaceFilter?...) -> PlaceFilter? {
         filters.compactMap { $0 }.reduce(nil) { partial, next in partial.map { .and($0, next) } ?? next }
+    }
+
+    /// The `types`/`tags` shorthands (any of each list) AND-ed with a query: how both the service settings and
+    /// `/stores/search/` combine them.
+    public static func combining(types: [String], tags: [String], query: PlaceFilter?) -> PlaceFilter? {
+        all(anyOf(.type, types), anyOf(.tag, tags), query)
     }
 
     /// True when `poi` passes the filter.

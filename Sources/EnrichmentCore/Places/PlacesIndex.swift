@@ -56,15 +56,21 @@ public final class PlacesIndex: Sendable {
     public func nearest(to point: Coordinate, query: PlacesQuery) -> [PlaceMatch] {
         let current = snapshot.withLock { $0 }
         return current.pois.withUnsafeBufferPointer { pois in
-            current.tree.nearest(to: point, k: query.limit, maxMetres: query.radius, accept: Self.accept(query, pois),
-                                 precedes: { pois[$0].storeId < pois[$1].storeId })
-                .map { PlaceMatch(poi: pois[$0.item], distance: $0.metres) }
+            Self.nearest(in: current.tree, pois, to: point, query: query, k: query.limit)
         }
     }
 
     /// The query's filter over POIs read in place (valid while `pois` is).
     private static func accept(_ query: PlacesQuery, _ pois: UnsafeBufferPointer<POI>) -> ((Int) -> Bool)? {
         query.filter.map { filter in { filter.matches(at: pois.baseAddress! + $0) } }
+    }
+
+    /// The `k` nearest POIs passing `query`, ties by store id.
+    private static func nearest(in tree: SpatialIndex, _ pois: UnsafeBufferPointer<POI>, to point: Coordinate,
+                                query: PlacesQuery, k: Int) -> [PlaceMatch] {
+        tree.nearest(to: point, k: k, maxMetres: query.radius, accept: accept(query, pois),
+                     precedes: { pois[$0].storeId < pois[$1].storeId })
+            .map { PlaceMatch(poi: pois[$0.item], distance: $0.metres) }
     }
 }
 
@@ -75,14 +81,11 @@ extension PlacesIndex {
                        reach: Int = .max) -> (matches: [PlaceMatch], pageCount: Int) {
         let current = snapshot.withLock { $0 }
         return current.pois.withUnsafeBufferPointer { pois in
-            let accept = Self.accept(query, pois)
             let perPage = max(1, query.limit)
             let skip = (max(1, page) - 1) * perPage
-            let found = current.tree.nearest(to: point, k: skip + perPage, maxMetres: query.radius, accept: accept,
-                                             precedes: { pois[$0].storeId < pois[$1].storeId })
-            let total = current.tree.count(near: point, maxMetres: query.radius, accept: accept, limit: reach)
-            let matches = found.dropFirst(skip).map { PlaceMatch(poi: pois[$0.item], distance: $0.metres) }
-            return (matches, max(1, (total + perPage - 1) / perPage))
+            let found = Self.nearest(in: current.tree, pois, to: point, query: query, k: skip + perPage)
+            let total = current.tree.count(near: point, maxMetres: query.radius, accept: Self.accept(query, pois), limit: reach)
+            return (Array(found.dropFirst(skip)), max(1, (total + perPage - 1) / perPage))
         }
     }
 }

@@ -175,7 +175,7 @@ public struct ServiceConfiguration: Sendable {
 
     /// The filter every places search applies: the types and tags shorthands and the query, all required.
     public var placesFilter: PlaceFilter? {
-        PlaceFilter.all(PlaceFilter.anyOf(.type, placesTypes), PlaceFilter.anyOf(.tag, placesTags), placesQuery)
+        PlaceFilter.combining(types: placesTypes, tags: placesTags, query: placesQuery)
     }
 
     /// Checks combinations that single settings cannot (e.g. woosmap places without a key).

@@ -52,6 +52,6 @@ struct StoreSearchRequest {
         }
         let parsed = try text("query").map { raw throws(PlaceFilterSyntaxError) in try PlaceFilter.parse(raw) }
         query = PlacesQuery(limit: perPage, radius: radius,
-                            filter: PlaceFilter.all(PlaceFilter.anyOf(.type, list("types")), PlaceFilter.anyOf(.tag, list("tags")), parsed))
+                            filter: PlaceFilter.combining(types: list("types"), tags: list("tags"), query: parsed))
     }
 }

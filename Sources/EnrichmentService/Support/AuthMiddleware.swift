@@ -18,7 +18,9 @@ struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
             if parts.count == 2, parts[0].lowercased() == "bearer" { presented = String(parts[1]) }
         }
         if presented == nil, request.uri.path.hasPrefix("/stores/search") {
-            presented = request.uri.queryParameters["private_key"].map(String.init) ?? request.uri.queryParameters["key"].map(String.init)
+            // Read as the search itself reads its query string (form encoding).
+            let parameters = (try? request.formQuery()) ?? [:]
+            presented = parameters["private_key"] ?? parameters["key"]
         }
         // Compare digests so the comparison time does not depend on how much of the key matched.
         guard let presented, Array(SHA256.hash(data: Data(presented.utf8))) == keyDigest else {

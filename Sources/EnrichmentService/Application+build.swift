@@ -74,6 +74,7 @@ public func buildApplication(
     logger.info("configuration", metadata: ["settings": "\(configuration.redactedSummary)"])
     return Application(
         router: router,
+        server: .guardedHTTP1(limits: configuration.connections, logger: logger),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port),
                              serverName: "enrichment-server"),
         onServerRunning: { channel in
@@ -86,15 +87,17 @@ public func buildApplication(
 
 /// The routes of the service.
 func buildRouter(_ state: ServiceState) -> Router<ServiceContext> {
-    let router = Router(context: ServiceContext.self)
+    let router = Router(context: ServiceContext.self, options: .autoGenerateHeadEndpoints)
+    let table = RouteTable()
     router.add(middleware: MetricsMiddleware(metrics: state.metrics))
-    router.add(middleware: ErrorMiddleware())
+    router.add(middleware: ErrorMiddleware(routes: table))
     if let apiKey = state.configuration.apiKey {
         router.add(middleware: AuthMiddleware(apiKey: apiKey))
     }
-    OpsRoutes(state: state).register(on: router)
-    DeviceRoutes(state: state).register(on: router)
-    POIRoutes(state: state).register(on: router)
-    EnrichRoutes(state: state).register(on: router)
+    let routes = RouteRecorder(router: router, table: table)
+    OpsRoutes(state: state).register(on: routes)
+    DeviceRoutes(state: state).register(on: routes)
+    POIRoutes(state: state).register(on: routes)
+    EnrichRoutes(state: state).register(on: routes)
     return router
 }

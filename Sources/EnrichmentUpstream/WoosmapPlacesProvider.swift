@@ -71,8 +71,14 @@ public struct WoosmapPlacesProvider: PlacesProvider {
         }
         let parsed: (pois: [POI], distances: [Double?], rejected: [WoosmapFormat.FeatureProblem])
         do { parsed = try WoosmapFormat.parseFeatureCollection(document) } catch { throw .invalidResponse(error.description) }
-        var matches = zip(parsed.pois, parsed.distances).map { poi, distance in
-            PlaceMatch(poi: poi, distance: distance ?? point.distance(to: poi.coordinate))
+        var matches: [PlaceMatch] = []
+        matches.reserveCapacity(parsed.pois.count)
+        for (index, (poi, distance)) in zip(parsed.pois, parsed.distances).enumerated() {
+            // A distance nobody on Earth can be at is upstream nonsense: degrade rather than format it.
+            if let distance, !PlaceMatch.plausibleDistances.contains(distance) {
+                throw .invalidResponse("feature \(index) has distance \(distance); expected metres in [0, \(Int(PlaceMatch.plausibleDistances.upperBound))]")
+            }
+            matches.append(PlaceMatch(poi: poi, distance: distance ?? point.distance(to: poi.coordinate)))
         }
         // Woosmap sorts by distance; make sure, since "nearest first" is our contract.
         matches.sort { $0.distance < $1.distance }

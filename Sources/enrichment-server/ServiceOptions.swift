@@ -37,6 +37,14 @@ struct ServiceOptions: ParsableArguments {
     @Option(help: "Largest JSON request body in bytes (ENRICH_MAX_BODY, default 1048576).") var maxBody: String?
     @Option(help: "Largest POI import body in bytes (ENRICH_MAX_IMPORT, default 67108864).") var maxImport: String?
     @Option(help: "trace, debug, info, notice, warning, error or critical (ENRICH_LOG_LEVEL, default info).") var logLevel: String?
+    @Option(help: "Seconds a connection may wait with no request under way before it is closed (ENRICH_IDLE_TIMEOUT, default 60).")
+    var idleTimeout: String?
+    @Option(help: "Seconds a request's line and headers may take from its first byte (ENRICH_HEADER_TIMEOUT, default 10).")
+    var headerTimeout: String?
+    @Option(help: "Seconds a request's body may take after its headers (ENRICH_BODY_TIMEOUT, default 60).")
+    var bodyTimeout: String?
+    @Option(help: "Most connections held at once; at the cap the longest-idle one is closed (ENRICH_MAX_CONNECTIONS, default: the descriptor limit less 64).")
+    var maxConnections: String?
 
     /// Builds the configuration: defaults, then ENRICH_* variables, then these flags.
     ///
@@ -58,6 +66,8 @@ struct ServiceOptions: ParsableArguments {
                 ("ENRICH_MAP_URL", mapUrl), ("ENRICH_BODY_TEMPLATE", bodyTemplate),
                 ("ENRICH_LOCATION_TEMPLATE", locationTemplate), ("ENRICH_MAX_BODY", maxBody),
                 ("ENRICH_MAX_IMPORT", maxImport), ("ENRICH_LOG_LEVEL", logLevel),
+                ("ENRICH_IDLE_TIMEOUT", idleTimeout), ("ENRICH_HEADER_TIMEOUT", headerTimeout),
+                ("ENRICH_BODY_TIMEOUT", bodyTimeout), ("ENRICH_MAX_CONNECTIONS", maxConnections),
             ]
             for case let (key, value?) in flags { try configuration.set(key, value) }
             try configuration.validate()

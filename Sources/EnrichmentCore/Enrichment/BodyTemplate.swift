@@ -69,6 +69,7 @@ public struct BodyTemplate: Sendable {
     /// Distance for people: whole metres under 100 m, tens of metres under 1 km, 0.1 km under 10 km, then km.
     public static func readableDistance(_ metres: Double) -> String {
         switch metres {
+        case _ where !metres.isFinite || metres < 0: return "? m"
         case ..<99.5: return "\(Int(metres.rounded())) m"
         case ..<995: return "\(Int((metres / 10).rounded()) * 10) m"
         case ..<9_950: return CFormat.fixed(metres / 1000, decimals: 1) + " km"

@@ -110,25 +110,44 @@ public struct JSONParser {
         index += 1
         let start = index
         // Fast path: no escapes.
+        var sawNonASCII = false
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
-                let string = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                let raw = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                if sawNonASCII, let bad = UTF8Validation.firstInvalidOffset(in: raw) {
+                    throw JSONParseError(offset: start + bad, message: "invalid UTF-8 in a string")
+                }
                 index += 1
-                return string
+                return String(decoding: raw, as: UTF8.self)
             }
             if byte == UInt8(ascii: "\\") { break }
             if byte < 0x20 { throw error("unescaped control character in a string") }
+            if byte >= 0x80 { sawNonASCII = true }
             index += 1
         }
+        // Raw (unescaped) bytes are checked in place, so an error gives the offset of the offending byte.
+        if sawNonASCII, let bad = UTF8Validation.firstInvalidOffset(in: UnsafeBufferPointer(rebasing: bytes[start..<index])) {
+            throw JSONParseError(offset: start + bad, message: "invalid UTF-8 in a string")
+        }
+        var runStart = index
+        var runHasNonASCII = false
         var buffer = Array(bytes[start..<index])
         while index < bytes.count {
             let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                if runHasNonASCII,
+                   let bad = UTF8Validation.firstInvalidOffset(in: UnsafeBufferPointer(rebasing: bytes[runStart..<index])) {
+                    throw JSONParseError(offset: runStart + bad, message: "invalid UTF-8 in a string")
+                }
+                runHasNonASCII = false
+            }
             switch byte {
             case UInt8(ascii: "\""):
                 index += 1
                 return String(decoding: buffer, as: UTF8.self)
             case UInt8(ascii: "\\"):
+                defer { runStart = index }
                 index += 1
                 guard index < bytes.count else { throw error("unterminated escape") }
                 let escape = bytes[index]
@@ -161,6 +180,7 @@ public struct JSONParser {
                 }
             default:
                 if byte < 0x20 { throw error("unescaped control character in a string") }
+                if byte >= 0x80 { runHasNonASCII = true }
                 buffer.append(byte)
                 index += 1
             }
@@ -223,6 +243,37 @@ public struct JSONParser {
         guard let double = Double(text), double.isFinite else { throw error("number out of range") }
         if double == double.rounded(), abs(double) <= 9_007_199_254_740_992 { return .int(Int64(double)) }
         return .double(double)
+    }
+}
+
+/// UTF-8 well-formedness as RFC 3629 defines it: no overlong forms, no surrogates, nothing above U+10FFFF.
+enum UTF8Validation {
+    /// The offset of the first byte that starts an ill-formed sequence, or nil when all of `bytes` is valid.
+    static func firstInvalidOffset(in bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+        var index = 0
+        let count = bytes.count
+        while index < count {
+            let lead = bytes[index]
+            if lead < 0x80 { index += 1; continue }
+            let length: Int
+            var lower: UInt8 = 0x80, upper: UInt8 = 0xBF
+            switch lead {
+            case 0xC2...0xDF: length = 2
+            case 0xE0: length = 3; lower = 0xA0
+            case 0xE1...0xEC, 0xEE...0xEF: length = 3
+            case 0xED: length = 3; upper = 0x9F
+            case 0xF0: length = 4; lower = 0x90
+            case 0xF1...0xF3: length = 4
+            case 0xF4: length = 4; upper = 0x8F
+            default: return index
+            }
+            guard index + length <= count else { return index }
+            let second = bytes[index + 1]
+            guard second >= lower, second <= upper else { return index }
+            for offset in 2..<max(2, length) where bytes[index + offset] & 0xC0 != 0x80 { return index }
+            index += length
+        }
+        return nil
     }
 }
 

@@ -48,6 +48,10 @@ public struct PlaceMatch: Sendable, Equatable {
         self.poi = poi
         self.distance = distance
     }
+
+    /// Great-circle distances that can occur on Earth, in metres (half the circumference is about 20,015 km;
+    /// the bound leaves room for providers that measure on another ellipsoid).
+    public static let plausibleDistances: ClosedRange<Double> = 0...20_100_000
 }
 
 /// What to search for around a point.

@@ -52,6 +52,8 @@ public struct ServiceConfiguration: Sendable {
     /// Largest accepted POI import body, bytes.
     public var maxImportBytes = 64 << 20
     public var logLevel: Logger.Level = .info
+    /// Connection deadlines (idle, header read, body read) and the connection cap.
+    public var connections = ConnectionLimits()
 
     public init() {}
 
@@ -63,6 +65,7 @@ public struct ServiceConfiguration: Sendable {
         "ENRICH_PLACES_TYPES", "ENRICH_PLACES_TAGS", "ENRICH_UPSTREAM_TIMEOUT", "ENRICH_DEADLINE", "ENRICH_MAP",
         "ENRICH_MAP_STYLE", "ENRICH_MAP_URL", "ENRICH_MAP_KEY", "ENRICH_MAP_SIGNING_SECRET", "ENRICH_BODY_TEMPLATE",
         "ENRICH_LOCATION_TEMPLATE", "ENRICH_API_KEY", "ENRICH_MAX_BODY", "ENRICH_MAX_IMPORT", "ENRICH_LOG_LEVEL",
+        "ENRICH_IDLE_TIMEOUT", "ENRICH_HEADER_TIMEOUT", "ENRICH_BODY_TIMEOUT", "ENRICH_MAX_CONNECTIONS",
     ]
 
     /// Applies `ENRICH_*` variables over the defaults; throws naming the variable and what is allowed.
@@ -85,6 +88,20 @@ public struct ServiceConfiguration: Sendable {
         }
         func list() -> [String] { value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
         func optional() -> String? { value.isEmpty ? nil : raw }
+        func secret() throws(ConfigurationError) -> String {
+            // Set but empty is a mistake (an unexpanded variable, a missing file), never "no secret".
+            guard !value.isEmpty else {
+                throw ConfigurationError(setting: key, value: "<empty>",
+                                         allowed: "a non-empty secret; unset the variable to run without it")
+            }
+            return raw
+        }
+        func seconds(_ range: ClosedRange<Double>) throws(ConfigurationError) -> Double {
+            guard let number = Double(value), number.isFinite, range.contains(number), number > 0 else {
+                throw fail("seconds > 0 and at most \(Int(range.upperBound))")
+            }
+            return number
+        }
         switch key {
         case "ENRICH_HOST": guard !value.isEmpty else { throw fail("a host name or IP address") }; host = value
         case "ENRICH_PORT":
@@ -116,7 +133,7 @@ public struct ServiceConfiguration: Sendable {
                 throw fail("an http(s) base URL such as https://api.woosmap.com")
             }
             woosmapBaseURL = value
-        case "ENRICH_WOOSMAP_KEY": woosmapKey = optional()
+        case "ENRICH_WOOSMAP_KEY": woosmapKey = try secret()
         case "ENRICH_PLACES_LIMIT":
             guard let limit = Int(value), (1...300).contains(limit) else { throw fail("an integer 1-300") }
             placesLimit = limit
@@ -129,8 +146,14 @@ public struct ServiceConfiguration: Sendable {
                 throw ConfigurationError(setting: key, value: value,
                                          allowed: "a Woosmap query such as type:\"cafe\" AND user.rating:>=4 (\(error.description))")
             }
-        case "ENRICH_UPSTREAM_TIMEOUT": upstreamTimeout = try positive("seconds > 0, e.g. 0.8")
-        case "ENRICH_DEADLINE": deadline = try positive("seconds > 0, e.g. 2")
+        case "ENRICH_UPSTREAM_TIMEOUT": upstreamTimeout = try seconds(0...600)
+        case "ENRICH_DEADLINE": deadline = try seconds(0...600)
+        case "ENRICH_IDLE_TIMEOUT": connections.idleTimeout = .milliseconds(Int64(try seconds(0...86_400) * 1000))
+        case "ENRICH_HEADER_TIMEOUT": connections.headerTimeout = .milliseconds(Int64(try seconds(0...3_600) * 1000))
+        case "ENRICH_BODY_TIMEOUT": connections.bodyTimeout = .milliseconds(Int64(try seconds(0...86_400) * 1000))
+        case "ENRICH_MAX_CONNECTIONS":
+            guard let count = Int(value), (1...1_000_000).contains(count) else { throw fail("an integer 1-1000000") }
+            connections.maxConnections = count
         case "ENRICH_MAP":
             switch value {
             case "google": mapEnabled = true
@@ -141,11 +164,11 @@ public struct ServiceConfiguration: Sendable {
             guard let style = StaticMapBuilder.Style(rawValue: value) else { throw fail("current or legacy") }
             mapStyle = style
         case "ENRICH_MAP_URL": mapBaseURL = optional()
-        case "ENRICH_MAP_KEY": mapKey = optional()
-        case "ENRICH_MAP_SIGNING_SECRET": mapSigningSecret = optional()
+        case "ENRICH_MAP_KEY": mapKey = try secret()
+        case "ENRICH_MAP_SIGNING_SECRET": mapSigningSecret = try secret()
         case "ENRICH_BODY_TEMPLATE": bodyTemplate = raw
         case "ENRICH_LOCATION_TEMPLATE": locationTemplate = raw
-        case "ENRICH_API_KEY": apiKey = optional()
+        case "ENRICH_API_KEY": apiKey = try secret()
         case "ENRICH_MAX_BODY":
             guard let bytes = Int(value), bytes >= 1024 else { throw fail("bytes >= 1024") }
             maxBodyBytes = bytes
@@ -180,6 +203,12 @@ public struct ServiceConfiguration: Sendable {
 
     /// Checks combinations that single settings cannot (e.g. woosmap places without a key).
     public func validate() throws(ConfigurationError) {
+        let secrets: [(String, String?)] = [("ENRICH_API_KEY", apiKey), ("ENRICH_WOOSMAP_KEY", woosmapKey),
+                                            ("ENRICH_MAP_KEY", mapKey), ("ENRICH_MAP_SIGNING_SECRET", mapSigningSecret)]
+        for case let (setting, value?) in secrets where value.trimmingCharacters(in: .whitespaces).isEmpty {
+            throw ConfigurationError(setting: setting, value: "<empty>",
+                                     allowed: "a non-empty secret; unset the variable to run without it")
+        }
         if places == .woosmap, woosmapKey == nil, !Self.isLoopback(woosmapBaseURL) {
             throw ConfigurationError(setting: "ENRICH_WOOSMAP_KEY", value: "", allowed: "a Woosmap private key when ENRICH_PLACES=woosmap")
         }
@@ -196,7 +225,9 @@ public struct ServiceConfiguration: Sendable {
             + "future_skew=\(maxFutureSkew.map { "\($0)s" } ?? "off") fix_max_age=\(fixMaxAge)s places=\(places.rawValue) "
             + "places_limit=\(placesLimit) timeout=\(upstreamTimeout)s deadline=\(deadline)s map=\(mapEnabled ? mapStyle.rawValue : "none") "
             + "woosmap_key=\(woosmapKey == nil ? "unset" : "set") map_key=\(mapKey == nil ? "unset" : "set") "
-            + "map_signing=\(mapSigningSecret == nil ? "off" : "on") auth=\(apiKey == nil ? "off" : "bearer")"
+            + "map_signing=\(mapSigningSecret == nil ? "off" : "on") auth=\(apiKey == nil ? "off" : "bearer") "
+            + "idle_timeout=\(connections.idleTimeout) header_timeout=\(connections.headerTimeout) "
+            + "body_timeout=\(connections.bodyTimeout) max_connections=\(connections.maxConnections)"
     }
 }
 

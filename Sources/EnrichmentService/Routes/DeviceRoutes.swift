@@ -35,12 +35,16 @@ struct DeviceRoutes {
     }
 
     static func deviceId(_ context: ServiceContext) throws -> String {
-        let id = try context.parameters.require("deviceId")
-        if let problem = DeviceID.problem(with: id) { throw APIError.invalid("invalid_device_id", problem) }
+        let raw = try context.parameters.require("deviceId")
+        // Path segments arrive percent-encoded (`a%3Ab` is `a:b`); the id is checked once decoded.
+        guard let id = raw.removingPercentEncoding else {
+            throw APIError.invalid("invalid_device_id", "device id '\(raw)' is not valid percent-encoding", field: "deviceId")
+        }
+        if let problem = DeviceID.problem(with: id) { throw APIError.invalid("invalid_device_id", problem, field: "deviceId") }
         return id
     }
 
-    func register(on router: Router<ServiceContext>) {
+    func register(on router: RouteRecorder) {
         let devices = router.group("/v1/devices")
         devices.post(":deviceId/locations") { request, context in
             let id = try Self.deviceId(context)

@@ -6,7 +6,7 @@ import Hummingbird
 struct EnrichRoutes {
     let state: ServiceState
 
-    func register(on router: Router<ServiceContext>) {
+    func register(on router: RouteRecorder) {
         router.post("/v1/enrich") { request, _ in
             let document = try await JSONIO.readJSON(request, limit: state.configuration.maxBodyBytes)
             let input = try EnrichRequest(document)
@@ -46,10 +46,11 @@ struct EnrichRequest {
         }
         switch fields["at"] {
         case nil, .null?: at = nil
-        case .int(let seconds)?: at = Date(timeIntervalSince1970: Double(seconds))
-        case .double(let seconds)? where seconds.isFinite: at = Date(timeIntervalSince1970: seconds)
+        case .int(let seconds)?: at = try Self.instant(Double(seconds), raw: String(seconds))
+        case .double(let seconds)?: at = try Self.instant(seconds, raw: "\(seconds)")
         case let other?:
-            throw APIError.invalid("invalid_request", "at must be epoch seconds (a number), found \(other.typeName)")
+            throw APIError.invalid("invalid_request", "at must be epoch seconds (a number), found \(other.typeName)",
+                                   field: "at")
         }
         switch fields["mode"] {
         case nil, .null?: mode = nil
@@ -60,5 +61,17 @@ struct EnrichRequest {
             mode = parsed
         case let other?: throw APIError.invalid("invalid_request", "mode must be a string, found \(other.typeName)")
         }
+    }
+
+    /// `at` as an instant, refused outside the range a verdict can be given for.
+    static func instant(_ seconds: Double, raw: String) throws -> Date {
+        let range = StalenessPolicy.evaluableSeconds
+        guard range.contains(seconds) else {
+            throw APIError.invalid(
+                "invalid_request",
+                "at \(raw) is outside the accepted range: epoch seconds from \(Int64(range.lowerBound)) (1970-01-01T00:00:00Z) to \(Int64(range.upperBound)) (9999-12-31T23:59:59Z)",
+                field: "at")
+        }
+        return Date(timeIntervalSince1970: seconds)
     }
 }

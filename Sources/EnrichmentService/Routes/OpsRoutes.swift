@@ -11,7 +11,7 @@ struct OpsRoutes {
         var mode: String
     }
 
-    func register(on router: Router<ServiceContext>) {
+    func register(on router: RouteRecorder) {
         router.get("/health") { _, _ in
             try JSONIO.response(Health(pois: state.index.count, places: state.configuration.places.rawValue,
                                        mode: state.configuration.mode.rawValue))

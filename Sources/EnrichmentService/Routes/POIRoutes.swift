@@ -6,7 +6,7 @@ import Hummingbird
 struct POIRoutes {
     let state: ServiceState
 
-    func register(on router: Router<ServiceContext>) {
+    func register(on router: RouteRecorder) {
         router.post("/v1/pois") { request, _ in
             let started = ContinuousClock.now
             let format = try Self.format(of: request)

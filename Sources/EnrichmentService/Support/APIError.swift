@@ -33,7 +33,10 @@ public struct APIError: Error, HTTPResponseError, Sendable {
                         body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(body))))
     }
 
-    static func invalid(_ reason: String, _ message: String) -> APIError { APIError(.badRequest, reason: reason, message: message) }
+    /// A 400; `field` names the request member at fault (also given as `field` in the error object).
+    static func invalid(_ reason: String, _ message: String, field: String? = nil) -> APIError {
+        APIError(.badRequest, reason: reason, message: message, details: field.map { ["field": .string($0)] } ?? [:])
+    }
 
     /// Maps any error thrown by a handler to the API's error shape.
     static func from(_ error: any Error) -> APIError {
@@ -54,6 +57,11 @@ public struct APIError: Error, HTTPResponseError, Sendable {
                             details: ["parameter": .string("query"), "position": .int(Int64(error.position))])
         case let error as POIImportError:
             return APIError(.badRequest, reason: "invalid_import", message: error.description)
+        case let error as JSONParseError:
+            return APIError(.badRequest, reason: "invalid_json", message: "not valid JSON: \(error.description)",
+                            details: ["byte_offset": .int(Int64(error.offset))])
+        case let error as any HTTPResponseError where error.status == .contentTooLarge:
+            return APIError(.contentTooLarge, reason: "body_too_large", message: "request body too large")
         case let error as HTTPError:
             switch error.status {
             case .notFound: return APIError(.notFound, reason: "not_found", message: "no such endpoint; see the README for the API")
@@ -70,11 +78,22 @@ public struct APIError: Error, HTTPResponseError, Sendable {
 
 /// Turns every error into the API's JSON error shape, logging server-side failures.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// The routes, to tell "no such path" (404) from "not with this method" (405 with `Allow`).
+    let routes: RouteTable
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
             return try await next(request, context)
         } catch {
-            let mapped = APIError.from(error)
+            var mapped = APIError.from(error)
+            if mapped.status == .notFound, mapped.reason == "not_found" {
+                let allowed = routes.allowedMethods(for: request.uri.path)
+                if !allowed.isEmpty {
+                    mapped = APIError(.methodNotAllowed, reason: "method_not_allowed",
+                                      message: "\(request.method.rawValue) is not supported on \(request.uri.path); use \(allowed.joined(separator: ", "))")
+                    mapped.headers[.allow] = allowed.joined(separator: ", ")
+                }
+            }
             if mapped.status == .internalServerError {
                 context.logger.error("request failed", metadata: ["path": "\(request.uri.path)", "error": "\(error)"])
             }

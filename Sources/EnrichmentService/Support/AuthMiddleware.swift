@@ -11,13 +11,15 @@ struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
     init(apiKey: String) { keyDigest = Array(SHA256.hash(data: Data(apiKey.utf8))) }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if Self.openPaths.contains(request.uri.path) { return try await next(request, context) }
+        // Compared as the router matches paths: `/health/` and `//health` are `/health`.
+        let path = "/" + RouteTable.segments(request.uri.path).joined(separator: "/")
+        if Self.openPaths.contains(path) { return try await next(request, context) }
         var presented: String?
         if let header = request.headers[.authorization] {
             let parts = header.split(separator: " ", maxSplits: 1)
             if parts.count == 2, parts[0].lowercased() == "bearer" { presented = String(parts[1]) }
         }
-        if presented == nil, request.uri.path.hasPrefix("/stores/search") {
+        if presented == nil, path.hasPrefix("/stores/search") {
             // Read as the search itself reads its query string (form encoding).
             let parameters = (try? request.formQuery()) ?? [:]
             presented = parameters["private_key"] ?? parameters["key"]

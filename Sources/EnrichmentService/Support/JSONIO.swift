@@ -12,13 +12,27 @@ enum JSONIO {
 
     /// Collects the body (at most `limit` bytes) and parses it as a JSON document.
     static func readJSON(_ request: Request, limit: Int) async throws -> JSONValue {
+        try requireJSONContentType(request)
         let data = try await readBody(request, limit: limit)
         guard !data.isEmpty else { throw APIError.invalid("empty_body", "request body is empty; send a JSON document") }
         do {
             return try JSONValue.decode(data)
         } catch {
-            throw APIError.invalid("invalid_json", "request body is not valid JSON: \(error.description)")
+            throw APIError(.badRequest, reason: "invalid_json", message: "request body is not valid JSON: \(error.description)",
+                           details: ["byte_offset": .int(Int64(error.offset))])
         }
+    }
+
+    /// Refuses a body declared as anything but JSON (`application/json`, `application/*+json`); no
+    /// Content-Type at all is read as JSON.
+    static func requireJSONContentType(_ request: Request) throws {
+        guard let declared = request.headers[.contentType] else { return }
+        let mediaType = declared.split(separator: ";", maxSplits: 1).first.map {
+            $0.trimmingCharacters(in: .whitespaces).lowercased()
+        } ?? ""
+        if mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json")) { return }
+        throw APIError(.unsupportedMediaType, reason: "unsupported_media_type",
+                       message: "Content-Type '\(declared)' is not accepted here; send the body as application/json")
     }
 
     /// Collects the body, refusing more than `limit` bytes with 413.
@@ -29,8 +43,9 @@ enum JSONIO {
         do {
             let buffer = try await request.body.collect(upTo: limit)
             return Data(buffer.readableBytesView)
-        } catch let error as HTTPError where error.status == .contentTooLarge {
-            throw APIError(.contentTooLarge, reason: "body_too_large", message: "request body exceeds \(limit) bytes")
+        } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
+            // Chunked bodies (no Content-Length) end here, with NIO's too-many-bytes error.
+            throw APIError(.contentTooLarge, reason: "body_too_large", message: "request body exceeds \(limit) bytes; at most \(limit) are accepted")
         }
     }
 

@@ -1,0 +1,71 @@
+import Hummingbird
+import Synchronization
+
+/// The service's routes and their methods, so a known path asked with another method gets 405 and `Allow`
+/// (Hummingbird's router answers 404 for it).
+final class RouteTable: Sendable {
+    private let routes = Mutex<[(segments: [Substring], methods: Set<String>)]>([])
+
+    /// Records `method` for a path pattern (`:name` segments match any one segment).
+    func add(_ path: String, method: HTTPRequest.Method) {
+        let segments = Self.segments(path)
+        routes.withLock { routes in
+            if let index = routes.firstIndex(where: { $0.segments == segments }) {
+                routes[index].methods.insert(method.rawValue)
+            } else {
+                routes.append((segments, [method.rawValue]))
+            }
+        }
+    }
+
+    /// The methods a path accepts (HEAD with GET), sorted; empty when no route has this path.
+    func allowedMethods(for path: String) -> [String] {
+        let requested = Self.segments(path)
+        var methods = Set<String>()
+        routes.withLock { routes in
+            for route in routes where route.segments.count == requested.count
+                && zip(route.segments, requested).allSatisfy({ $0.hasPrefix(":") || $0 == $1 }) {
+                methods.formUnion(route.methods)
+            }
+        }
+        if methods.contains("GET") { methods.insert("HEAD") }
+        return methods.sorted()
+    }
+
+    /// Path segments as the router sees them: empty segments (`//`, a trailing `/`) do not count.
+    static func segments(_ path: String) -> [Substring] {
+        path.split(separator: "/", omittingEmptySubsequences: true)
+    }
+}
+
+/// Registers handlers on the router under a path prefix and records them in the route table.
+struct RouteRecorder {
+    let router: Router<ServiceContext>
+    let table: RouteTable
+    var prefix = ""
+
+    /// A recorder for routes under `path`.
+    func group(_ path: String) -> RouteRecorder {
+        RouteRecorder(router: router, table: table, prefix: prefix + path)
+    }
+
+    /// Adds a handler for `method` on `path` (relative to the prefix).
+    func on(_ path: String, method: HTTPRequest.Method,
+            use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response) {
+        let full = path.isEmpty ? prefix : prefix + (path.hasPrefix("/") ? path : "/" + path)
+        table.add(full, method: method)
+        router.on(RouterPath(full), method: method, use: handler)
+    }
+
+    func get(_ path: String, use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response) {
+        on(path, method: .get, use: handler)
+    }
+
+    func post(_ path: String, use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response) {
+        on(path, method: .post, use: handler)
+    }
+
+    func delete(_ path: String, use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response) {
+        on(path, method: .delete, use: handler)
+    }
+}

@@ -44,7 +44,7 @@ struct CachingFixStoreTests {
         #expect(base.reads.withLock { $0 } == 1)
     }
 
-    @Test("a cached 'no fix' is replaced by the first insert, and delete forgets the device")
+    @Test("'no fix' then the first insert, and delete forgets the device")
     func negativeAndDelete() async throws {
         let cache = CachingFixStore(base: MemoryFixStore())
         #expect(try await cache.latestFix(deviceId: "d") == nil)
@@ -72,7 +72,21 @@ struct CachingFixStoreTests {
     @Test("the cache holds at most its capacity")
     func capacity() async throws {
         let cache = CachingFixStore(base: MemoryFixStore(), capacity: 10)
-        for i in 0..<50 { _ = try await cache.latestFix(deviceId: "d\(i)") }
+        for i in 0..<50 { try await cache.insert([fix("d\(i)", 1)]) }
+        for i in 0..<50 { #expect(try await cache.latestFix(deviceId: "d\(i)")?.fixTime == 1) }
         #expect(cache.cachedDevices == 10)
+    }
+
+    @Test("lookups of devices that never reported a fix do not grow the cache")
+    func unknownDevicesAreNotRemembered() async throws {
+        let base = GatedFixStore()
+        let cache = CachingFixStore(base: base)
+        for i in 0..<10_000 { #expect(try await cache.latestFix(deviceId: "unknown-\(i)") == nil) }
+        #expect(cache.cachedDevices == 0)
+        // Each such lookup reads the store (the price of not remembering them).
+        #expect(base.reads.withLock { $0 } == 10_000)
+        try await cache.insert([fix("known", 5)])
+        #expect(try await cache.latestFix(deviceId: "known")?.fixTime == 5)
+        #expect(cache.cachedDevices == 1)
     }
 }

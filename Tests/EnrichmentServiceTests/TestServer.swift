@@ -96,6 +96,8 @@ final class FakePlacesAPI: Sendable {
             case "403": return json(#"{"detail":"bad key"}"#, .forbidden)
             case "garbage": return json("<html>not json")
             case "notgeo": return json(#"{"hello":"world"}"#)
+            case "farther-than-earth": return json(Self.featureCollection.replacingOccurrences(of: "900.5", with: "1e300"))
+            case "negative": return json(Self.featureCollection.replacingOccurrences(of: "135.28682936", with: "-5"))
             case "empty": return json(#"{"type":"FeatureCollection","features":[],"pagination":{"page":1,"pageCount":0}}"#)
             default: return json(Self.featureCollection)
             }

@@ -55,6 +55,9 @@ public final class CachingFixStore: FixStore {
         let (cached, generation): (LocationFix??, UInt64) = state.withLock { ($0.entries[deviceId], $0.stripes[stripe]) }
         if let cached { return cached }
         let fix = try await base.latestFix(deviceId: deviceId)
+        // Only devices that have a fix are remembered: ids that were never reported (anyone can send them) must
+        // not grow memory. Such lookups go to the store each time.
+        guard let fix else { return nil }
         state.withLock { state in
             guard state.stripes[stripe] == generation else { return }
             if state.entries.count >= capacity, let victim = state.entries.keys.first {

@@ -66,7 +66,8 @@ struct EnrichRequest {
     /// `at` as an instant, refused outside the range a verdict can be given for.
     static func instant(_ seconds: Double, raw: String) throws -> Date {
         let range = StalenessPolicy.evaluableSeconds
-        guard range.contains(seconds) else {
+        // Judged on whole seconds, as the staleness rule is: any instant within the last second is accepted.
+        guard range.contains(seconds.rounded(.down)) else {
             throw APIError.invalid(
                 "invalid_request",
                 "at \(raw) is outside the accepted range: epoch seconds from \(Int64(range.lowerBound)) (1970-01-01T00:00:00Z) to \(Int64(range.upperBound)) (9999-12-31T23:59:59Z)",

@@ -31,6 +31,87 @@ public struct JSONParser {
         return try result.get()
     }
 
+    /// An object whose array member `name` was handed out element by element instead of being kept.
+    public struct StreamedObject: Sendable {
+        /// The other members (and `name` itself when it was not an array).
+        public var members: [String: JSONValue]
+        /// True when `name` was present and an array (its elements went to the callback).
+        public var streamed: Bool
+        /// The message of the error thrown when the document is not an object.
+        public static let notAnObject = "expected a JSON object"
+    }
+
+    /// Parses a document that must be an object, passing each element of its array member `name` to `each`
+    /// (with its index) as soon as it is read, so a huge array is never held as a whole. `each` returns false
+    /// to stop; the parse then ends with an error.
+    public static func parseObject(
+        _ data: some ContiguousBytes, streaming name: String, each: (Int, JSONValue) -> Bool
+    ) throws(JSONParseError) -> StreamedObject {
+        let result: Result<StreamedObject, JSONParseError> = data.withUnsafeBytes { raw in
+            var parser = JSONParser(raw.bindMemory(to: UInt8.self))
+            do throws(JSONParseError) {
+                parser.skipWhitespace()
+                guard parser.index < parser.bytes.count, parser.bytes[parser.index] == UInt8(ascii: "{") else {
+                    throw parser.error(StreamedObject.notAnObject)
+                }
+                let object = try parser.parseStreamingObject(member: name, each: each)
+                parser.skipWhitespace()
+                guard parser.index == parser.bytes.count else { throw parser.error("unexpected data after the JSON value") }
+                return .success(object)
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    private mutating func parseStreamingObject(member name: String, each: (Int, JSONValue) -> Bool) throws(JSONParseError) -> StreamedObject {
+        index += 1
+        var object = StreamedObject(members: [:], streamed: false)
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return object }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
+            let key = try parseString()
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':' after a key") }
+            index += 1
+            skipWhitespace()
+            if key == name, index < bytes.count, bytes[index] == UInt8(ascii: "[") {
+                try streamArray(each: each)
+                object.streamed = true
+                object.members.removeValue(forKey: key)
+            } else {
+                object.members[key] = try parseValue(depth: 1)
+                if key == name { object.streamed = false }
+            }
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of input in an object") }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == UInt8(ascii: "}") { index += 1; return object }
+            throw error("expected ',' or '}' in an object")
+        }
+    }
+
+    private mutating func streamArray(each: (Int, JSONValue) -> Bool) throws(JSONParseError) {
+        index += 1
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; return }
+        var count = 0
+        while true {
+            skipWhitespace()
+            let element = try parseValue(depth: 2)
+            guard each(count, element) else { throw error("stopped by the reader") }
+            count += 1
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of input in an array") }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == UInt8(ascii: "]") { index += 1; return }
+            throw error("expected ',' or ']' in an array")
+        }
+    }
+
     private func error(_ message: String) -> JSONParseError { JSONParseError(offset: index, message: message) }
 
     private mutating func skipWhitespace() {

@@ -1,14 +1,37 @@
 import Foundation
 
 /// POIs read from one import file, and the rows that could not be read.
+///
+/// Memory stays bounded by the POIs themselves: skipped rows are counted by reason and only the first
+/// `POIImportReport.listedProblems` are kept, and a file may hold at most `maximumRows` rows.
 public struct POIBatch: Sendable, Equatable {
+    /// Most rows (CSV records or GeoJSON features) one import may hold; larger files must be split.
+    public static let maximumRows = 2_000_000
+
     public var pois: [POI] = []
-    public var rejected: [WoosmapFormat.FeatureProblem] = []
+    /// The first skipped rows, in file order.
+    public private(set) var rejected: [WoosmapFormat.FeatureProblem] = []
+    /// Every skipped row, counted.
+    public private(set) var rejectedCount = 0
+    /// Skipped rows by reason.
+    public private(set) var rejectedByReason: [String: Int] = [:]
+    /// Rows this batch may hold (`maximumRows` unless a caller lowers it).
+    var rowLimit = POIBatch.maximumRows
 
     public init(pois: [POI] = [], rejected: [WoosmapFormat.FeatureProblem] = []) {
         self.pois = pois
-        self.rejected = rejected
+        for problem in rejected { reject(problem) }
     }
+
+    /// Records a skipped row.
+    public mutating func reject(_ problem: WoosmapFormat.FeatureProblem) {
+        rejectedCount += 1
+        rejectedByReason[problem.reason, default: 0] += 1
+        if rejected.count < POIImportReport.listedProblems { rejected.append(problem) }
+    }
+
+    /// Rows seen so far (kept and skipped).
+    public var rows: Int { pois.count + rejectedCount }
 
     /// The format of an import file.
     public enum Format: Sendable, Equatable {
@@ -17,17 +40,21 @@ public struct POIBatch: Sendable, Equatable {
     }
 
     /// Reads a whole file in `format`; rows that cannot be read are reported, not fatal.
-    public static func read(_ data: Data, format: Format) throws(POIImportError) -> POIBatch {
+    ///
+    /// GeoJSON features are read one at a time (the document is never held as a tree).
+    public static func read(_ data: Data, format: Format, rowLimit: Int = maximumRows) throws(POIImportError) -> POIBatch {
         switch format {
         case .csv(let mapping):
-            return try POICSV.parse(data, mapping: mapping)
+            return try POICSV.parse(data, mapping: mapping, rowLimit: rowLimit)
         case .geoJSON:
-            let document: JSONValue
-            do throws(JSONParseError) { document = try JSONValue.decode(data) } catch {
-                throw .notAFeatureCollection("not valid JSON: \(error.description)")
-            }
-            let collection = try WoosmapFormat.parseFeatureCollection(document)
-            return POIBatch(pois: collection.pois, rejected: collection.rejected)
+            return try WoosmapFormat.readFeatureCollection(data, rowLimit: rowLimit)
+        }
+    }
+
+    /// Refuses the file once it has more rows than an import may hold.
+    mutating func checkRowLimit(line: Int) throws(POIImportError) {
+        if rows >= rowLimit {
+            throw .tooManyRows(limit: rowLimit, at: line)
         }
     }
 
@@ -39,10 +66,8 @@ public struct POIBatch: Sendable, Equatable {
 
     /// What an import did, for people and scripts alike.
     public func report(total: Int, seconds: Double, format: Format) -> POIImportReport {
-        var byReason: [String: Int] = [:]
-        for problem in rejected { byReason[problem.reason, default: 0] += 1 }
-        return POIImportReport(upserted: pois.count, total: total, rejectedCount: rejected.count, rejectedByReason: byReason,
-                               rejected: Array(rejected.prefix(POIImportReport.listedProblems)),
+        POIImportReport(upserted: pois.count, total: total, rejectedCount: rejectedCount, rejectedByReason: rejectedByReason,
+                               rejected: rejected,
                                repeatedStoreIds: repeatedStoreIds, seconds: seconds,
                                indexKind: format == .geoJSON ? "feature" : "line")
     }

@@ -89,18 +89,21 @@ public struct POICSV {
     }
 
     /// Parses a whole CSV document; bad rows are reported with their 1-based line number, not fatal.
-    public static func parse(_ data: Data, mapping: POIColumnMapping? = nil) throws(POIImportError) -> POIBatch {
+    public static func parse(_ data: Data, mapping: POIColumnMapping? = nil,
+                             rowLimit: Int = POIBatch.maximumRows) throws(POIImportError) -> POIBatch {
         var reader = CSVRecordReader(data: data)
-        guard let header = reader.next() else { throw .csv(line: 1, reason: "file is empty; expected a header row") }
+        guard let header = try reader.next() else { throw .csv(line: 1, reason: "file is empty; expected a header row") }
         let csv = try POICSV(header: header.fields, mapping: mapping)
         var batch = POIBatch()
+        batch.rowLimit = rowLimit
         var row = 0
-        while let record = reader.next() {
+        while let record = try reader.next() {
             if record.fields.count == 1, record.fields[0].isEmpty { continue }
+            try batch.checkRowLimit(line: record.line)
             row += 1
             switch csv.poi(from: record.fields, row: row) {
             case .success(let poi): batch.pois.append(poi)
-            case .failure(let problem): batch.rejected.append(.init(index: record.line, reason: problem.reason, value: problem.value))
+            case .failure(let problem): batch.reject(.init(index: record.line, reason: problem.reason, value: problem.value))
             }
         }
         return batch
@@ -119,8 +122,11 @@ public struct CSVRecordReader {
         self.bytes = bytes
     }
 
+    /// Most fields in one record: a line of commas must not become millions of strings.
+    public static let maximumFields = 1_000
+
     /// The next record and the line it started on, or nil at the end.
-    public mutating func next() -> (fields: [String], line: Int)? {
+    public mutating func next() throws(POIImportError) -> (fields: [String], line: Int)? {
         guard position < bytes.count else { return nil }
         let startLine = line
         var fields: [String] = [], field: [UInt8] = [], quoted = false
@@ -141,6 +147,9 @@ public struct CSVRecordReader {
             switch byte {
             case UInt8(ascii: "\""): quoted = true
             case UInt8(ascii: ","):
+                guard fields.count < Self.maximumFields else {
+                    throw .csv(line: startLine, reason: "a record has more than \(Self.maximumFields) fields; check the separator (a comma) and the quoting")
+                }
                 fields.append(String(decoding: field, as: UTF8.self)); field.removeAll(keepingCapacity: true)
             case UInt8(ascii: "\r"): continue
             case UInt8(ascii: "\n"):

@@ -75,6 +75,43 @@ public enum WoosmapFormat {
         return (pois, distances, rejected)
     }
 
+    /// Reads a FeatureCollection import from bytes, one feature at a time: only the POIs are kept, so memory
+    /// follows what is stored rather than the size of the JSON tree.
+    public static func readFeatureCollection(_ data: Data, rowLimit: Int = POIBatch.maximumRows) throws(POIImportError) -> POIBatch {
+        var batch = POIBatch()
+        batch.rowLimit = rowLimit
+        var failure: POIImportError?
+        let read: JSONParser.StreamedObject
+        do throws(JSONParseError) {
+            read = try JSONParser.parseObject(data, streaming: "features") { index, feature in
+                do throws(POIImportError) { try batch.checkRowLimit(line: index) } catch {
+                    failure = error
+                    return false
+                }
+                switch parseFeature(feature) {
+                case .success(let (poi, _)): batch.pois.append(poi)
+                case .failure(let problem): batch.reject(FeatureProblem(index: index, reason: problem.reason, value: problem.value))
+                }
+                return true
+            }
+        } catch {
+            if let failure { throw failure }
+            if error.message == JSONParser.StreamedObject.notAnObject {
+                throw .notAFeatureCollection("body must be a JSON object with \"type\": \"FeatureCollection\" and \"features\"")
+            }
+            throw .notAFeatureCollection("not valid JSON: \(error.description)")
+        }
+        if let failure { throw failure }
+        guard read.members["type"]?.stringValue == "FeatureCollection" || read.members["type"] == nil else {
+            throw .notAFeatureCollection("type must be \"FeatureCollection\"")
+        }
+        guard read.streamed else {
+            let found = read.members["features"].map { ", found \($0.typeName)" } ?? " (it is missing)"
+            throw .notAFeatureCollection("features must be an array of GeoJSON Features\(found)")
+        }
+        return batch
+    }
+
     static func parseFeature(_ feature: JSONValue) -> Result<(POI, Double?), FeatureProblem> {
         func fail(_ reason: String) -> Result<(POI, Double?), FeatureProblem> { .failure(FeatureProblem(index: 0, reason: reason)) }
         guard case .object(let properties)? = feature["properties"] else { return fail("properties must be an object") }
@@ -117,12 +154,16 @@ public enum POIImportError: Error, Equatable, Sendable, CustomStringConvertible 
     case csv(line: Int, reason: String)
     /// A column mapping that cannot be used.
     case mapping(String)
+    /// The file has more rows than one import may hold.
+    case tooManyRows(limit: Int, at: Int)
 
     public var description: String {
         switch self {
         case .notAFeatureCollection(let detail): "not a GeoJSON FeatureCollection: \(detail)"
         case .csv(let line, let reason): "CSV line \(line): \(reason)"
         case .mapping(let reason): "column mapping: \(reason)"
+        case .tooManyRows(let limit, let at):
+            "the file has more than \(limit) rows (stopped at \(at)); split it, or load it with enrichment-server import-pois in parts"
         }
     }
 }

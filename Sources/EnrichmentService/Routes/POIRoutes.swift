@@ -7,14 +7,20 @@ struct POIRoutes {
     let state: ServiceState
 
     func register(on router: RouteRecorder) {
+        let imports = AsyncGate()
         router.post("/v1/pois") { request, _ in
             let started = ContinuousClock.now
             let format = try Self.format(of: request)
-            let data = try await JSONIO.readBody(request, limit: state.configuration.maxImportBytes)
-            let batch = try POIBatch.read(data, format: format)
-            try await POIImporter(store: state.pois, index: state.index).importPOIs(batch.pois)
-            let seconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1e6
-            return try JSONIO.response(batch.report(total: state.index.count, seconds: seconds, format: format))
+            // One import at a time: the body is read only when it is this request's turn, so concurrent uploads
+            // wait on the network instead of each holding its file and POIs in memory.
+            let report = try await imports.run {
+                let data = try await JSONIO.readBody(request, limit: state.configuration.maxImportBytes)
+                let batch = try POIBatch.read(data, format: format)
+                try await POIImporter(store: state.pois, index: state.index).importPOIs(batch.pois)
+                let seconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1e6
+                return batch.report(total: state.index.count, seconds: seconds, format: format)
+            }
+            return try JSONIO.response(report)
         }
 
         router.get("/stores/search") { request, _ in

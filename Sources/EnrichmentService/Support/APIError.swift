@@ -56,6 +56,9 @@ public struct APIError: Error, HTTPResponseError, Sendable {
             return APIError(.badRequest, reason: "invalid_query", message: error.description,
                             details: ["parameter": .string("query"), "position": .int(Int64(error.position))])
         case let error as POIImportError:
+            if case .tooManyRows = error {
+                return APIError(.contentTooLarge, reason: "too_many_rows", message: error.description)
+            }
             return APIError(.badRequest, reason: "invalid_import", message: error.description)
         case let error as JSONParseError:
             return APIError(.badRequest, reason: "invalid_json", message: "not valid JSON: \(error.description)",

@@ -53,10 +53,12 @@ public enum APNsJWT {
             throw .init(reason: .unrelatedKeyIdInToken, message: "kid \(keyID) is not the configured key \(expectedKeyID)")
         }
         if let expectedTeamID, teamID != expectedTeamID { throw invalid("iss \(teamID) is not the configured team \(expectedTeamID)") }
-        if now - issuedAt > maximumAge {
-            throw .init(reason: .expiredProviderToken, message: "the provider token was issued \(now - issuedAt) s ago; APNs accepts at most \(maximumAge) s")
+        // 128-bit: a validly signed token may carry any 64-bit iat, and the age must not overflow.
+        let age = Int128(now) - Int128(issuedAt)
+        if age > Int128(maximumAge) {
+            throw .init(reason: .expiredProviderToken, message: "the provider token was issued \(age) s ago; APNs accepts at most \(maximumAge) s")
         }
-        if issuedAt - now > 60 { throw invalid("the provider token's iat is in the future") }
+        if age < -60 { throw invalid("the provider token's iat is in the future") }
         return Claims(keyID: keyID, teamID: teamID, issuedAt: issuedAt)
     }
 

@@ -26,6 +26,9 @@ struct MockAPNsLogic: Sendable {
         publicKeyBytes = try configuration.tokenPublicKeyPEM.map { try P256.Signing.PublicKey(pemRepresentation: $0).rawRepresentation }
     }
 
+    /// Largest control request body (scripts for many tokens at once), bytes.
+    static let controlBodyLimit = 1 << 20
+
     static func json(_ status: Int, _ value: JSONValue, headers: [(String, String)] = []) -> MockReply {
         MockReply(status: status, headers: [("content-type", "application/json")] + headers, body: JSONWriter.bytes(value))
     }
@@ -38,7 +41,12 @@ struct MockAPNsLogic: Sendable {
 
     /// Answers one request. `headers` are lower-case names; `bodyTooLarge` means the body passed the voip limit.
     func respond(method: String, path: String, headers: [String: String], body: [UInt8], bodyTooLarge: Bool) -> MockReply {
-        if path.hasPrefix("/control/") { return control(method: method, path: path, body: body) }
+        if path.hasPrefix("/control/") {
+            guard !bodyTooLarge else {
+                return Self.json(413, .object(["error": .string("control bodies are limited to \(Self.controlBodyLimit) bytes")]))
+            }
+            return control(method: method, path: path, body: body)
+        }
         let deviceToken: String
         if path == "/3/device" || path == "/3/device/" {
             deviceToken = ""
@@ -90,7 +98,7 @@ struct MockAPNsLogic: Sendable {
         guard let publicKeyBytes else { return nil }
         let nowSeconds = Int64(now.timeIntervalSince1970.rounded(.down))
         if let issuedAt = verifiedTokens.issuedAt(token) {
-            return nowSeconds - issuedAt > APNsJWT.maximumAge
+            return Int128(nowSeconds) - Int128(issuedAt) > Int128(APNsJWT.maximumAge)
                 ? APNsValidator.Violation(reason: .expiredProviderToken, message: "provider token older than an hour") : nil
         }
         guard let publicKey = try? P256.Signing.PublicKey(rawRepresentation: publicKeyBytes) else {

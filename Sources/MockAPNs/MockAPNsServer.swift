@@ -81,7 +81,9 @@ public struct MockAPNsServer: Sendable {
                         stream.eventLoop.makeCompletedFuture {
                             try stream.pipeline.syncOperations.addHandler(APNsStreamHandler(logic: logic, logger: logger))
                         }
-                    }).map { _ in }
+                    }).flatMapThrowing { _ in
+                        try channel.pipeline.syncOperations.addHandler(CloseOnConnectionError(logger: logger))
+                    }
                 }
             }
             .bind(host: configuration.host, port: configuration.port).get()
@@ -109,6 +111,10 @@ final class APNsStreamHandler: ChannelInboundHandler {
     private var answered = false
     /// Bytes kept of a body; past this (the voip limit) the push is 413 whatever its headers say.
     private static let bodyLimit = 5120
+    /// The control API takes larger bodies (scripts for many tokens).
+    private var limit: Int {
+        headers?.first(name: ":path")?.hasPrefix("/control/") == true ? MockAPNsLogic.controlBodyLimit : Self.bodyLimit
+    }
 
     init(logic: MockAPNsLogic, logger: Logger) {
         self.logic = logic
@@ -122,7 +128,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
             if frame.endStream { answer(context: context) }
         case .data(let frame):
             if case .byteBuffer(let buffer) = frame.data {
-                if body.count + buffer.readableBytes > Self.bodyLimit {
+                if tooLarge || body.count + buffer.readableBytes > limit {
                     tooLarge = true
                 } else {
                     body.append(contentsOf: buffer.readableBytesView)
@@ -169,6 +175,21 @@ final class APNsStreamHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         logger.debug("stream error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+}
+
+/// Closes the connection when HTTP/2 reports a connection error. swift-nio-http2 has then already sent GOAWAY
+/// but leaves the TCP connection open; Apple's servers close it, and so does the mock.
+final class CloseOnConnectionError: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = Any
+
+    private let logger: Logger
+
+    init(logger: Logger) { self.logger = logger }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("connection error; closing after GOAWAY", metadata: ["error": "\(error)"])
         context.close(promise: nil)
     }
 }

@@ -100,6 +100,21 @@ struct APNsValidatorTests {
 struct APNsJWTTests {
     let key = P256.Signing.PrivateKey()
 
+    @Test("a validly signed token with an extreme iat is refused, never an overflow", arguments: [Int64.min, Int64.min + 1, Int64.max, Int64.max - 59])
+    func extremeIssuedAt(iat: Int64) throws {
+        let jwt = try APNsJWT.sign(keyID: "K", teamID: "T", issuedAt: iat, key: key)
+        for now in [Int64.min, 0, 1_700_000_000, Int64.max] {
+            let age = Int128(now) - Int128(iat)
+            do {
+                _ = try APNsJWT.verify(jwt, publicKey: key.publicKey, expectedKeyID: nil, expectedTeamID: nil, now: now)
+                #expect((-60...3600).contains(age), "accepted iat \(iat) at \(now)")
+            } catch {
+                #expect(error.reason == (age > 3600 ? .expiredProviderToken : .invalidProviderToken), "iat \(iat) at \(now)")
+                #expect(!(-60...3600).contains(age))
+            }
+        }
+    }
+
     @Test("a signed token verifies, with kid, iss and whole-second iat")
     func roundTrip() throws {
         let jwt = try APNsJWT.sign(keyID: "KEY123", teamID: "TEAM456", issuedAt: 1_700_000_000, key: key)

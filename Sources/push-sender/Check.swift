@@ -20,6 +20,9 @@ struct Check: AsyncParsableCommand {
     @Flag(help: "Print the verdict as JSON.") var json = false
 
     func validate() throws {
+        if let now, !StalenessPolicy.evaluableSeconds.contains(now.rounded(.down)) {
+            throw ValidationError("--now must be epoch seconds from 0 to 253402300799 (9999-12-31T23:59:59Z)")
+        }
         if window < 0 { throw ValidationError("--window must be >= 0 seconds") }
         if let maxFutureSkew, maxFutureSkew < 0 { throw ValidationError("--max-future-skew must be >= 0 seconds") }
     }

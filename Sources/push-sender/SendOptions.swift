@@ -115,10 +115,11 @@ struct TokenOptions: ParsableArguments {
     func all() throws -> [String] {
         var result = tokens
         if let tokensFile {
-            guard let text = try? String(contentsOfFile: tokensFile, encoding: .utf8) else {
+            // Read as bytes: one ill-formed line (a stray byte) must fail that token only, not the whole run.
+            guard let bytes = FileManager.default.contents(atPath: tokensFile) else {
                 throw ValidationError("cannot read --tokens-file '\(tokensFile)'")
             }
-            for line in text.utf8.split(separator: UInt8(ascii: "\n")) {
+            for line in bytes.split(separator: UInt8(ascii: "\n")) {
                 var token = line.prefix { $0 != UInt8(ascii: "#") }
                 while let first = token.first, first == 0x20 || first == 0x09 || first == 0x0D { token = token.dropFirst() }
                 while let last = token.last, last == 0x20 || last == 0x09 || last == 0x0D { token = token.dropLast() }

@@ -41,6 +41,35 @@ struct PushSenderCLITests {
         #expect(json.out.contains(#""age_seconds":301"#))
     }
 
+    @Test("check survives the timestamps that once crashed it, and refuses a --now out of range")
+    func checkExtremes() throws {
+        for timestamp in ["-9223372036854775808", "9223372036854775807"] {
+            let result = try runPushSender(["check", "-", "--json"], stdin: #"{"aps":{"timestamp":\#(timestamp)}}"#)
+            #expect(result.status == (timestamp.hasPrefix("-") ? 1 : 0), "\(timestamp): \(result.err)")
+            #expect(result.out.contains(#""timestamp":\#(timestamp)"#))
+        }
+        let legacy = try runPushSender(["check", "-"], stdin: #"{"timestamp":"1e300"}"#)
+        #expect(legacy.status == 2)
+        for now in ["1e300", "-1", "253402300800"] {
+            let refused = try runPushSender(["check", "payloads/location.json", "--now=\(now)"])
+            #expect(refused.status == 64, "--now \(now)")
+            #expect(refused.err.contains("253402300799"))
+        }
+    }
+
+    @Test("an ill-formed line in --tokens-file fails that token only")
+    func tokensFileWithBadBytes() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("tokens-\(UUID().uuidString).txt")
+        defer { try? FileManager.default.removeItem(at: file) }
+        var bytes = Array((String(repeating: "ab", count: 32) + "\n").utf8)
+        bytes += [0xFF, 0xFE, 0x41, 0x0A]
+        bytes += Array((String(repeating: "cd", count: 32) + "\n").utf8)
+        try Data(bytes).write(to: file)
+        let result = try runPushSender(["send", "--dry-run", "--topic", "com.example.app", "--payload", "payloads/location.json",
+                                        "--tokens-file", file.path])
+        #expect(result.out.contains("2 of 3 tokens are well-formed"), "\(result.out) \(result.err)")
+    }
+
     @Test("send --dry-run: byte-exact size check and header rules without a server")
     func dryRun() throws {
         let token = String(repeating: "ab", count: 32)

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The test command (README and .ci/run): installs what a fresh machine lacks, then runs every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages: the SQLite headers (GRDB) and the openssl command (the PKCS#12 test makes its .p12 with it).
+missing=()
+[ -f /usr/include/sqlite3.h ] || missing+=(libsqlite3-dev)
+command -v openssl >/dev/null || missing+=(openssl)
+if [ ${#missing[@]} -gt 0 ]; then
+    apt-get update -qq && apt-get install -y -qq "${missing[@]}"
+fi
+
+# PyPI: the OpenAPI contract tools (pinned), when they are not already there at those versions.
+if ! python3 -m pip show -q schemathesis openapi-spec-validator >/dev/null 2>&1 \
+    || ! python3 -c 'import importlib.metadata as m, sys; sys.exit(m.version("schemathesis") != "4.32.5")'; then
+    python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-contract.txt
+fi
+
+swift test "$@"

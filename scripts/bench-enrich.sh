@@ -15,7 +15,7 @@ THREADS=${THREADS:-1}
 DEVICES=${DEVICES:-10000}
 PORT=${PORT:-18181}
 DATA=.cache/bench
-BIN=.build/release/enrichment-server
+BIN=${BIN:-.build/release/enrichment-server}
 
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 [ -x "$BIN" ] || swift build -c release --product enrichment-server

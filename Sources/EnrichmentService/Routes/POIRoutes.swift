@@ -14,8 +14,9 @@ struct POIRoutes {
             // One import at a time: the body is read only when it is this request's turn, so concurrent uploads
             // wait on the network instead of each holding its file and POIs in memory.
             let report = try await imports.run {
-                let data = try await JSONIO.readBody(request, limit: state.configuration.maxImportBytes)
-                let batch = try POIBatch.read(data, format: format)
+                // The body is dropped as soon as it is parsed: only the POIs go on to the store and the index.
+                let batch = try POIBatch.read(try await JSONIO.readBody(request, limit: state.configuration.maxImportBytes),
+                                              format: format)
                 try await POIImporter(store: state.pois, index: state.index).importPOIs(batch.pois)
                 let seconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1e6
                 return batch.report(total: state.index.count, seconds: seconds, format: format)

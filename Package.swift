@@ -1,8 +1,12 @@
 // swift-tools-version:6.1
 import PackageDescription
 
+// As in hummingbird 2: imports are internal unless marked public, and a file sees only the members of the
+// modules it imports itself, so the dependencies below and the imports in the code agree and stay that way.
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
 let package = Package(
@@ -11,9 +15,11 @@ let package = Package(
     products: [
         .executable(name: "enrichment-server", targets: ["enrichment-server"]),
         .executable(name: "push-sender", targets: ["push-sender"]),
+        .library(name: "Essentials", targets: ["Essentials"]),
         .library(name: "EnrichmentCore", targets: ["EnrichmentCore"]),
         .library(name: "EnrichmentStorage", targets: ["EnrichmentStorage"]),
         .library(name: "EnrichmentUpstream", targets: ["EnrichmentUpstream"]),
+        .library(name: "EnrichmentRuntime", targets: ["EnrichmentRuntime"]),
         .library(name: "EnrichmentService", targets: ["EnrichmentService"]),
         .library(name: "APNsCore", targets: ["APNsCore"]),
         .library(name: "APNsClient", targets: ["APNsClient"]),
@@ -31,15 +37,19 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
+        // The leaf both families stand on: the JSON codec, Base64URL, the wall clock, settings tables, the version.
+        .target(name: "Essentials", swiftSettings: swiftSettings),
         // Pure domain logic: payloads, staleness, fixes, POIs, geometry, body formatting, map URLs, enrichment.
         .target(
             name: "EnrichmentCore",
             dependencies: [
+                "Essentials",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -50,31 +60,46 @@ let package = Package(
             name: "EnrichmentStorage",
             dependencies: [
                 "EnrichmentCore",
+                "Essentials",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),
-        // HTTP clients for upstream providers (Woosmap Search API, map status checks).
+        // HTTP clients for upstream providers (Woosmap Search API).
         .target(
             name: "EnrichmentUpstream",
             dependencies: [
                 "EnrichmentCore",
+                "Essentials",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
-        // The HTTP service: buildApplication(configuration) and its routes.
+        // The engine's composition root, free of HTTP serving: the settings table, the configuration, and
+        // EnrichmentRuntime (database, stores, places index and provider, map, templates, enricher, importer).
         .target(
-            name: "EnrichmentService",
+            name: "EnrichmentRuntime",
             dependencies: [
                 "EnrichmentCore",
                 "EnrichmentStorage",
                 "EnrichmentUpstream",
+                "Essentials",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: [.copy("Resources/sample-pois.geojson")],
+            swiftSettings: swiftSettings
+        ),
+        // The HTTP service: buildApplication(configuration) and its routes, over an EnrichmentRuntime.
+        .target(
+            name: "EnrichmentService",
+            dependencies: [
+                "EnrichmentCore",
+                "EnrichmentRuntime",
+                "Essentials",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
@@ -83,39 +108,43 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
-            resources: [.copy("Resources/sample-pois.geojson")],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "enrichment-server",
             dependencies: [
+                "EnrichmentCore",
+                "EnrichmentRuntime",
                 "EnrichmentService",
+                "Essentials",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
-        // APNs model with no networking: requests, validation rules, reasons, JWT, retry policy.
+        // APNs model with no networking: requests, results, validation rules, reasons, JWT, retry policy, the
+        // batch-sending protocol.
         .target(
             name: "APNsCore",
             dependencies: [
-                "EnrichmentCore",
+                "Essentials",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
-        // The APNs sender over HTTP/2 + TLS (AsyncHTTPClient).
+        // The APNs sender over HTTP/2 + TLS (swift-nio-http2), and the batch logic every sender shares.
         .target(
             name: "APNsClient",
             dependencies: [
                 "APNsCore",
-                "EnrichmentCore",
+                "Essentials",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -124,13 +153,14 @@ let package = Package(
             name: "MockAPNs",
             dependencies: [
                 "APNsCore",
-                "EnrichmentCore",
+                "Essentials",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -140,7 +170,9 @@ let package = Package(
         .executableTarget(
             name: "places-bench",
             dependencies: [
-                "EnrichmentCore", "EnrichmentStorage",
+                "EnrichmentCore",
+                "EnrichmentRuntime",
+                "Essentials",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -152,59 +184,119 @@ let package = Package(
                 "APNsClient",
                 "MockAPNs",
                 "EnrichmentCore",
-                "EnrichmentStorage",
+                "EnrichmentRuntime",
+                "Essentials",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
-        // Helpers shared by the test targets (seeded randomness, running a server on port 0).
+        // Helpers shared by the test targets (seeded randomness, servers on port 0, raw sockets, the mock APNs).
         .target(
             name: "TestSupport",
-            dependencies: [.product(name: "Hummingbird", package: "hummingbird")],
+            dependencies: [
+                "APNsCore",
+                "APNsClient",
+                "MockAPNs",
+                "Essentials",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "APNsCoreTests",
-            dependencies: ["APNsCore", "EnrichmentCore", .product(name: "Crypto", package: "swift-crypto")],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "APNsIntegrationTests",
-            dependencies: [
-                "APNsCore", "APNsClient", "MockAPNs", "EnrichmentCore", "TestSupport",
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-            ],
+            name: "EssentialsTests",
+            dependencies: ["Essentials", "TestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "EnrichmentCoreTests",
-            dependencies: ["EnrichmentCore", "TestSupport"],
+            dependencies: ["EnrichmentCore", "Essentials", "TestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "EnrichmentStorageTests",
-            dependencies: ["EnrichmentStorage", "EnrichmentCore", "TestSupport"],
+            dependencies: ["EnrichmentStorage", "EnrichmentRuntime", "EnrichmentCore", "Essentials", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EnrichmentRuntimeTests",
+            dependencies: ["EnrichmentRuntime", "EnrichmentCore", "EnrichmentStorage", "Essentials", "TestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "EnrichmentServiceTests",
             dependencies: [
                 "EnrichmentService",
+                "EnrichmentRuntime",
                 "EnrichmentCore",
+                "EnrichmentStorage",
+                "Essentials",
                 "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EnrichmentServerTests",
+            dependencies: [
+                "enrichment-server",
+                "EnrichmentRuntime",
+                "EnrichmentStorage",
+                "EnrichmentCore",
+                "Essentials",
+                "TestSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "APNsCoreTests",
+            dependencies: ["APNsCore", "Essentials", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "APNsClientTests",
+            dependencies: [
+                "APNsCore", "APNsClient", "MockAPNs", "Essentials", "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "MockAPNsTests",
+            dependencies: [
+                "APNsCore", "APNsClient", "MockAPNs", "Essentials", "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PushSenderTests",
+            dependencies: [
+                "push-sender", "APNsCore", "APNsClient", "MockAPNs", "Essentials", "TestSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,5 +1,5 @@
 import APNsCore
-import EnrichmentCore
+import Essentials
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
@@ -61,8 +61,10 @@ final class APNsHTTP2Connection: @unchecked Sendable {
         return future
     }
 
-    /// Sends one request; the future fails on transport errors and on `timeout`.
-    func send(_ request: APNsRequest, authorization: String?, baseHost: String, timeout: TimeAmount) -> EventLoopFuture<APNsResponse> {
+    /// Sends one request with `payload` (the request's payload as a buffer, shared across attempts and tokens);
+    /// the future fails on transport errors and on `timeout`, and a request that timed out resets its stream.
+    func send(_ request: APNsRequest, payload: ByteBuffer, authorization: String?, baseHost: String,
+              timeout: TimeAmount) -> EventLoopFuture<APNsResponse> {
         eventLoop.preconditionInEventLoop()
         let promise = eventLoop.makePromise(of: APNsResponse.self)
         connection().whenComplete { result in
@@ -75,8 +77,11 @@ final class APNsHTTP2Connection: @unchecked Sendable {
                     promise.fail(error)
                     return
                 }
+                // Set on the event loop when the stream exists; a timeout closes it, which sends RST_STREAM(CANCEL).
+                let streamBox = StreamBox()
                 multiplexer.createStreamChannel(promise: nil) { stream in
-                    stream.eventLoop.makeCompletedFuture {
+                    streamBox.stream = stream
+                    return stream.eventLoop.makeCompletedFuture {
                         try stream.pipeline.syncOperations.addHandler(APNsResponseHandler(promise: promise))
                         var headers = HPACKHeaders([(":method", "POST"), (":scheme", "https"), (":path", request.path),
                                                     (":authority", baseHost)])
@@ -88,13 +93,16 @@ final class APNsHTTP2Connection: @unchecked Sendable {
                         if let collapseID = request.collapseID { headers.add(name: "apns-collapse-id", value: collapseID) }
                         if let apnsID = request.apnsID { headers.add(name: "apns-id", value: apnsID) }
                         headers.add(name: "content-type", value: "application/json")
-                        headers.add(name: "content-length", value: String(request.payload.count))
+                        headers.add(name: "content-length", value: String(payload.readableBytes))
                         stream.write(HTTP2Frame.FramePayload.headers(.init(headers: headers)), promise: nil)
-                        stream.writeAndFlush(HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(ByteBuffer(bytes: request.payload)), endStream: true)))
+                        stream.writeAndFlush(HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(payload), endStream: true)))
                             .whenFailure { promise.fail($0) }
                     }
                 }
-                let timer = channel.eventLoop.scheduleTask(in: timeout) { promise.fail(APNsTransportError.timeout) }
+                let timer = channel.eventLoop.scheduleTask(in: timeout) {
+                    promise.fail(APNsTransportError.timeout)
+                    streamBox.stream?.close(promise: nil)
+                }
                 promise.futureResult.whenComplete { _ in timer.cancel() }
             }
         }
@@ -108,6 +116,11 @@ final class APNsHTTP2Connection: @unchecked Sendable {
             return channel.close().recover { _ in }
         }
     }
+}
+
+/// The stream of one request, once created; touched only on the connection's event loop.
+private final class StreamBox: @unchecked Sendable {
+    var stream: (any Channel)?
 }
 
 /// Transport failures of the HTTP/2 client.

@@ -1,10 +1,9 @@
-import APNsCore
-import EnrichmentCore
+public import APNsCore
 import Foundation
 import NIOConcurrencyHelpers
-import NIOCore
+public import NIOCore
 import NIOPosix
-import NIOSSL
+public import NIOSSL
 
 /// How the sender authenticates.
 public enum APNsCredentials: Sendable {
@@ -41,39 +40,9 @@ public struct APNsSenderConfiguration: Sendable {
     }
 }
 
-/// The outcome for one device token.
-public struct APNsSendResult: Sendable, Equatable {
-    public var deviceToken: String
-    /// The final HTTP status, or nil when no answer came (transport failure).
-    public var status: Int?
-    public var reason: APNsReason?
-    public var apnsID: String?
-    /// For 410: milliseconds since the epoch when the token stopped being valid.
-    public var timestamp: Int64?
-    public var attempts: Int
-    /// The transport failure, when there was no answer.
-    public var transportError: String?
-
-    public init(deviceToken: String, status: Int?, reason: APNsReason?, apnsID: String?, timestamp: Int64?, attempts: Int,
-                transportError: String?) {
-        self.deviceToken = deviceToken
-        self.status = status
-        self.reason = reason
-        self.apnsID = apnsID
-        self.timestamp = timestamp
-        self.attempts = attempts
-        self.transportError = transportError
-    }
-
-    public var succeeded: Bool { status == 200 }
-
-    /// A sentence that helps with this failure, when one applies.
-    public var hint: String? { reason?.hint }
-}
-
 /// Sends pushes over HTTP/2 + TLS (swift-nio-http2) with bounded concurrency, retries per Apple's rules, and one
 /// JWT per key.
-public final class APNsSender: Sendable {
+public final class APNsSender: APNsBatchSending {
     public let configuration: APNsSenderConfiguration
     private let connections: [APNsHTTP2Connection]
     private let authority: String
@@ -116,17 +85,19 @@ public final class APNsSender: Sendable {
 
     /// Sends to many tokens with at most `concurrency` requests in flight (spread over the connections); results
     /// come back in input order. Requests are issued on the connections' event loops, so the frames of many
-    /// pushes share TLS records.
+    /// pushes share TLS records. Requests that share a payload array share one buffer for every attempt.
     public func send(_ requests: [APNsRequest], concurrency: Int,
                      progress: (@Sendable (Int) -> Void)? = nil) async -> [APNsSendResult] {
         guard !requests.isEmpty else { return [] }
+        let payloads = Self.payloadBuffers(requests)
         let done = NIOLockedValueBox(0)
         let perConnection = max(1, (max(1, concurrency) + connections.count - 1) / connections.count)
         var futures: [EventLoopFuture<[(Int, APNsSendResult)]>] = []
         for (slot, connection) in connections.enumerated() {
             let indices = Array(stride(from: slot, to: requests.count, by: connections.count))
             guard !indices.isEmpty else { continue }
-            let run = BulkRun(connection: connection, requests: requests, indices: indices, concurrency: perConnection,
+            let run = BulkRun(connection: connection, requests: requests, payloads: payloads, indices: indices,
+                              concurrency: perConnection,
                               configuration: configuration, authority: authority) {
                 let count = done.withLockedValue { $0 += 1; return $0 }
                 progress?(count)
@@ -145,11 +116,33 @@ public final class APNsSender: Sendable {
     }
 }
 
+extension APNsSender {
+    /// One buffer per distinct payload storage: a batch's requests share one array, so they share one buffer, and
+    /// no attempt copies the payload again.
+    static func payloadBuffers(_ requests: [APNsRequest]) -> [ByteBuffer] {
+        var buffers: [ByteBuffer] = []
+        buffers.reserveCapacity(requests.count)
+        var previous: (address: UnsafeRawPointer?, count: Int, buffer: ByteBuffer)?
+        for request in requests {
+            let address = request.payload.withUnsafeBytes { UnsafeRawPointer($0.baseAddress) }
+            if let previous, previous.address == address, previous.count == request.payload.count, address != nil {
+                buffers.append(previous.buffer)
+            } else {
+                let buffer = ByteBuffer(bytes: request.payload)
+                previous = (address, request.payload.count, buffer)
+                buffers.append(buffer)
+            }
+        }
+        return buffers
+    }
+}
+
 /// Sends a share of the requests over one connection, keeping `concurrency` in flight, entirely on its event loop.
 private final class BulkRun: @unchecked Sendable {
     // Mutable state is touched only on `connection.eventLoop`.
     let connection: APNsHTTP2Connection
     let requests: [APNsRequest]
+    let payloads: [ByteBuffer]
     let indices: [Int]
     let concurrency: Int
     let configuration: APNsSenderConfiguration
@@ -160,10 +153,11 @@ private final class BulkRun: @unchecked Sendable {
     private var results: [(Int, APNsSendResult)] = []
     private let promise: EventLoopPromise<[(Int, APNsSendResult)]>
 
-    init(connection: APNsHTTP2Connection, requests: [APNsRequest], indices: [Int], concurrency: Int,
-         configuration: APNsSenderConfiguration, authority: String, completed: @escaping () -> Void) {
+    init(connection: APNsHTTP2Connection, requests: [APNsRequest], payloads: [ByteBuffer], indices: [Int],
+         concurrency: Int, configuration: APNsSenderConfiguration, authority: String, completed: @escaping () -> Void) {
         self.connection = connection
         self.requests = requests
+        self.payloads = payloads
         self.indices = indices
         self.concurrency = concurrency
         self.configuration = configuration
@@ -195,7 +189,8 @@ private final class BulkRun: @unchecked Sendable {
                 return
             }
         }
-        connection.send(request, authorization: authorization, baseHost: authority, timeout: configuration.requestTimeout)
+        connection.send(request, payload: payloads[index], authorization: authorization, baseHost: authority,
+                        timeout: configuration.requestTimeout)
             .whenComplete { result in
                 switch result {
                 case .success(let response):

@@ -1,5 +1,5 @@
 import Foundation
-import NIOSSL
+public import NIOSSL
 
 /// Loads client credentials for certificate authentication.
 public enum NIOSSLCertificateLoader {

@@ -1,6 +1,6 @@
-import Crypto
-import EnrichmentCore
-import Foundation
+public import Crypto
+public import Essentials
+public import Foundation
 import Synchronization
 
 /// Provider authentication tokens: ES256 JWTs with `kid` in the header and `iss`/`iat` (whole seconds) as claims.

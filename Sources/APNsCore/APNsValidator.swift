@@ -1,4 +1,4 @@
-import EnrichmentCore
+import Essentials
 import Foundation
 
 /// Apple's request rules, shared by the mock server (to answer like Apple) and the sender's `--dry-run`.

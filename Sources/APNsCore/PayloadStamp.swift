@@ -1,4 +1,4 @@
-import EnrichmentCore
+public import Essentials
 import Foundation
 
 /// Fills in "now" so sample payloads are never stale by accident.

@@ -1,5 +1,5 @@
 /// The `apns-push-type` values Apple accepts, with the topic suffix each needs.
-public enum PushType: String, Sendable, CaseIterable, Codable {
+public enum PushType: String, Sendable, CaseIterable {
     case alert, background, voip, complication, fileprovider, mdm, location, liveactivity, pushtotalk, widgets, controls
 
     /// The suffix appended to the bundle id for this push type's topic (empty when the bundle id is the topic).

@@ -1,6 +1,6 @@
 import EnrichmentCore
 import Foundation
-import GRDB
+public import GRDB
 
 /// The embedded SQLite database (WAL mode, migrations) that holds fixes and POIs.
 public final class SQLiteDatabase: Sendable {

@@ -1,4 +1,4 @@
-import EnrichmentCore
+public import EnrichmentCore
 import GRDB
 
 /// Location fixes in SQLite; the last fix is found through the (device_id, fix_time) primary key.

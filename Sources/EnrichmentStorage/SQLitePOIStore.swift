@@ -1,6 +1,7 @@
-import EnrichmentCore
+public import EnrichmentCore
 import Foundation
 import GRDB
+import Essentials
 
 /// POIs in SQLite with an R*Tree over their coordinates, upserted by store id.
 public struct SQLitePOIStore: POIStore {

@@ -1,7 +1,9 @@
-import AsyncHTTPClient
-import EnrichmentCore
+public import AsyncHTTPClient
+public import EnrichmentCore
 import Foundation
 import NIOCore
+import Essentials
+import NIOHTTP1
 
 /// The Woosmap Search API (or any compatible endpoint) as a places provider.
 ///

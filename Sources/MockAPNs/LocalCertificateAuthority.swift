@@ -1,5 +1,5 @@
 import Crypto
-import Foundation
+public import Foundation
 import NIOSSL
 import SwiftASN1
 import X509

@@ -1,6 +1,6 @@
 import APNsCore
 import Crypto
-import EnrichmentCore
+import Essentials
 import Foundation
 import Synchronization
 

@@ -1,6 +1,6 @@
-import EnrichmentCore
+public import Essentials
 import Foundation
-import Logging
+public import Logging
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
@@ -109,6 +109,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
     private var body: [UInt8] = []
     private var tooLarge = false
     private var answered = false
+    private var written = false
     /// Bytes kept of a body; past this (the voip limit) the push is 413 whatever its headers say.
     private static let bodyLimit = 5120
     /// The control API takes larger bodies (scripts for many tokens).
@@ -162,6 +163,8 @@ final class APNsStreamHandler: ChannelInboundHandler {
     }
 
     private func write(_ reply: MockReply, context: ChannelHandlerContext) {
+        guard context.channel.isActive else { return }
+        written = true
         var head = HPACKHeaders([(":status", String(reply.status))])
         for (name, value) in reply.headers { head.add(name: name, value: value) }
         if let body = reply.body {
@@ -171,6 +174,12 @@ final class APNsStreamHandler: ChannelInboundHandler {
         } else {
             context.writeAndFlush(wrapOutboundOut(.headers(.init(headers: head, endStream: true))), promise: nil)
         }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        // The stream closed before a (delayed) answer went out: the client reset it.
+        if answered, !written { logic.state.noteAbandonedStream() }
+        context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

@@ -1,5 +1,5 @@
-import APNsCore
-import EnrichmentCore
+public import APNsCore
+public import Essentials
 import Foundation
 import Synchronization
 
@@ -108,6 +108,7 @@ public final class MockAPNsState: Sendable {
     private let scripts = Mutex<[String: FailureScript]>([:])
     private let received = Mutex<[ReceivedPush]>([])
     private let counter = Mutex<Int>(0)
+    private let abandoned = Mutex<Int>(0)
     /// Most pushes kept; older ones are dropped first.
     public let capacity: Int
 
@@ -156,6 +157,10 @@ public final class MockAPNsState: Sendable {
     /// How many pushes arrived since start (including dropped records).
     public var receivedCount: Int { counter.withLock { $0 } }
     public func clearReceived() { received.withLock { $0.removeAll() } }
+
+    /// Streams the client closed (RST_STREAM) before the mock answered, e.g. after the client's own timeout.
+    public var abandonedStreams: Int { abandoned.withLock { $0 } }
+    func noteAbandonedStream() { abandoned.withLock { $0 += 1 } }
 }
 
 /// A mock configuration or script that cannot be used.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Essentials
 
 /// `enrichment-server`: run the service (default) or import POIs from a file.
 @main
@@ -6,7 +7,8 @@ struct EnrichmentServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "enrichment-server",
         abstract: "Push-notification enrichment service (APNs payloads + last fix + nearby POIs + static map).",
-        discussion: "Every option can also be set with the ENRICH_* environment variable shown in its help; flags win.",
+        discussion: "Every setting can be given as a flag or as the ENRICH_* variable shown in `serve --help`; flags win.",
+        version: BuildInfo.version,
         subcommands: [Serve.self, ImportPOIs.self],
         defaultSubcommand: Serve.self)
 }

@@ -1,7 +1,7 @@
 import ArgumentParser
 import EnrichmentCore
-import EnrichmentService
-import EnrichmentStorage
+import EnrichmentRuntime
+import Essentials
 import Foundation
 
 /// `enrichment-server import-pois FILE`: load a large CSV or GeoJSON file straight into the SQLite database.
@@ -23,7 +23,7 @@ struct ImportPOIs: AsyncParsableCommand {
             """)
 
     @Argument(help: "The CSV or GeoJSON file to import.") var file: String
-    @Option(help: "SQLite file (ENRICH_DB, default data/enrichment.sqlite).") var db: String?
+    @Option(help: ArgumentHelp(ServiceConfiguration.settings.help(for: "db"))) var db: String?
     @Option(help: ArgumentHelp(
         "CSV column mapping: 'geonames', or FIELD=COLUMN pairs such as 'store_id=@row,lat=lat,lng=lon,user.admin1=admin1'.",
         discussion: "FIELD: store_id, name, lat, lng, city, zipcode, country_code, address, types, tags, user.NAME. "
@@ -45,8 +45,21 @@ struct ImportPOIs: AsyncParsableCommand {
 
     static func isGeoJSON(_ file: String) -> Bool { file.hasSuffix(".json") || file.hasSuffix(".geojson") }
 
+    /// The service's configuration (ENRICH_* variables), with --db over ENRICH_DB.
+    func configuration(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ServiceConfiguration {
+        var configuration = ServiceConfiguration()
+        do {
+            try configuration.apply(environment: environment)
+            if let db { try configuration.apply(arguments: ["--db", db]) }
+        } catch {
+            throw ValidationError(error.description)
+        }
+        return configuration
+    }
+
     func run() async throws {
-        let path = db ?? ProcessInfo.processInfo.environment["ENRICH_DB"] ?? "data/enrichment.sqlite"
+        let configuration = try configuration()
+        let path = configuration.databasePath
         guard let data = FileManager.default.contents(atPath: file) else {
             throw ValidationError("cannot read '\(file)': check the path and permissions")
         }
@@ -65,15 +78,12 @@ struct ImportPOIs: AsyncParsableCommand {
         do throws(POIImportError) { batch = try POIBatch.read(data, format: format) } catch {
             throw ValidationError("\(file): \(error.description)")
         }
-        let database = try SQLiteDatabase(path: path)
-        let store = SQLitePOIStore(database: database)
-        try await POIImporter(store: store, index: nil).importPOIs(batch.pois)
+        let runtime = try await EnrichmentRuntime.open(configuration, scope: .storage)
+        try await runtime.importer.importPOIs(batch.pois)
         let seconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1e6
-        let report = batch.report(total: try await store.count(), seconds: seconds, format: format)
+        let report = batch.report(total: try await runtime.pois.count(), seconds: seconds, format: format)
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            print(String(decoding: report.jsonBytes, as: UTF8.self))
         } else {
             print("\(path): " + report.humanLines.joined(separator: "\n"))
         }

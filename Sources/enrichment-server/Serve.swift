@@ -1,5 +1,8 @@
 import ArgumentParser
+import EnrichmentRuntime
 import EnrichmentService
+import Essentials
+import Foundation
 import Hummingbird
 import Logging
 
@@ -9,14 +12,37 @@ struct Serve: AsyncParsableCommand {
         abstract: "Run the HTTP service (the default command).",
         discussion: """
             With no configuration it stores data in data/enrichment.sqlite, loads the bundled sample POIs, and \
-            listens on http://127.0.0.1:8080. Secrets come from the environment only: ENRICH_API_KEY (bearer auth), \
-            ENRICH_WOOSMAP_KEY, ENRICH_MAP_KEY, ENRICH_MAP_SIGNING_SECRET.
-            """)
+            listens on http://127.0.0.1:8080. Each setting below is a flag or its ENRICH_* variable (flags win); \
+            secrets are read from the environment only.
 
-    @OptionGroup var options: ServiceOptions
+            SETTINGS:
+            \(ServiceConfiguration.settings.helpText)
+            """,
+        version: BuildInfo.version)
+
+    @Argument(
+        parsing: .allUnrecognized,
+        help: ArgumentHelp("Settings as --flag value or --flag=value (listed below).", valueName: "settings"))
+    var settings: [String] = []
+
+    /// Defaults, then ENRICH_* variables, then flags; errors name the flag or variable as the user typed it.
+    static func configuration(
+        arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigurationError) -> ServiceConfiguration {
+        var configuration = ServiceConfiguration()
+        try configuration.apply(environment: environment)
+        try configuration.apply(arguments: arguments)
+        try configuration.validate()
+        return configuration
+    }
+
+    func validate() throws {
+        do { _ = try Self.configuration(arguments: settings) } catch { throw ValidationError(error.description) }
+    }
 
     func run() async throws {
-        let configuration = try options.configuration()
+        let configuration: ServiceConfiguration
+        do { configuration = try Self.configuration(arguments: settings) } catch { throw ValidationError(error.description) }
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = configuration.logLevel

@@ -1,6 +1,7 @@
 import ArgumentParser
 import EnrichmentCore
-import EnrichmentStorage
+import EnrichmentRuntime
+import Essentials
 import Foundation
 
 /// Benchmark and exactness driver for the places index (run by `scripts/bench-places.sh`; never by tests).
@@ -128,7 +129,11 @@ struct Verify: AsyncParsableCommand {
             + #""queries_nearest_over_1000km":\#(over1000km),"farthest_nearest_km":\#(Int(farthestNearest / 1000))}"#)
 
         guard let db else { return }
-        let store = SQLitePOIStore(database: try SQLiteDatabase(path: db))
+        // The store as the service opens it (ENRICH_* settings honoured, --db over ENRICH_DB).
+        var configuration = ServiceConfiguration()
+        try configuration.apply(environment: ProcessInfo.processInfo.environment)
+        try configuration.apply(arguments: ["--db", db])
+        let store = try await EnrichmentRuntime.open(configuration, scope: .storage).pois
         var storeMismatches = 0
         var timings: [Double] = []
         for (point, truth) in zip(points.prefix(dbQueries), expected) {

@@ -1,6 +1,7 @@
-import ArgumentParser
+public import ArgumentParser
 import EnrichmentCore
 import Foundation
+import Essentials
 
 /// `push-sender check`: the staleness verdict for a payload, with the same code the service uses.
 struct Check: AsyncParsableCommand {

@@ -4,6 +4,7 @@ import EnrichmentCore
 import Foundation
 import Logging
 import MockAPNs
+import Essentials
 
 /// `push-sender mock-apns`: a local APNs-compatible server over HTTP/2 + TLS.
 struct MockAPNsCommand: AsyncParsableCommand {

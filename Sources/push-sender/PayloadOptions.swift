@@ -2,6 +2,7 @@ import APNsCore
 import ArgumentParser
 import EnrichmentCore
 import Foundation
+import Essentials
 
 /// Where the payload comes from, and whether "now" is stamped into it.
 struct PayloadOptions: ParsableArguments {

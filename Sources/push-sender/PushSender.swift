@@ -1,4 +1,5 @@
 import ArgumentParser
+import Essentials
 
 /// `push-sender`: send, check, simulate pushes, and run a local APNs-compatible server.
 @main
@@ -10,5 +11,6 @@ struct PushSender: AsyncParsableCommand {
             Exit status: 0 success; 1 some push failed (send) or the payload is stale (check); 2 no usable timestamp \
             (check); 3 the payload is not valid (check, simulate); 64 bad arguments.
             """,
+        version: BuildInfo.version,
         subcommands: [Send.self, Check.self, Simulate.self, MockAPNsCommand.self])
 }

@@ -3,6 +3,7 @@ import APNsCore
 import EnrichmentCore
 import Foundation
 import Synchronization
+import Essentials
 
 /// Per-token results as a table or JSON.
 enum ResultPrinter {
@@ -36,23 +37,41 @@ enum ResultPrinter {
         return lines.joined(separator: "\n")
     }
 
-    static func json(_ results: [APNsSendResult], dryRun: Bool) -> String {
-        let items: [JSONValue] = results.map { result in
-            var members: [String: JSONValue] = ["token": .string(result.deviceToken), "attempts": .int(Int64(result.attempts))]
-            if dryRun {
-                members["valid"] = .bool(result.reason == nil)
-            } else {
-                members["ok"] = .bool(result.succeeded)
-            }
-            if let status = result.status { members["status"] = .int(Int64(status)) }
-            if let reason = result.reason { members["reason"] = .string(reason.rawValue) }
-            if let apnsID = result.apnsID { members["apns_id"] = .string(apnsID) }
-            if let timestamp = result.timestamp { members["timestamp"] = .int(timestamp) }
-            if let error = result.transportError { members["error"] = .string(error) }
-            if let hint = result.hint { members["hint"] = .string(hint) }
-            return .object(members)
+    /// The dry-run summary: what would be sent, and each token refused locally.
+    static func dryRun(_ batch: APNsBatch) -> String {
+        var lines = [
+            "Dry run: payload \(batch.payloadSize) of \(batch.pushType.maximumPayloadSize) bytes, topic \(batch.topic), "
+                + "push type \(batch.pushType.rawValue)"
+                + (batch.requests.first?.priority.map { ", priority \($0)" } ?? "") + ".",
+            "\(batch.sendableCount) of \(batch.requests.count) tokens are well-formed; nothing was sent.",
+        ]
+        for (index, violation) in batch.localRefusals.sorted(by: { $0.key < $1.key }) {
+            lines.append("  \(abbreviate(batch.requests[index].deviceToken)): \(violation.message)")
         }
-        return String(decoding: JSONWriter.bytes(.array(items)), as: UTF8.self)
+        return lines.joined(separator: "\n")
+    }
+
+    static func json(_ results: [APNsSendResult], dryRun: Bool) -> String {
+        String(decoding: JSONWriter.array(results.map { ResultView(result: $0, dryRun: dryRun) }), as: UTF8.self)
+    }
+
+    /// One token's result in `--json` output (members in alphabetical order).
+    struct ResultView: JSONObjectRepresentable {
+        var result: APNsSendResult
+        var dryRun: Bool
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("apns_id", result.apnsID)
+            object.field("attempts", result.attempts)
+            object.field("error", result.transportError)
+            object.field("hint", result.hint)
+            if !dryRun { object.field("ok", result.succeeded) }
+            object.field("reason", result.reason?.rawValue)
+            object.field("status", result.status.map(Int64.init))
+            object.field("timestamp", result.timestamp)
+            object.field("token", result.deviceToken)
+            if dryRun { object.field("valid", result.reason == nil) }
+        }
     }
 }
 

@@ -3,6 +3,7 @@ import APNsCore
 import ArgumentParser
 import EnrichmentCore
 import Foundation
+import Essentials
 
 /// `push-sender send`: pushes to APNs (or the mock) with per-token results.
 struct Send: AsyncParsableCommand {
@@ -37,59 +38,27 @@ struct Send: AsyncParsableCommand {
             printError(problem.message)
             throw ExitCode(3)
         }
-        let bytes = JSONWriter.bytes(document)
-        let pushType = PushType(rawValue: headers.pushType)!
-        let topic = pushType.topic(forBundle: headers.topic)
-        let allTokens = try tokens.all()
-        let requests = allTokens.map { token in
-            APNsRequest(deviceToken: token, topic: topic, pushType: pushType.rawValue, priority: headers.priority,
-                        expiration: headers.expiration, collapseID: headers.collapseId, apnsID: headers.apnsId, payload: bytes)
-        }
-
-        // Problems shared by every token stop everything before a connection is opened.
-        // The payload and headers are the same for every token: check them once, with a well-formed token.
-        var probe = requests[0]
-        probe.deviceToken = String(repeating: "0", count: 64)
-        if let violation = APNsValidator.violation(of: probe) {
+        let batch: APNsBatch
+        do {
+            // Problems shared by every token stop everything before a connection is opened.
+            batch = try APNsBatch(
+                payload: JSONWriter.bytes(document), tokens: try tokens.all(), bundle: headers.topic,
+                pushType: PushType(rawValue: headers.pushType)!, priority: headers.priority,
+                expiration: headers.expiration, collapseID: headers.collapseId, apnsID: headers.apnsId)
+        } catch let violation as APNsValidator.Violation {
             printError("\(violation.reason.rawValue): \(violation.message)")
             throw ExitCode(1)
         }
-        var local: [Int: APNsValidator.Violation] = [:]
-        for (index, request) in requests.enumerated() where !APNsValidator.isValidDeviceToken(request.deviceToken) {
-            local[index] = APNsValidator.violation(of: request)
-        }
         if dryRun {
-            let report = requests.enumerated().map { index, request in
-                APNsSendResult(deviceToken: request.deviceToken, status: local[index] == nil ? nil : 400,
-                               reason: local[index]?.reason, apnsID: nil, timestamp: nil, attempts: 0, transportError: nil)
-            }
-            if json {
-                print(ResultPrinter.json(report, dryRun: true))
-            } else {
-                print("Dry run: payload \(bytes.count) of \(pushType.maximumPayloadSize) bytes, topic \(topic), push type \(pushType.rawValue)"
-                      + (headers.priority.map { ", priority \($0)" } ?? "") + ".")
-                print("\(requests.count - local.count) of \(requests.count) tokens are well-formed; nothing was sent.")
-                for (index, violation) in local.sorted(by: { $0.key < $1.key }) {
-                    print("  \(ResultPrinter.abbreviate(requests[index].deviceToken)): \(violation.message)")
-                }
-            }
-            if !local.isEmpty { throw ExitCode(1) }
+            print(json ? ResultPrinter.json(batch.dryRunResults, dryRun: true) : ResultPrinter.dryRun(batch))
+            if !batch.localRefusals.isEmpty { throw ExitCode(1) }
             return
         }
-
         let sender = try APNsSender(configuration: try connection.senderConfiguration())
-        let sendable = requests.enumerated().filter { local[$0.offset] == nil }
-        let progress = ProgressBar(total: sendable.count, enabled: !quiet && !json && sendable.count > 1)
-        let sent = await sender.send(sendable.map(\.element), concurrency: connection.concurrency) { progress.update($0) }
+        let progress = ProgressBar(total: batch.sendableCount, enabled: !quiet && !json && batch.sendableCount > 1)
+        let results = await batch.send(with: sender, concurrency: connection.concurrency) { progress.update($0) }
         progress.finish()
         try await sender.shutdown()
-
-        // Tokens refused locally are reported with the answer Apple would have given, without being sent.
-        var results = requests.enumerated().map { index, request in
-            APNsSendResult(deviceToken: request.deviceToken, status: local[index]?.status, reason: local[index]?.reason,
-                           apnsID: nil, timestamp: nil, attempts: 0, transportError: local[index]?.message)
-        }
-        for (position, item) in sendable.enumerated() { results[item.offset] = sent[position] }
         print(json ? ResultPrinter.json(results, dryRun: false) : ResultPrinter.table(results))
         if results.contains(where: { !$0.succeeded }) { throw ExitCode(1) }
     }

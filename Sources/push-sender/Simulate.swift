@@ -1,9 +1,12 @@
+import APNsCore
 import ArgumentParser
 import AsyncHTTPClient
 import EnrichmentCore
-import EnrichmentStorage
+import EnrichmentRuntime
+import Essentials
 import Foundation
 import NIOCore
+import NIOHTTP1
 
 /// `push-sender simulate`: play the phone for one device.
 struct Simulate: AsyncParsableCommand {
@@ -11,16 +14,17 @@ struct Simulate: AsyncParsableCommand {
         abstract: "Run the Notification Service Extension flow for a device and show the notification.",
         discussion: """
             With --server, asks the running service (POST /v1/enrich; ENRICH_API_KEY is sent as the bearer token). \
-            Without it, runs in-process on the service's SQLite file (--db) with its local POIs, using the same \
-            library code. Exit status 3 when the payload is not valid.
+            Without it, runs in-process with the service's own engine on its SQLite file: every ENRICH_* setting \
+            the service reads applies (template, staleness window, places, map), with --db and --mode over \
+            ENRICH_DB and ENRICH_MODE. Exit status 3 when the payload is not valid.
             """)
 
     @Argument(help: "The payload file (or - for standard input).") var file: String
     @Option(help: "The device whose last fix is used.") var device: String
     @Option(help: "Base URL of a running enrichment service, e.g. http://127.0.0.1:8080.") var server: String?
-    @Option(help: "SQLite file for in-process runs.") var db = "data/enrichment.sqlite"
+    @Option(help: ArgumentHelp("In-process: " + ServiceConfiguration.settings.help(for: "db"))) var db: String?
     @Option(help: "Evaluate as of this epoch time (default: now).") var now: Double?
-    @Option(help: "Body mode: default or woosmap.") var mode: BodyMode?
+    @Option(help: ArgumentHelp(ServiceConfiguration.settings.help(for: "mode"))) var mode: BodyMode?
     @Flag(help: "Set aps.timestamp to now before simulating.") var stampNow = false
     @Flag(help: "Print the service's full result as JSON.") var json = false
 
@@ -72,25 +76,36 @@ struct Simulate: AsyncParsableCommand {
         return value
     }
 
-    func inProcess(_ payloadValue: JSONValue, at instant: Double) async throws -> JSONValue {
-        guard FileManager.default.fileExists(atPath: db) else {
-            throw ValidationError("no database at '\(db)': start the service once (swift run enrichment-server) or pass --db or --server")
+    /// The service's configuration as this process's environment gives it, with --db and --mode over it.
+    func configuration(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ServiceConfiguration {
+        var configuration = ServiceConfiguration()
+        do {
+            try configuration.apply(environment: environment)
+            if let db { try configuration.apply(arguments: ["--db", db]) }
+            if let mode { try configuration.apply(arguments: ["--mode", mode.rawValue]) }
+        } catch {
+            throw ValidationError(error.description)
         }
+        return configuration
+    }
+
+    func inProcess(_ payloadValue: JSONValue, at instant: Double) async throws -> JSONValue {
+        var configuration = try configuration()
+        guard FileManager.default.fileExists(atPath: configuration.databasePath) else {
+            throw ValidationError(
+                "no database at '\(configuration.databasePath)': start the service once (swift run enrichment-server) "
+                    + "or pass --db or --server")
+        }
+        // A simulation reads the service's data; it never seeds the service's database with sample POIs.
+        configuration.loadSamplePOIs = false
         let payload: NotificationPayload
         do { payload = try NotificationPayload(json: payloadValue) } catch {
             printError(error.description)
             throw ExitCode(3)
         }
-        let database = try SQLiteDatabase(path: db)
-        let index = PlacesIndex(pois: try await SQLitePOIStore(database: database).all())
-        let environment = ProcessInfo.processInfo.environment
-        let enricher = Enricher(
-            settings: EnrichmentSettings(mode: mode ?? .default),
-            fixes: SQLiteFixStore(database: database), places: LocalPlacesProvider(index: index),
-            map: try StaticMapBuilder(apiKey: environment["ENRICH_MAP_KEY"], signingSecret: environment["ENRICH_MAP_SIGNING_SECRET"]),
-            template: try BodyTemplate(), clock: FixedWallClock(epochSeconds: instant))
+        let runtime = try await EnrichmentRuntime.open(configuration, clock: FixedWallClock(epochSeconds: instant))
         do {
-            let result = try await enricher.enrich(deviceId: device, payload: payload)
+            let result = try await runtime.enricher.enrich(deviceId: device, payload: payload)
             return try JSONParser.parse(result.encodedJSON())
         } catch let error as PayloadError {
             printError(error.description)

@@ -4,6 +4,7 @@ import EnrichmentCore
 import Foundation
 import Synchronization
 import Testing
+import Essentials
 
 /// A clock the test moves by hand.
 final class ManualClock: WallClock {

@@ -2,6 +2,7 @@ import EnrichmentCore
 import Foundation
 import Synchronization
 import Testing
+import Essentials
 
 /// Test double for the fix store (the real one is tested in EnrichmentStorageTests).
 final class MemoryFixStore: FixStore {

@@ -1,6 +1,7 @@
 import EnrichmentCore
 import Foundation
 import Testing
+import Essentials
 
 @Suite("Reading APNs payloads")
 struct NotificationPayloadTests {

@@ -1,6 +1,7 @@
 import EnrichmentCore
 import Foundation
 import Testing
+import Essentials
 
 @Suite("OpenLocate batches")
 struct OpenLocateBatchTests {

@@ -1,6 +1,7 @@
 import EnrichmentCore
 import Foundation
 import Testing
+import Essentials
 
 @Suite("POI CSV import")
 struct POICSVTests {

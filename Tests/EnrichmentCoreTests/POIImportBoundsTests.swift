@@ -1,6 +1,7 @@
 import EnrichmentCore
 import Foundation
 import Testing
+import Essentials
 
 /// Imports whose memory must follow the POIs kept, not the size or shape of the file.
 @Suite("POI import: bounded memory")

@@ -1,6 +1,7 @@
 import EnrichmentCore
 import Foundation
 import Testing
+import Essentials
 
 @Suite("The 4096-byte payload limit")
 struct PayloadFitterTests {

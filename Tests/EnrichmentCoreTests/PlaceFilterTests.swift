@@ -1,5 +1,6 @@
 import EnrichmentCore
 import Testing
+import Essentials
 
 @Suite("Woosmap query filters")
 struct PlaceFilterTests {

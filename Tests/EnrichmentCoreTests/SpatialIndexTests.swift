@@ -1,6 +1,7 @@
 import EnrichmentCore
 import Testing
 import TestSupport
+import Essentials
 
 @Suite("Nearest POIs from the in-memory index")
 struct SpatialIndexTests {

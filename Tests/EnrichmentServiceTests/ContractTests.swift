@@ -2,6 +2,7 @@ import EnrichmentService
 import Foundation
 import Testing
 import TestSupport
+import EnrichmentRuntime
 
 /// `docs/openapi.yaml` is valid and true: openapi-spec-validator checks the document, and schemathesis throws
 /// generated requests (valid and invalid) at a real server and checks every answer against it, with and without

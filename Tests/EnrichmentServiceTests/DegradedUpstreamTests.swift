@@ -2,6 +2,10 @@ import EnrichmentCore
 import EnrichmentService
 import Foundation
 import Testing
+import Essentials
+import Synchronization
+import EnrichmentRuntime
+import TestSupport
 
 @Suite("Service: Woosmap upstream, healthy and failing (real local HTTP server)")
 struct DegradedUpstreamTests {

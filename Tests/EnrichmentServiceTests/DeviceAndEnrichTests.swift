@@ -2,6 +2,10 @@ import EnrichmentCore
 import EnrichmentService
 import Foundation
 import Testing
+import Essentials
+import EnrichmentRuntime
+import NIOHTTP1
+import TestSupport
 
 @Suite("Service: devices and enrichment over HTTP")
 struct DeviceAndEnrichTests {

@@ -5,6 +5,9 @@ import Foundation
 import NIOCore
 import Testing
 import TestSupport
+import Essentials
+import EnrichmentRuntime
+import NIOHTTP1
 
 /// Inputs that once stopped the process or escaped the error shape: each runs against the real server, and the
 /// server must still answer `/health` afterwards.

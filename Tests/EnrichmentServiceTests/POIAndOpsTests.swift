@@ -2,6 +2,10 @@ import EnrichmentCore
 import EnrichmentService
 import Foundation
 import Testing
+import Essentials
+import EnrichmentRuntime
+import NIOHTTP1
+import TestSupport
 
 @Suite("Service: POI import, store search, auth, health and metrics")
 struct POIAndOpsTests {
@@ -186,31 +190,5 @@ struct POIAndOpsTests {
             #expect(reply.status == 404)
             #expect(reply.errorReason == "not_found")
         }
-    }
-}
-
-@Suite("Configuration")
-struct ConfigurationTests {
-    @Test("environment values are validated with the setting name and what is allowed")
-    func invalidValues() {
-        var configuration = ServiceConfiguration()
-        #expect(throws: ConfigurationError(setting: "ENRICH_PORT", value: "http", allowed: "an integer port 0-65535 (0 picks a free port)")) {
-            try configuration.apply(environment: ["ENRICH_PORT": "http"])
-        }
-        #expect(throws: ConfigurationError.self) { try configuration.apply(environment: ["ENRICH_MODE": "fancy"]) }
-        #expect(throws: ConfigurationError.self) { try configuration.apply(environment: ["ENRICH_DEADLINE": "-1"]) }
-    }
-
-    @Test("secrets never appear in errors or the start-up summary")
-    func secretsRedacted() throws {
-        var configuration = ServiceConfiguration()
-        try configuration.apply(environment: ["ENRICH_MAP_KEY": "AIzaSECRET", "ENRICH_API_KEY": "tok-SECRET", "ENRICH_PORT": "9090"])
-        #expect(configuration.port == 9090)
-        #expect(configuration.mapKey == "AIzaSECRET")
-        #expect(!configuration.redactedSummary.contains("SECRET"))
-        #expect(configuration.redactedSummary.contains("map_key=set"))
-        configuration.places = .woosmap
-        configuration.woosmapBaseURL = "https://api.woosmap.com"
-        #expect(throws: ConfigurationError.self) { try configuration.validate() }
     }
 }

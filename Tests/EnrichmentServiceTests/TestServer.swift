@@ -8,6 +8,9 @@ import NIOCore
 import NIOHTTP1
 import Synchronization
 import TestSupport
+import Essentials
+import EnrichmentRuntime
+import NIOFoundationEssentialsCompat
 
 /// Runs `body` against a real instance of the service on 127.0.0.1:0 with a fresh database, then stops it.
 func withService<T: Sendable>(
@@ -30,42 +33,6 @@ func withService<T: Sendable>(
     return try await withRunningApplication(app, ports: ports) { port in
         try await body(ServiceClient(base: "http://127.0.0.1:\(port)"))
     }
-}
-
-/// A small JSON client for tests, over AsyncHTTPClient (real HTTP on loopback).
-struct ServiceClient: Sendable {
-    let base: String
-
-    struct Reply: Sendable {
-        var status: Int
-        var headers: [String: String]
-        var body: Data
-        var json: JSONValue? { try? JSONValue.decode(body) }
-        var text: String { String(decoding: body, as: UTF8.self) }
-        var errorReason: String? { json?["error"]?["reason"]?.stringValue }
-    }
-
-    func request(_ method: HTTPMethod, _ path: String, body: Data? = nil, contentType: String = "application/json",
-                 headers: [String: String] = [:]) async throws -> Reply {
-        var request = HTTPClientRequest(url: base + path)
-        request.method = method
-        if let body {
-            request.body = .bytes(ByteBuffer(data: body))
-            request.headers.add(name: "Content-Type", value: contentType)
-        }
-        for (name, value) in headers { request.headers.add(name: name, value: value) }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-        let bytes = try await response.body.collect(upTo: 64 << 20)
-        var flat: [String: String] = [:]
-        for header in response.headers { flat[header.name.lowercased()] = header.value }
-        return Reply(status: Int(response.status.code), headers: flat, body: Data(bytes.readableBytesView))
-    }
-
-    func post(_ path: String, json: String, headers: [String: String] = [:]) async throws -> Reply {
-        try await request(.POST, path, body: Data(json.utf8), headers: headers)
-    }
-
-    func get(_ path: String, headers: [String: String] = [:]) async throws -> Reply { try await request(.GET, path, headers: headers) }
 }
 
 /// A real HTTP server playing the Woosmap Search API. The first path segment picks the behaviour:

@@ -1,8 +1,10 @@
 import EnrichmentCore
+import EnrichmentRuntime
 import EnrichmentStorage
 import Foundation
 import TestSupport
 import Testing
+import Essentials
 
 /// A fresh database file in a temporary folder, removed when the test's scope ends.
 final class TemporaryDatabase {
@@ -19,14 +21,22 @@ final class TemporaryDatabase {
 
 /// Every store implementation the contract runs against (PostgreSQL joins here when it exists).
 enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
+    /// The SQLite stores on their own.
     case sqlite
+    /// The stores exactly as the service wires them (`EnrichmentRuntime`: the last-fix cache over SQLite).
+    case service
     var testDescription: String { rawValue }
 
-    func makeStores(_ temp: TemporaryDatabase) throws -> (any FixStore, any POIStore) {
+    func makeStores(_ temp: TemporaryDatabase) async throws -> (any FixStore, any POIStore) {
         switch self {
         case .sqlite:
             let database = try SQLiteDatabase(path: temp.path)
             return (SQLiteFixStore(database: database), SQLitePOIStore(database: database))
+        case .service:
+            var configuration = ServiceConfiguration()
+            configuration.databasePath = temp.path
+            let runtime = try await EnrichmentRuntime.open(configuration, scope: .storage)
+            return (runtime.fixes, runtime.pois)
         }
     }
 }
@@ -40,7 +50,7 @@ struct StoreContractTests {
     @Test("the last fix is the newest by fix time, not by arrival", arguments: StoreKind.allCases)
     func lastFixByFixTime(kind: StoreKind) async throws {
         let temp = try TemporaryDatabase()
-        let (fixes, _) = try kind.makeStores(temp)
+        let (fixes, _) = try await kind.makeStores(temp)
         try await fixes.insert([fix("d1", 100, lat: 10), fix("d1", 300, lat: 30), fix("d1", 200, lat: 20)])
         // A later batch carrying an older fix must not become the last fix.
         try await fixes.insert([fix("d1", 250, lat: 25, received: 999)])
@@ -54,7 +64,7 @@ struct StoreContractTests {
     @Test("devices are isolated, and delete removes only that device", arguments: StoreKind.allCases)
     func isolationAndDelete(kind: StoreKind) async throws {
         let temp = try TemporaryDatabase()
-        let (fixes, _) = try kind.makeStores(temp)
+        let (fixes, _) = try await kind.makeStores(temp)
         try await fixes.insert([fix("a", 1), fix("a", 2), fix("b", 3)])
         #expect(try await fixes.latestFix(deviceId: "a")?.fixTime == 2)
         #expect(try await fixes.deleteDevice("a") == 2)
@@ -66,7 +76,7 @@ struct StoreContractTests {
     @Test("a fix with the same device and time replaces the earlier one", arguments: StoreKind.allCases)
     func sameTimeReplaces(kind: StoreKind) async throws {
         let temp = try TemporaryDatabase()
-        let (fixes, _) = try kind.makeStores(temp)
+        let (fixes, _) = try await kind.makeStores(temp)
         try await fixes.insert([fix("d", 5, lat: 1)])
         try await fixes.insert([fix("d", 5, lat: 2)])
         #expect(try await fixes.latestFix(deviceId: "d")?.coordinate.latitude == 2)
@@ -76,7 +86,7 @@ struct StoreContractTests {
     @Test("POIs upsert by store id and keep every field", arguments: StoreKind.allCases)
     func poiUpsert(kind: StoreKind) async throws {
         let temp = try TemporaryDatabase()
-        let (_, pois) = try kind.makeStores(temp)
+        let (_, pois) = try await kind.makeStores(temp)
         let original = POI(storeId: "s1", name: "One", coordinate: Coordinate(latitude: 1, longitude: 1),
                            address: POI.Address(lines: ["l1", "l2"], countryCode: "FR", city: "Paris", zipcode: "75001"),
                            types: ["cafe"], tags: ["open"], contact: .object(["phone": .string("+33")]),
@@ -98,7 +108,7 @@ struct StoreContractTests {
     @Test("R*Tree nearest-k agrees with brute-force haversine", arguments: StoreKind.allCases)
     func rtreeNearest(kind: StoreKind) async throws {
         let temp = try TemporaryDatabase()
-        let (_, store) = try kind.makeStores(temp)
+        let (_, store) = try await kind.makeStores(temp)
         var generator = SeededGenerator(seed: 3)
         var all: [POI] = []
         for (i, center) in [Coordinate(latitude: 48.85, longitude: 2.35), Coordinate(latitude: -33.86, longitude: 151.2),

@@ -1,5 +1,5 @@
-import Foundation
-import Hummingbird
+public import Foundation
+public import Hummingbird
 
 /// A small deterministic generator (SplitMix64) so random tests are reproducible.
 public struct SeededGenerator: RandomNumberGenerator {

@@ -1,5 +1,6 @@
-import Foundation
+public import Foundation
 import Logging
+public import Essentials
 
 /// Settings of the enrichment flow.
 public struct EnrichmentSettings: Sendable {

@@ -1,9 +1,10 @@
 import Foundation
+public import Essentials
 
 /// What happened to a payload, and the enriched payload to send.
 public struct EnrichmentResult: Sendable {
     /// The overall outcome.
-    public enum Outcome: String, Sendable, Codable {
+    public enum Outcome: String, Sendable {
         /// Body rewritten with POI data (and map attachment when configured).
         case enriched
         /// Delivered as received: not a location push, not mutable, or no visible alert.

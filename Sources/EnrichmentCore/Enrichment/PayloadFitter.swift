@@ -1,4 +1,5 @@
 import Foundation
+import Essentials
 
 /// Writes a body into a payload, shortening it (never the rest of the payload) to stay within APNs' limit.
 public enum PayloadFitter {

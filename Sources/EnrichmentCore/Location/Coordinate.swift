@@ -1,7 +1,7 @@
 import Foundation
 
 /// A WGS84 point in degrees.
-public struct Coordinate: Sendable, Hashable, Codable {
+public struct Coordinate: Sendable, Hashable {
     public var latitude: Double
     public var longitude: Double
 

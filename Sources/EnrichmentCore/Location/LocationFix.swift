@@ -1,7 +1,7 @@
 import Foundation
 
 /// One reported position of a device.
-public struct LocationFix: Sendable, Equatable, Codable {
+public struct LocationFix: Sendable, Equatable {
     public var deviceId: String
     public var coordinate: Coordinate
     /// When the device took the fix, epoch seconds (may be fractional).

@@ -1,4 +1,5 @@
 import Foundation
+public import Essentials
 
 /// Parses an OpenLocate batch (`{"locations": [...]}`) into fixes, with a reason for every rejected item.
 public struct OpenLocateBatch: Sendable {
@@ -6,9 +7,14 @@ public struct OpenLocateBatch: Sendable {
     public static let maximumItems = 10_000
 
     /// One rejected item: its index in `locations` and why.
-    public struct Rejection: Sendable, Equatable, Codable {
+    public struct Rejection: Sendable, Equatable, JSONObjectRepresentable {
         public var index: Int
         public var reason: String
+
+        public func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("index", index)
+            object.field("reason", reason)
+        }
     }
 
     public var accepted: [LocationFix]

@@ -1,10 +1,11 @@
-import Crypto
-import Foundation
+public import Crypto
+public import Foundation
+import Essentials
 
 /// Builds Google Static Maps URLs the way the SDK does, with the current base by default and optional signing.
 public struct StaticMapBuilder: Sendable {
     /// Which URL form to write.
-    public enum Style: String, Sendable, Codable, CaseIterable {
+    public enum Style: String, Sendable, CaseIterable {
         /// `https://maps.googleapis.com/maps/api/staticmap`, no `sensor` parameter.
         case current
         /// The SDK's `http://maps.google.com/maps/api/staticmap` with `sensor=true`.

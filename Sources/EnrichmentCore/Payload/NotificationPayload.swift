@@ -1,4 +1,5 @@
-import Foundation
+public import Foundation
+public import Essentials
 
 /// An APNs payload (the whole JSON document), with the reads and writes the extension flow needs.
 public struct NotificationPayload: Sendable, Equatable {
@@ -140,7 +141,7 @@ public struct NotificationPayload: Sendable, Equatable {
 }
 
 /// The visible part of a notification.
-public struct Alert: Sendable, Equatable, Codable {
+public struct Alert: Sendable, Equatable {
     public var title: String?
     public var subtitle: String?
     public var body: String?

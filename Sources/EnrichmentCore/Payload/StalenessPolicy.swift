@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// The staleness rules: stale iff `timestamp + window < floor(now)`; optionally reject far-future timestamps.
 public struct StalenessPolicy: Sendable, Equatable {
@@ -53,11 +53,11 @@ public struct StalenessPolicy: Sendable, Equatable {
 }
 
 /// The outcome of a staleness check, with the rule that decided it.
-public struct StalenessVerdict: Sendable, Equatable, Codable {
+public struct StalenessVerdict: Sendable, Equatable {
     /// Fresh, stale, or no usable timestamp.
-    public enum State: String, Sendable, Codable { case fresh, stale, noTimestamp = "no_timestamp" }
+    public enum State: String, Sendable { case fresh, stale, noTimestamp = "no_timestamp" }
     /// Which rule fired.
-    public enum Rule: String, Sendable, Codable {
+    public enum Rule: String, Sendable {
         case withinWindow = "within_window"
         case futureAccepted = "future_accepted"
         case olderThanWindow = "older_than_window"
@@ -75,9 +75,4 @@ public struct StalenessVerdict: Sendable, Equatable, Codable {
     public var source: TimestampReading.Source?
     /// A human explanation (the comparison that fired, or why no timestamp was usable).
     public var detail: String?
-
-    enum CodingKeys: String, CodingKey {
-        case state, rule, timestamp, source, detail
-        case ageSeconds = "age_seconds"
-    }
 }

@@ -1,7 +1,7 @@
 /// The timestamp found in a payload (or why none was usable), and where it was found.
 public struct TimestampReading: Sendable, Equatable {
     /// The place in the payload a timestamp came from.
-    public enum Source: String, Sendable, Codable {
+    public enum Source: String, Sendable {
         /// `aps.timestamp` as a JSON integer (the SDK's only accepted form).
         case apsInteger = "aps.timestamp"
         /// `aps.timestamp` as a numeric string (default mode only).

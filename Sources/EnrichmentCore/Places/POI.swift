@@ -1,3 +1,4 @@
+public import Essentials
 /// A point of interest in the Woosmap store shape.
 public struct POI: Sendable, Equatable {
     /// Postal address of a POI.

@@ -1,4 +1,5 @@
-import Foundation
+public import Foundation
+public import Essentials
 
 /// POIs read from one import file, and the rows that could not be read.
 ///
@@ -74,7 +75,7 @@ public struct POIBatch: Sendable, Equatable {
 }
 
 /// The outcome of an import: rows written, rows skipped grouped by reason (with the first few listed).
-public struct POIImportReport: Sendable, Equatable, Encodable {
+public struct POIImportReport: Sendable, Equatable, JSONObjectRepresentable {
     /// Skipped rows listed one by one; the rest are only counted by reason.
     public static let listedProblems = 100
 
@@ -89,11 +90,14 @@ public struct POIImportReport: Sendable, Equatable, Encodable {
     /// What `rejected[].index` counts: `line` (CSV) or `feature` (GeoJSON).
     public var indexKind = "line"
 
-    enum CodingKeys: String, CodingKey {
-        case upserted, total, rejected, seconds
-        case rejectedCount = "rejected_count"
-        case rejectedByReason = "rejected_by_reason"
-        case repeatedStoreIds = "repeated_store_ids"
+    public func writeJSON(into object: inout JSONObjectWriter) {
+        object.field("rejected", objects: rejected)
+        object.field("rejected_by_reason", counts: rejectedByReason)
+        object.field("rejected_count", rejectedCount)
+        object.field("repeated_store_ids", repeatedStoreIds)
+        object.field("seconds", seconds)
+        object.field("total", total)
+        object.field("upserted", upserted)
     }
 
     /// Lines for a terminal: the totals, then each skip reason with its count and first example.

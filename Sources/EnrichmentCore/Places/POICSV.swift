@@ -1,4 +1,5 @@
-import Foundation
+public import Foundation
+import Essentials
 
 /// Reads POIs from CSV with a header row (RFC 4180 quoting), through a column mapping.
 ///

@@ -1,3 +1,4 @@
+import Foundation
 /// Which CSV column fills which store field, for files whose header is not already in store terms.
 ///
 /// Written as `FIELD=SOURCE` pairs separated by commas, e.g.

@@ -1,3 +1,4 @@
+import Essentials
 /// A parsed Woosmap Search API `query` filter: clauses on store fields joined by `AND`, `OR` and `NOT`.
 ///
 /// Supported clauses (Woosmap semantics):

@@ -1,4 +1,5 @@
-import Foundation
+public import Foundation
+public import Essentials
 
 /// Reads and writes the Woosmap store GeoJSON shape (search responses and POI imports).
 public enum WoosmapFormat {
@@ -40,10 +41,16 @@ public enum WoosmapFormat {
     /// A problem with one feature of an import or response.
     /// `index` is the feature's position in a GeoJSON import, or the 1-based line of a CSV row; `reason` is the
     /// same text for every row with the same fault, and `value` the offending text when there is one.
-    public struct FeatureProblem: Error, Sendable, Equatable, Codable {
+    public struct FeatureProblem: Error, Sendable, Equatable, JSONObjectRepresentable {
         public var index: Int
         public var reason: String
         public var value: String?
+
+        public func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("index", index)
+            object.field("reason", reason)
+            object.field("value", value)
+        }
 
         public init(index: Int, reason: String, value: String? = nil) {
             self.index = index

@@ -1,37 +1,48 @@
 import EnrichmentCore
+import Essentials
 import Foundation
 import Hummingbird
+import EnrichmentRuntime
 
 /// Location reports and per-device data: `/v1/devices/{deviceId}/...`.
 struct DeviceRoutes {
     let state: ServiceState
 
-    struct IngestResult: Encodable {
+    struct IngestResult: JSONObjectRepresentable {
         var accepted: Int
         var rejected: [OpenLocateBatch.Rejection]
-    }
 
-    struct FixView: Encodable {
-        var deviceId: String
-        var latitude: Double
-        var longitude: Double
-        var utcTimestamp: Double
-        var horizontalAccuracy: Double?
-        var locationContext: String?
-        var receivedAt: Double
-        var ageSeconds: Double
-
-        enum CodingKeys: String, CodingKey {
-            case latitude, longitude
-            case deviceId = "device_id", utcTimestamp = "utc_timestamp", horizontalAccuracy = "horizontal_accuracy"
-            case locationContext = "location_context", receivedAt = "received_at", ageSeconds = "age_seconds"
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("accepted", accepted)
+            object.field("rejected", objects: rejected)
         }
     }
 
-    struct DeleteResult: Encodable {
+    struct FixView: JSONObjectRepresentable {
+        var deviceId: String
+        var fix: LocationFix
+        var ageSeconds: Double
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("age_seconds", ageSeconds)
+            object.field("device_id", deviceId)
+            object.field("horizontal_accuracy", fix.horizontalAccuracy)
+            object.field("latitude", fix.coordinate.latitude)
+            object.field("location_context", fix.context)
+            object.field("longitude", fix.coordinate.longitude)
+            object.field("received_at", fix.receivedAt)
+            object.field("utc_timestamp", fix.fixTime)
+        }
+    }
+
+    struct DeleteResult: JSONObjectRepresentable {
         var deviceId: String
         var deletedFixes: Int
-        enum CodingKeys: String, CodingKey { case deviceId = "device_id", deletedFixes = "deleted_fixes" }
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("deleted_fixes", deletedFixes)
+            object.field("device_id", deviceId)
+        }
     }
 
     static func deviceId(_ context: ServiceContext) throws -> String {
@@ -54,22 +65,20 @@ struct DeviceRoutes {
             try await state.fixes.insert(batch.accepted)
             state.metrics.fixes(accepted: batch.accepted.count, rejected: batch.rejected.count)
             let status: HTTPResponse.Status = batch.accepted.isEmpty && !batch.rejected.isEmpty ? .unprocessableContent : .ok
-            return try JSONIO.response(IngestResult(accepted: batch.accepted.count, rejected: batch.rejected), status: status)
+            return JSONIO.response(IngestResult(accepted: batch.accepted.count, rejected: batch.rejected), status: status)
         }
         devices.get(":deviceId/location") { _, context in
             let id = try Self.deviceId(context)
             guard let fix = try await state.fixes.latestFix(deviceId: id) else {
                 throw APIError(.notFound, reason: "no_fix", message: "no location has been reported for device '\(id)'")
             }
-            return try JSONIO.response(FixView(
-                deviceId: id, latitude: fix.coordinate.latitude, longitude: fix.coordinate.longitude,
-                utcTimestamp: fix.fixTime, horizontalAccuracy: fix.horizontalAccuracy, locationContext: fix.context,
-                receivedAt: fix.receivedAt, ageSeconds: state.clock.now().timeIntervalSince1970 - fix.fixTime))
+            return JSONIO.response(
+                FixView(deviceId: id, fix: fix, ageSeconds: state.clock.now().timeIntervalSince1970 - fix.fixTime))
         }
         devices.delete(":deviceId") { _, context in
             let id = try Self.deviceId(context)
             let removed = try await state.fixes.deleteDevice(id)
-            return try JSONIO.response(DeleteResult(deviceId: id, deletedFixes: removed))
+            return JSONIO.response(DeleteResult(deviceId: id, deletedFixes: removed))
         }
     }
 }

@@ -1,6 +1,8 @@
 import EnrichmentCore
 import Foundation
 import Hummingbird
+import Essentials
+import EnrichmentRuntime
 
 /// `POST /v1/enrich`: the extension flow for one payload and device.
 struct EnrichRoutes {

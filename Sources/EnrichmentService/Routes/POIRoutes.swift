@@ -1,6 +1,7 @@
 import EnrichmentCore
 import Foundation
 import Hummingbird
+import EnrichmentRuntime
 
 /// POI import (`POST /v1/pois`) and the Woosmap-compatible search (`GET /stores/search/`).
 struct POIRoutes {
@@ -17,11 +18,11 @@ struct POIRoutes {
                 // The body is dropped as soon as it is parsed: only the POIs go on to the store and the index.
                 let batch = try POIBatch.read(try await JSONIO.readBody(request, limit: state.configuration.maxImportBytes),
                                               format: format)
-                try await POIImporter(store: state.pois, index: state.index).importPOIs(batch.pois)
+                try await state.runtime.importer.importPOIs(batch.pois)
                 let seconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1e6
                 return batch.report(total: state.index.count, seconds: seconds, format: format)
             }
-            return try JSONIO.response(report)
+            return JSONIO.response(report)
         }
 
         router.get("/stores/search") { request, _ in
@@ -51,23 +52,5 @@ extension POIRoutes {
             throw APIError.invalid("invalid_query", "map and id_prefix apply to CSV imports (Content-Type: text/csv) only")
         }
         return .geoJSON
-    }
-}
-
-/// Writes POIs to the store (source of truth) and then to the in-memory index.
-public struct POIImporter: Sendable {
-    let store: any POIStore
-    let index: PlacesIndex?
-
-    /// `index` is the running service's in-memory index; nil when only the database is being filled.
-    public init(store: any POIStore, index: PlacesIndex?) {
-        self.store = store
-        self.index = index
-    }
-
-    /// Upserts every POI in one transaction (all or nothing), then publishes them to the in-memory index.
-    public func importPOIs(_ pois: [POI]) async throws {
-        _ = try await store.upsert(pois)
-        index?.upsert(pois)
     }
 }

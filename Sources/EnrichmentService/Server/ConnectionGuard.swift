@@ -1,4 +1,6 @@
 import EnrichmentCore
+import EnrichmentRuntime
+import Essentials
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -15,30 +17,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-
-/// Deadlines every connection lives by, and how many connections the server keeps at once.
-public struct ConnectionLimits: Sendable, Equatable {
-    /// A connection with no request under way (before its first one, or after a response) is closed after this.
-    public var idleTimeout: Duration = .seconds(60)
-    /// A request's line and headers must have arrived this long after its first byte.
-    public var headerTimeout: Duration = .seconds(10)
-    /// A request's body must have arrived this long after its headers (a 64 MiB import at 2 MB/s fits).
-    public var bodyTimeout: Duration = .seconds(60)
-    /// Most connections held at once. At the cap, a new connection closes the longest-waiting connection that has
-    /// no request under way (idle, or still sending headers); when every one is busy it gets a 503 and is closed.
-    public var maxConnections: Int = ConnectionLimits.defaultMaxConnections
-
-    public init() {}
-
-    /// The descriptor limit of the process less a reserve for the database, upstream clients and logs
-    /// (at least 16, at most 100,000).
-    public static var defaultMaxConnections: Int {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1_000 }
-        let descriptors = limit.rlim_cur == rlim_t.max ? 100_064 : Int(clamping: limit.rlim_cur)
-        return min(100_000, max(16, descriptors - 64))
-    }
-}
 
 /// The HTTP/1.1 child channel of the service: Hummingbird's, with connection deadlines, the connection cap,
 /// and malformed requests (headers too large, bad syntax) answered in the API's JSON error shape.

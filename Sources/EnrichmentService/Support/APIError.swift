@@ -1,6 +1,8 @@
 import EnrichmentCore
 import Foundation
-import Hummingbird
+public import Hummingbird
+public import Essentials
+import Logging
 
 /// The one error shape of the API: `{"error": {"reason": "...", "message": "..."}}` with an HTTP status.
 ///

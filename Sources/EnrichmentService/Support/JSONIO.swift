@@ -1,15 +1,11 @@
 import EnrichmentCore
+import Essentials
+import NIOCore
 import Foundation
 import Hummingbird
 
 /// Reading JSON request bodies and writing JSON responses, with the API's error reasons.
 enum JSONIO {
-    static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }()
-
     /// Collects the body (at most `limit` bytes) and parses it as a JSON document.
     static func readJSON(_ request: Request, limit: Int) async throws -> JSONValue {
         try requireJSONContentType(request)
@@ -60,10 +56,8 @@ enum JSONIO {
                         body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
-    /// A JSON response.
-    static func response(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
-        let data = try encoder.encode(value)
-        return Response(status: status, headers: [.contentType: "application/json; charset=utf-8"],
-                        body: .init(byteBuffer: ByteBuffer(data: data)))
+    /// A JSON response from a value that writes itself (the one way responses are written).
+    static func response(_ value: some JSONObjectRepresentable, status: HTTPResponse.Status = .ok) -> Response {
+        response(bytes: value.jsonBytes, status: status)
     }
 }

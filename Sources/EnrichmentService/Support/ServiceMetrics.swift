@@ -1,6 +1,6 @@
 import Foundation
 import Hummingbird
-import Prometheus
+public import Prometheus
 import Synchronization
 
 /// The service's Prometheus metrics: requests, enrichment outcomes, upstream latency.

@@ -1,5 +1,6 @@
-import EnrichmentCore
+public import EnrichmentCore
 import Foundation
+import Essentials
 
 /// The small POI set bundled with the service so it is useful with no configuration.
 public enum SamplePOIs {

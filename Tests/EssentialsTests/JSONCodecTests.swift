@@ -2,6 +2,7 @@ import EnrichmentCore
 import Foundation
 import Testing
 import TestSupport
+import Essentials
 
 @Suite("JSON parser and writer")
 struct JSONCodecTests {

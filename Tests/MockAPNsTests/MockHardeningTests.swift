@@ -1,3 +1,4 @@
+import TestSupport
 import APNsClient
 import APNsCore
 import AsyncHTTPClient
@@ -9,6 +10,8 @@ import NIOPosix
 import NIOConcurrencyHelpers
 import NIOSSL
 import Testing
+import Essentials
+import NIOHTTP1
 
 /// The mock must survive whatever a client sends, like the service it stands in for.
 @Suite("Mock APNs: hostile clients")

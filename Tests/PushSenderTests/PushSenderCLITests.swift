@@ -1,7 +1,9 @@
+import APNsClient
 import Foundation
 import MockAPNs
 import Testing
 import TestSupport
+import EnrichmentCore
 
 /// Runs the real `push-sender` executable built next to the test bundle.
 func runPushSender(_ arguments: [String], stdin: String? = nil) throws -> (status: Int32, out: String, err: String) {

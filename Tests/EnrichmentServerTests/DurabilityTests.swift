@@ -2,6 +2,7 @@ import EnrichmentCore
 import Foundation
 import Testing
 import TestSupport
+import Essentials
 
 /// Runs the real `enrichment-server` executable, so process death is real.
 struct ServerProcess {

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// URL-safe base64 (RFC 4648 §5), used by Google URL signing and by JWTs.
 public enum Base64URL {

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// The source of "now" for staleness and fix age; injected so rules are tested at exact boundaries.
 public protocol WallClock: Sendable {

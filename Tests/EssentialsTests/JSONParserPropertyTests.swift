@@ -2,6 +2,7 @@ import EnrichmentCore
 import Foundation
 import Testing
 import TestSupport
+import Essentials
 
 /// Our parser against Foundation's `JSONSerialization` on generated documents, valid and broken: both must
 /// accept the same documents, and read the same values from them.

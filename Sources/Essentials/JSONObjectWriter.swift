@@ -90,3 +90,53 @@ public struct JSONObjectWriter {
         return bytes
     }
 }
+
+/// A value written as one JSON object by `JSONObjectWriter`: the one way the project writes JSON output
+/// (responses, `--json` output). Payloads and other pass-through documents are `JSONValue`s, written with
+/// `field(_:json:)` or `JSONWriter`.
+public protocol JSONObjectRepresentable {
+    /// Writes the object's members, in the order they should appear.
+    func writeJSON(into object: inout JSONObjectWriter)
+}
+
+extension JSONObjectRepresentable {
+    /// The encoded object.
+    public var jsonBytes: [UInt8] {
+        var object = JSONObjectWriter()
+        writeJSON(into: &object)
+        return object.finished()
+    }
+}
+
+extension JSONObjectWriter {
+    /// A nested object from a value that writes itself.
+    public mutating func field(_ name: String, object value: (some JSONObjectRepresentable)?) {
+        guard let value else { return }
+        object(name) { value.writeJSON(into: &$0) }
+    }
+
+    /// An array of objects that write themselves.
+    public mutating func field(_ name: String, objects items: [some JSONObjectRepresentable]) {
+        array(name, items) { item, object in item.writeJSON(into: &object) }
+    }
+
+    /// An object of integer counts, keys sorted.
+    public mutating func field(_ name: String, counts: [String: Int]) {
+        object(name) { object in
+            for (key, count) in counts.sorted(by: { $0.key < $1.key }) { object.field(key, count) }
+        }
+    }
+}
+
+extension JSONWriter {
+    /// A top-level JSON array of objects that write themselves (e.g. one result per token).
+    public static func array(_ items: [some JSONObjectRepresentable]) -> [UInt8] {
+        var output: [UInt8] = [UInt8(ascii: "[")]
+        for (position, item) in items.enumerated() {
+            if position > 0 { output.append(UInt8(ascii: ",")) }
+            output.append(contentsOf: item.jsonBytes)
+        }
+        output.append(UInt8(ascii: "]"))
+        return output
+    }
+}

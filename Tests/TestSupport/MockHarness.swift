@@ -1,21 +1,22 @@
-import APNsClient
-import APNsCore
-import Crypto
-import EnrichmentCore
-import Foundation
+public import APNsClient
+public import APNsCore
+public import Crypto
+public import Foundation
 import Logging
-import MockAPNs
+public import MockAPNs
 import NIOSSL
 import Synchronization
+public import NIOCore
+public import Essentials
 
 /// Shared throwaway certificates (generating them costs a few milliseconds; sharing keeps tests quick).
-let authority = try! LocalCertificateAuthority()
-let signingKeyBytes = P256.Signing.PrivateKey().rawRepresentation
-var signingKey: P256.Signing.PrivateKey { try! P256.Signing.PrivateKey(rawRepresentation: signingKeyBytes) }
-let token64 = String(repeating: "0f", count: 32)
+public let authority = try! LocalCertificateAuthority()
+public let signingKeyBytes = P256.Signing.PrivateKey().rawRepresentation
+public var signingKey: P256.Signing.PrivateKey { try! P256.Signing.PrivateKey(rawRepresentation: signingKeyBytes) }
+public let token64 = String(repeating: "0f", count: 32)
 
 /// Starts the real mock on 127.0.0.1:0 over HTTP/2 + TLS, runs `body` with its base URL and state, then stops it.
-func withMock<T: Sendable>(
+public func withMock<T: Sendable>(
     clientCA: Bool = false,
     clock: any WallClock = SystemWallClock(),
     _ body: @Sendable (String, MockAPNsState) async throws -> T
@@ -46,30 +47,30 @@ func withMock<T: Sendable>(
 }
 
 /// A sender with token auth that trusts the throwaway CA.
-func makeSender(_ base: String, key: P256.Signing.PrivateKey = signingKey, keyID: String = "KEYID12345",
+public func makeSender(_ base: String, key: P256.Signing.PrivateKey = signingKey, keyID: String = "KEYID12345",
                 connections: Int = 1, retry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseDelay: 0.05, maxDelay: 0.2),
-                credentials: APNsCredentials? = nil) throws -> APNsSender {
+                credentials: APNsCredentials? = nil, requestTimeout: TimeAmount = .seconds(10)) throws -> APNsSender {
     try APNsSender(configuration: APNsSenderConfiguration(
         environment: .custom(base),
         credentials: credentials ?? .token(APNsTokenManager(keyID: keyID, teamID: "TEAMID6789", key: key)),
         additionalTrustRootsPEM: authority.caCertificatePEM, connections: connections,
-        connectTimeout: .seconds(5), requestTimeout: .seconds(10), retry: retry))
+        connectTimeout: .seconds(5), requestTimeout: requestTimeout, retry: retry))
 }
 
-func push(token: String = token64, topic: String = "com.example.app", pushType: String = "alert", priority: Int? = 10,
+public func push(token: String = token64, topic: String = "com.example.app", pushType: String = "alert", priority: Int? = 10,
           collapseID: String? = nil, apnsID: String? = nil, payload: [UInt8] = Array(#"{"aps":{"alert":"hi"}}"#.utf8)) -> APNsRequest {
     APNsRequest(deviceToken: token, topic: topic, pushType: pushType, priority: priority, collapseID: collapseID,
                 apnsID: apnsID, payload: payload)
 }
 
 /// A valid JSON payload of exactly `size` bytes.
-func sizedPayload(_ size: Int) -> [UInt8] {
+public func sizedPayload(_ size: Int) -> [UInt8] {
     let prefix = #"{"aps":{"alert":"hi"},"pad":""#
     let suffix = #""}"#
     return Array((prefix + String(repeating: "x", count: size - prefix.utf8.count - suffix.utf8.count) + suffix).utf8)
 }
 
-func withSender<T: Sendable>(_ sender: APNsSender, _ body: (APNsSender) async throws -> T) async throws -> T {
+public func withSender<T: Sendable>(_ sender: APNsSender, _ body: (APNsSender) async throws -> T) async throws -> T {
     do {
         let result = try await body(sender)
         try await sender.shutdown()
@@ -81,8 +82,9 @@ func withSender<T: Sendable>(_ sender: APNsSender, _ body: (APNsSender) async th
 }
 
 /// A clock the test moves by hand.
-final class ManualClock: WallClock {
+public final class ManualClock: WallClock {
+    public init() {}
     private let offset = Synchronization.Mutex(0.0)
-    func now() -> Date { Date().addingTimeInterval(offset.withLock { $0 }) }
-    func advance(_ seconds: Double) { offset.withLock { $0 += seconds } }
+    public func now() -> Date { Date().addingTimeInterval(offset.withLock { $0 }) }
+    public func advance(_ seconds: Double) { offset.withLock { $0 += seconds } }
 }

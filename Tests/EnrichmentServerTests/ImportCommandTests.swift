@@ -2,6 +2,7 @@ import EnrichmentCore
 import EnrichmentStorage
 import Foundation
 import Testing
+import Essentials
 
 @Suite("enrichment-server import-pois (the real executable)")
 struct ImportCommandTests {

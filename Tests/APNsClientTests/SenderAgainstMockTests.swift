@@ -1,3 +1,4 @@
+import TestSupport
 import APNsClient
 import APNsCore
 import Crypto
@@ -5,6 +6,7 @@ import Foundation
 import MockAPNs
 import Testing
 import Synchronization
+import NIOCore
 
 @Suite("Sender against the mock APNs (HTTP/2 + TLS, token auth)")
 struct SenderAgainstMockTests {

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// A strict RFC 8259 JSON parser straight into `JSONValue` (much faster than `Codable` for a recursive enum).
 ///

@@ -1,0 +1,77 @@
+public import APNsCore
+
+/// One payload and one set of headers for many device tokens, validated once.
+///
+/// What every token shares (payload size, headers) is checked when the batch is made: a problem there stops the
+/// batch before a connection is opened. Malformed tokens are refused locally with the answer Apple would give,
+/// and never sent. The batch then sends the rest through any `APNsBatchSending` and merges both into one result
+/// per token, in input order.
+public struct APNsBatch: Sendable {
+    /// One request per token, in input order; every request shares the same payload storage.
+    public let requests: [APNsRequest]
+    /// Tokens refused locally, by request index.
+    public let localRefusals: [Int: APNsValidator.Violation]
+    public let pushType: PushType
+    /// The `apns-topic` sent (the bundle id with the push type's suffix).
+    public let topic: String
+
+    /// Makes the requests; throws the first rule the shared payload and headers break.
+    public init(
+        payload: [UInt8], tokens: [String], bundle: String, pushType: PushType, priority: Int? = nil,
+        expiration: String? = nil, collapseID: String? = nil, apnsID: String? = nil
+    ) throws(APNsValidator.Violation) {
+        let topic = pushType.topic(forBundle: bundle)
+        self.pushType = pushType
+        self.topic = topic
+        requests = tokens.map { token in
+            APNsRequest(
+                deviceToken: token, topic: topic, pushType: pushType.rawValue, priority: priority,
+                expiration: expiration, collapseID: collapseID, apnsID: apnsID, payload: payload)
+        }
+        // The payload and headers are the same for every token: check them once, with a well-formed token.
+        let probe = APNsRequest(
+            deviceToken: String(repeating: "0", count: 64), topic: topic, pushType: pushType.rawValue,
+            priority: priority, expiration: expiration, collapseID: collapseID, apnsID: apnsID, payload: payload)
+        if let violation = APNsValidator.violation(of: probe) { throw violation }
+        var local: [Int: APNsValidator.Violation] = [:]
+        for (index, request) in requests.enumerated() where !APNsValidator.isValidDeviceToken(request.deviceToken) {
+            local[index] = APNsValidator.violation(of: request)
+        }
+        localRefusals = local
+    }
+
+    /// The payload size in bytes, as APNs counts it.
+    public var payloadSize: Int { requests.first?.payload.count ?? 0 }
+
+    /// How many requests would go on the wire.
+    public var sendableCount: Int { requests.count - localRefusals.count }
+
+    /// What a dry run reports: each token with the local refusal it got, or none; nothing is sent.
+    public var dryRunResults: [APNsSendResult] {
+        requests.enumerated().map { index, request in
+            APNsSendResult(
+                deviceToken: request.deviceToken, status: localRefusals[index]?.status,
+                reason: localRefusals[index]?.reason, apnsID: nil, timestamp: nil, attempts: 0,
+                transportError: localRefusals[index]?.message)
+        }
+    }
+
+    /// Sends every well-formed token through `sender` and merges the answers with the local refusals: one result
+    /// per token, in input order.
+    public func send(
+        with sender: some APNsBatchSending, concurrency: Int, progress: (@Sendable (Int) -> Void)? = nil
+    ) async -> [APNsSendResult] {
+        let sendable = requests.indices.filter { localRefusals[$0] == nil }
+        let sent = await sender.send(sendable.map { requests[$0] }, concurrency: concurrency, progress: progress)
+        var results = dryRunResults
+        for (position, index) in sendable.enumerated() {
+            results[index] =
+                position < sent.count
+                ? sent[position]
+                : APNsSendResult(
+                    deviceToken: requests[index].deviceToken, status: nil, reason: nil, apnsID: nil, timestamp: nil,
+                    attempts: 0, transportError: "not sent")
+        }
+        return results
+    }
+}

@@ -1,0 +1,44 @@
+/// Something that sends pushes in batches: the HTTP/2 client, or a stand-in in tests.
+///
+/// The batch logic (`APNsBatch`: validation once, local refusals, dry runs, merged results) works against this
+/// protocol, so it is tested without a network and reused by every caller (the CLI, the service's delivery).
+public protocol APNsBatchSending: Sendable {
+    /// Sends every request with at most `concurrency` in flight; results come back in input order, one per
+    /// request. `progress` is called with the number finished so far.
+    func send(_ requests: [APNsRequest], concurrency: Int, progress: (@Sendable (Int) -> Void)?) async
+        -> [APNsSendResult]
+
+    /// Closes connections; call once when done.
+    func shutdown() async throws
+}
+
+/// The outcome for one device token.
+public struct APNsSendResult: Sendable, Equatable {
+    public var deviceToken: String
+    /// The final HTTP status, or nil when no answer came (transport failure).
+    public var status: Int?
+    public var reason: APNsReason?
+    public var apnsID: String?
+    /// For 410: milliseconds since the epoch when the token stopped being valid.
+    public var timestamp: Int64?
+    public var attempts: Int
+    /// The transport failure, when there was no answer.
+    public var transportError: String?
+
+    public init(deviceToken: String, status: Int?, reason: APNsReason?, apnsID: String?, timestamp: Int64?, attempts: Int,
+                transportError: String?) {
+        self.deviceToken = deviceToken
+        self.status = status
+        self.reason = reason
+        self.apnsID = apnsID
+        self.timestamp = timestamp
+        self.attempts = attempts
+        self.transportError = transportError
+    }
+
+    public var succeeded: Bool { status == 200 }
+
+    /// A sentence that helps with this failure, when one applies.
+    public var hint: String? { reason?.hint }
+}
+

@@ -1,0 +1,113 @@
+import AsyncHTTPClient
+public import EnrichmentCore
+public import EnrichmentStorage
+import EnrichmentUpstream
+public import Essentials
+public import Logging
+
+/// The engine, wired once from a configuration: the one composition root of the project.
+///
+/// The service, `enrichment-server import-pois`, `push-sender simulate` (in-process) and `places-bench` all build
+/// their engine here, so each honours every `ENRICH_*` setting the same way. New stores, caches and workers are
+/// added here once; the HTTP layer only adds routes over a runtime.
+public struct EnrichmentRuntime: Sendable {
+    /// How much of the engine to open.
+    public enum Scope: Sendable {
+        /// Everything: stores, sample POIs when the table is empty, the in-memory places index, the enricher.
+        case full
+        /// The database and stores only (bulk imports: no index to build, no sample POIs).
+        case storage
+    }
+
+    public let configuration: ServiceConfiguration
+    public let database: SQLiteDatabase
+    /// The last-fix store the engine reads: SQLite behind an in-memory last-fix cache (this process owns the file).
+    public let fixes: any FixStore
+    public let pois: any POIStore
+    /// The in-memory places index (empty in `.storage` scope).
+    public let index: PlacesIndex
+    /// The places search the enricher uses; nil when places are off.
+    public let places: (any PlacesProvider)?
+    public let map: StaticMapBuilder?
+    public let template: BodyTemplate
+    public let enricher: Enricher
+    /// Writes POIs to the store, then to the index.
+    public let importer: POIImporter
+    public let clock: any WallClock
+
+    /// Opens (and migrates) the database and wires the engine; `clock` is injected so tests control "now".
+    /// Logs nothing unless given a logger (command-line tools keep their standard output clean).
+    public static func open(
+        _ configuration: ServiceConfiguration, scope: Scope = .full, clock: any WallClock = SystemWallClock(),
+        logger: Logger = Logger(label: "enrichment-runtime", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) async throws -> EnrichmentRuntime {
+        try configuration.validate()
+        let database = try SQLiteDatabase(path: configuration.databasePath, durability: configuration.durability)
+        let fixes = CachingFixStore(base: SQLiteFixStore(database: database))
+        let pois = SQLitePOIStore(database: database)
+        let index: PlacesIndex
+        if scope == .full {
+            if configuration.loadSamplePOIs, try await pois.count() == 0 {
+                let samples = try SamplePOIs.load()
+                _ = try await pois.upsert(samples)
+                logger.info("loaded bundled sample POIs", metadata: ["count": "\(samples.count)"])
+            }
+            index = PlacesIndex(pois: try await pois.all())
+            logger.info("places index ready", metadata: ["pois": "\(index.count)"])
+        } else {
+            index = PlacesIndex()
+        }
+        let places: (any PlacesProvider)? =
+            switch configuration.places {
+            case .local: LocalPlacesProvider(index: index)
+            case .woosmap:
+                WoosmapPlacesProvider(
+                    client: HTTPClient.shared, baseURL: configuration.woosmapBaseURL, apiKey: configuration.woosmapKey,
+                    timeout: .milliseconds(Int64(configuration.upstreamTimeout * 1000)))
+            case .none: nil
+            }
+        let map: StaticMapBuilder? =
+            configuration.mapEnabled
+            ? try StaticMapBuilder(
+                style: configuration.mapStyle, baseURL: configuration.mapBaseURL, apiKey: configuration.mapKey,
+                signingSecret: configuration.mapSigningSecret)
+            : nil
+        let template = try BodyTemplate(poi: configuration.bodyTemplate, location: configuration.locationTemplate)
+        let enricher = Enricher(
+            settings: configuration.enrichmentSettings, fixes: fixes, places: places, map: map, template: template,
+            clock: clock)
+        return EnrichmentRuntime(
+            configuration: configuration, database: database, fixes: fixes, pois: pois, index: index, places: places,
+            map: map, template: template, enricher: enricher,
+            importer: POIImporter(store: pois, index: scope == .full ? index : nil), clock: clock)
+    }
+}
+
+extension ServiceConfiguration {
+    /// The enricher's settings (mode, staleness rule, fix age, places query, deadline).
+    public var enrichmentSettings: EnrichmentSettings {
+        EnrichmentSettings(
+            mode: mode, staleness: StalenessPolicy(window: stalenessWindow, maxFutureSkew: maxFutureSkew),
+            fixMaxAge: fixMaxAge,
+            placesQuery: PlacesQuery(limit: placesLimit, radius: placesRadius, filter: placesFilter),
+            deadline: .milliseconds(Int64(deadline * 1000)))
+    }
+}
+
+/// Writes POIs to the store (source of truth) and then to the in-memory index.
+public struct POIImporter: Sendable {
+    let store: any POIStore
+    let index: PlacesIndex?
+
+    /// `index` is the running engine's in-memory index; nil when only the database is being filled.
+    public init(store: any POIStore, index: PlacesIndex?) {
+        self.store = store
+        self.index = index
+    }
+
+    /// Upserts every POI in one transaction (all or nothing), then publishes them to the in-memory index.
+    public func importPOIs(_ pois: [POI]) async throws {
+        _ = try await store.upsert(pois)
+        index?.upsert(pois)
+    }
+}

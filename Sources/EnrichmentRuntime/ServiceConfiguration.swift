@@ -1,0 +1,155 @@
+public import EnrichmentCore
+public import EnrichmentStorage
+public import Essentials
+import Foundation
+public import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Everything the service can be told, with the documented defaults; read from the environment, then flags.
+public struct ServiceConfiguration: Sendable {
+    /// Which places provider the enricher uses.
+    public enum PlacesSource: String, Sendable, CaseIterable {
+        /// The in-memory index over the SQLite POI table (default).
+        case local
+        /// The Woosmap Search API (or a compatible endpoint) at `woosmapBaseURL`.
+        case woosmap
+        /// No places search (woosmap's "map only"/"neither" modes).
+        case none
+    }
+
+    public var host = "127.0.0.1"
+    public var port = 8080
+    public var databasePath = "data/enrichment.sqlite"
+    public var durability: SQLiteDatabase.Durability = .normal
+    /// Load the bundled sample POIs when the POI table is empty.
+    public var loadSamplePOIs = true
+    public var mode: BodyMode = .default
+    public var stalenessWindow: Int64 = 300
+    public var maxFutureSkew: Int64?
+    public var fixMaxAge: Double = 3600
+    public var places: PlacesSource = .local
+    public var woosmapBaseURL = "https://api.woosmap.com"
+    public var woosmapKey: String?
+    public var placesLimit = 5
+    public var placesRadius: Double?
+    public var placesTypes: [String] = []
+    public var placesTags: [String] = []
+    /// A Woosmap-syntax filter applied to every places search (`ENRICH_PLACES_QUERY`).
+    public var placesQuery: PlaceFilter?
+    /// Seconds one upstream request may take.
+    public var upstreamTimeout: Double = 1.0
+    /// Seconds the whole places step may take before the result is `degraded`.
+    public var deadline: Double = 2.0
+    public var mapEnabled = true
+    public var mapStyle: StaticMapBuilder.Style = .current
+    public var mapBaseURL: String?
+    public var mapKey: String?
+    public var mapSigningSecret: String?
+    public var bodyTemplate = BodyTemplate.defaultPOITemplate
+    public var locationTemplate = BodyTemplate.defaultLocationTemplate
+    /// When set, every endpoint but `/health` and `/metrics` needs `Authorization: Bearer <apiKey>`.
+    public var apiKey: String?
+    /// Largest accepted JSON request body, bytes.
+    public var maxBodyBytes = 1 << 20
+    /// Largest accepted POI import body, bytes.
+    public var maxImportBytes = 64 << 20
+    public var logLevel: Logger.Level = .info
+    /// Connection deadlines (idle, header read, body read) and the connection cap.
+    public var connections = ConnectionLimits()
+
+    public init() {}
+
+    /// Applies `ENRICH_*` variables over the defaults; throws naming the variable and what is allowed.
+    public mutating func apply(environment: [String: String]) throws(ConfigurationError) {
+        try Self.settings.apply(environment: environment, to: &self)
+    }
+
+    /// Applies `--flag value` arguments (flags win over variables); throws naming the flag as typed.
+    public mutating func apply(arguments: [String]) throws(ConfigurationError) {
+        try Self.settings.apply(arguments: arguments, to: &self)
+    }
+
+    /// Sets one setting by its environment variable's name.
+    public mutating func set(_ variable: String, _ raw: String) throws(ConfigurationError) {
+        guard let setting = Self.settings.setting(variable: variable) else {
+            throw ConfigurationError(setting: variable, value: raw, allowed: "a known ENRICH_* setting")
+        }
+        try setting.apply(raw, to: &self, origin: variable)
+    }
+
+    /// The variables whose values are secrets: never echoed in errors or logs, never read from flags.
+    public static var secretVariables: [String] { settings.settings.filter(\.isSecret).map(\.variable) }
+
+    static func bool(_ value: String) -> Bool? {
+        switch value.lowercased() {
+        case "1", "true", "yes", "on": true
+        case "0", "false", "no", "off": false
+        default: nil
+        }
+    }
+
+    /// The filter every places search applies: the types and tags shorthands and the query, all required.
+    public var placesFilter: PlaceFilter? {
+        PlaceFilter.combining(types: placesTypes, tags: placesTags, query: placesQuery)
+    }
+
+    /// Checks combinations that single settings cannot (e.g. woosmap places without a key).
+    public func validate() throws(ConfigurationError) {
+        let secrets: [(String, String?)] = [("ENRICH_API_KEY", apiKey), ("ENRICH_WOOSMAP_KEY", woosmapKey),
+                                            ("ENRICH_MAP_KEY", mapKey), ("ENRICH_MAP_SIGNING_SECRET", mapSigningSecret)]
+        for case let (setting, value?) in secrets where value.trimmingCharacters(in: .whitespaces).isEmpty {
+            throw ConfigurationError(setting: setting, value: "<empty>",
+                                     allowed: "a non-empty secret; unset the variable to run without it")
+        }
+        if places == .woosmap, woosmapKey == nil, !Self.isLoopback(woosmapBaseURL) {
+            throw ConfigurationError(setting: "ENRICH_WOOSMAP_KEY", value: "", allowed: "a Woosmap private key when ENRICH_PLACES=woosmap")
+        }
+    }
+
+    static func isLoopback(_ url: String) -> Bool {
+        guard let host = URL(string: url)?.host else { return false }
+        return host == "localhost" || host.hasPrefix("127.") || host == "::1" || host == "[::1]"
+    }
+
+    /// A one-line summary for the start-up log, with every secret replaced by whether it is set.
+    public var redactedSummary: String {
+        "listen=\(host):\(port) db=\(databasePath) durability=\(durability.rawValue) mode=\(mode.rawValue) window=\(stalenessWindow)s "
+            + "future_skew=\(maxFutureSkew.map { "\($0)s" } ?? "off") fix_max_age=\(fixMaxAge)s places=\(places.rawValue) "
+            + "places_limit=\(placesLimit) timeout=\(upstreamTimeout)s deadline=\(deadline)s map=\(mapEnabled ? mapStyle.rawValue : "none") "
+            + "woosmap_key=\(woosmapKey == nil ? "unset" : "set") map_key=\(mapKey == nil ? "unset" : "set") "
+            + "map_signing=\(mapSigningSecret == nil ? "off" : "on") auth=\(apiKey == nil ? "off" : "bearer") "
+            + "idle_timeout=\(connections.idleTimeout) header_timeout=\(connections.headerTimeout) "
+            + "body_timeout=\(connections.bodyTimeout) max_connections=\(connections.maxConnections)"
+    }
+}
+
+/// Connection deadlines and the connection cap of the HTTP server.
+public struct ConnectionLimits: Sendable, Equatable {
+    /// A connection with no request under way (before its first one, or after a response) is closed after this.
+    public var idleTimeout: Duration = .seconds(60)
+    /// A request's line and headers must have arrived this long after its first byte.
+    public var headerTimeout: Duration = .seconds(10)
+    /// A request's body must have arrived this long after its headers (a 64 MiB import at 2 MB/s fits).
+    public var bodyTimeout: Duration = .seconds(60)
+    /// Most connections held at once. At the cap, a new connection closes the longest-waiting connection that has
+    /// no request under way (idle, or still sending headers); when every one is busy it gets a 503 and is closed.
+    public var maxConnections: Int = ConnectionLimits.defaultMaxConnections
+
+    public init() {}
+
+    /// The descriptor limit of the process less a reserve for the database, upstream clients and logs
+    /// (at least 16, at most 100,000).
+    public static var defaultMaxConnections: Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1_000 }
+        let descriptors = limit.rlim_cur == rlim_t.max ? 100_064 : Int(clamping: limit.rlim_cur)
+        return min(100_000, max(16, descriptors - 64))
+    }
+}

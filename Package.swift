@@ -73,6 +73,7 @@ let package = Package(
                 "Essentials",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -98,6 +99,7 @@ let package = Package(
                 "EnrichmentCore",
                 "EnrichmentRuntime",
                 "Essentials",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -105,7 +107,6 @@ let package = Package(
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: swiftSettings
@@ -188,8 +189,9 @@ let package = Package(
                 "Essentials",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -207,6 +209,7 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
@@ -220,7 +223,9 @@ let package = Package(
         ),
         .testTarget(
             name: "EnrichmentCoreTests",
-            dependencies: ["EnrichmentCore", "Essentials", "TestSupport"],
+            dependencies: [
+                "EnrichmentCore", "Essentials", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -230,7 +235,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EnrichmentRuntimeTests",
-            dependencies: ["EnrichmentRuntime", "EnrichmentCore", "EnrichmentStorage", "Essentials", "TestSupport"],
+            dependencies: ["EnrichmentRuntime", "EnrichmentCore", "Essentials"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -239,12 +244,12 @@ let package = Package(
                 "EnrichmentService",
                 "EnrichmentRuntime",
                 "EnrichmentCore",
-                "EnrichmentStorage",
                 "Essentials",
                 "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -271,9 +276,8 @@ let package = Package(
         .testTarget(
             name: "APNsClientTests",
             dependencies: [
-                "APNsCore", "APNsClient", "MockAPNs", "Essentials", "TestSupport",
+                "APNsCore", "APNsClient", "MockAPNs", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
@@ -282,8 +286,8 @@ let package = Package(
             name: "MockAPNsTests",
             dependencies: [
                 "APNsCore", "APNsClient", "MockAPNs", "Essentials", "TestSupport",
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -294,9 +298,9 @@ let package = Package(
         .testTarget(
             name: "PushSenderTests",
             dependencies: [
-                "push-sender", "APNsCore", "APNsClient", "MockAPNs", "Essentials", "TestSupport",
+                "push-sender", "APNsClient", "MockAPNs", "EnrichmentCore", "EnrichmentRuntime", "Essentials",
+                "TestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -46,7 +46,8 @@ final class APNsHTTP2Connection: @unchecked Sendable {
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
+                    try channel.pipeline.syncOperations.addHandler(
+                        try NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
                 }
             }
             .connect(host: host, port: port)
@@ -63,8 +64,10 @@ final class APNsHTTP2Connection: @unchecked Sendable {
 
     /// Sends one request with `payload` (the request's payload as a buffer, shared across attempts and tokens);
     /// the future fails on transport errors and on `timeout`, and a request that timed out resets its stream.
-    func send(_ request: APNsRequest, payload: ByteBuffer, authorization: String?, baseHost: String,
-              timeout: TimeAmount) -> EventLoopFuture<APNsResponse> {
+    func send(
+        _ request: APNsRequest, payload: ByteBuffer, authorization: String?, baseHost: String,
+        timeout: TimeAmount
+    ) -> EventLoopFuture<APNsResponse> {
         eventLoop.preconditionInEventLoop()
         let promise = eventLoop.makePromise(of: APNsResponse.self)
         connection().whenComplete { result in
@@ -73,7 +76,9 @@ final class APNsHTTP2Connection: @unchecked Sendable {
                 promise.fail(error)
             case .success(let channel):
                 let multiplexer: HTTP2StreamMultiplexer
-                do { multiplexer = try channel.pipeline.syncOperations.handler(type: HTTP2StreamMultiplexer.self) } catch {
+                do {
+                    multiplexer = try channel.pipeline.syncOperations.handler(type: HTTP2StreamMultiplexer.self)
+                } catch {
                     promise.fail(error)
                     return
                 }
@@ -83,20 +88,30 @@ final class APNsHTTP2Connection: @unchecked Sendable {
                     streamBox.stream = stream
                     return stream.eventLoop.makeCompletedFuture {
                         try stream.pipeline.syncOperations.addHandler(APNsResponseHandler(promise: promise))
-                        var headers = HPACKHeaders([(":method", "POST"), (":scheme", "https"), (":path", request.path),
-                                                    (":authority", baseHost)])
+                        var headers = HPACKHeaders([
+                            (":method", "POST"), (":scheme", "https"), (":path", request.path),
+                            (":authority", baseHost),
+                        ])
                         if let authorization { headers.add(name: "authorization", value: authorization) }
                         if let topic = request.topic { headers.add(name: "apns-topic", value: topic) }
                         if let pushType = request.pushType { headers.add(name: "apns-push-type", value: pushType) }
-                        if let priority = request.priority { headers.add(name: "apns-priority", value: String(priority)) }
-                        if let expiration = request.expiration { headers.add(name: "apns-expiration", value: expiration) }
-                        if let collapseID = request.collapseID { headers.add(name: "apns-collapse-id", value: collapseID) }
+                        if let priority = request.priority {
+                            headers.add(name: "apns-priority", value: String(priority))
+                        }
+                        if let expiration = request.expiration {
+                            headers.add(name: "apns-expiration", value: expiration)
+                        }
+                        if let collapseID = request.collapseID {
+                            headers.add(name: "apns-collapse-id", value: collapseID)
+                        }
                         if let apnsID = request.apnsID { headers.add(name: "apns-id", value: apnsID) }
                         headers.add(name: "content-type", value: "application/json")
                         headers.add(name: "content-length", value: String(payload.readableBytes))
                         stream.write(HTTP2Frame.FramePayload.headers(.init(headers: headers)), promise: nil)
-                        stream.writeAndFlush(HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(payload), endStream: true)))
-                            .whenFailure { promise.fail($0) }
+                        stream.writeAndFlush(
+                            HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(payload), endStream: true))
+                        )
+                        .whenFailure { promise.fail($0) }
                     }
                 }
                 let timer = channel.eventLoop.scheduleTask(in: timeout) {
@@ -156,7 +171,9 @@ final class APNsResponseHandler: ChannelInboundHandler {
             }
             if frame.endStream { finish() }
         case .data(let frame):
-            if case .byteBuffer(let buffer) = frame.data, body.count < 64 * 1024 { body.append(contentsOf: buffer.readableBytesView) }
+            if case .byteBuffer(let buffer) = frame.data, body.count < 64 * 1024 {
+                body.append(contentsOf: buffer.readableBytesView)
+            }
             if frame.endStream { finish() }
         default:
             break
@@ -164,7 +181,10 @@ final class APNsResponseHandler: ChannelInboundHandler {
     }
 
     private func finish() {
-        guard let status else { promise.fail(APNsTransportError.streamClosed); return }
+        guard let status else {
+            promise.fail(APNsTransportError.streamClosed)
+            return
+        }
         var reason: APNsReason?
         var timestamp: Int64?
         if status != 200, let json = try? JSONParser.parse(body) {

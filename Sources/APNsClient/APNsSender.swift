@@ -27,9 +27,11 @@ public struct APNsSenderConfiguration: Sendable {
     public var requestTimeout: TimeAmount
     public var retry: RetryPolicy
 
-    public init(environment: APNsEnvironment, credentials: APNsCredentials, additionalTrustRootsPEM: String? = nil,
-                connections: Int = 1, connectTimeout: TimeAmount = .seconds(5), requestTimeout: TimeAmount = .seconds(30),
-                retry: RetryPolicy = RetryPolicy()) {
+    public init(
+        environment: APNsEnvironment, credentials: APNsCredentials, additionalTrustRootsPEM: String? = nil,
+        connections: Int = 1, connectTimeout: TimeAmount = .seconds(5), requestTimeout: TimeAmount = .seconds(30),
+        retry: RetryPolicy = RetryPolicy()
+    ) {
         self.environment = environment
         self.credentials = credentials
         self.additionalTrustRootsPEM = additionalTrustRootsPEM
@@ -60,15 +62,18 @@ public final class APNsSender: APNsBatchSending {
             tls.privateKey = .privateKey(key)
         }
         let sslContext = try NIOSSLContext(configuration: tls)
-        guard let url = URL(string: configuration.environment.baseURL), url.scheme == "https", let host = url.host else {
-            throw APNsConfigurationError("the APNs base URL must be https://host[:port], got \(configuration.environment.baseURL)")
+        guard let url = URL(string: configuration.environment.baseURL), url.scheme == "https", let host = url.host
+        else {
+            throw APNsConfigurationError(
+                "the APNs base URL must be https://host[:port], got \(configuration.environment.baseURL)")
         }
         let port = url.port ?? 443
         authority = url.port.map { "\(host):\($0)" } ?? host
         let group = MultiThreadedEventLoopGroup.singleton
         connections = (0..<configuration.connections).map { _ in
-            APNsHTTP2Connection(eventLoop: group.next(), host: host, port: port, sslContext: sslContext,
-                                connectTimeout: configuration.connectTimeout)
+            APNsHTTP2Connection(
+                eventLoop: group.next(), host: host, port: port, sslContext: sslContext,
+                connectTimeout: configuration.connectTimeout)
         }
     }
 
@@ -86,8 +91,10 @@ public final class APNsSender: APNsBatchSending {
     /// Sends to many tokens with at most `concurrency` requests in flight (spread over the connections); results
     /// come back in input order. Requests are issued on the connections' event loops, so the frames of many
     /// pushes share TLS records. Requests that share a payload array share one buffer for every attempt.
-    public func send(_ requests: [APNsRequest], concurrency: Int,
-                     progress: (@Sendable (Int) -> Void)? = nil) async -> [APNsSendResult] {
+    public func send(
+        _ requests: [APNsRequest], concurrency: Int,
+        progress: (@Sendable (Int) -> Void)? = nil
+    ) async -> [APNsSendResult] {
         guard !requests.isEmpty else { return [] }
         let payloads = Self.payloadBuffers(requests)
         let done = NIOLockedValueBox(0)
@@ -96,10 +103,15 @@ public final class APNsSender: APNsBatchSending {
         for (slot, connection) in connections.enumerated() {
             let indices = Array(stride(from: slot, to: requests.count, by: connections.count))
             guard !indices.isEmpty else { continue }
-            let run = BulkRun(connection: connection, requests: requests, payloads: payloads, indices: indices,
-                              concurrency: perConnection,
-                              configuration: configuration, authority: authority) {
-                let count = done.withLockedValue { $0 += 1; return $0 }
+            let run = BulkRun(
+                connection: connection, requests: requests, payloads: payloads, indices: indices,
+                concurrency: perConnection,
+                configuration: configuration, authority: authority
+            ) {
+                let count = done.withLockedValue {
+                    $0 += 1
+                    return $0
+                }
                 progress?(count)
             }
             futures.append(connection.eventLoop.flatSubmit { run.start() })
@@ -110,8 +122,10 @@ public final class APNsSender: APNsBatchSending {
             for (index, result) in (try? await future.get()) ?? [] { results[index] = result }
         }
         return results.enumerated().map { index, result in
-            result ?? APNsSendResult(deviceToken: requests[index].deviceToken, status: nil, reason: nil, apnsID: nil,
-                                     timestamp: nil, attempts: 0, transportError: "not sent")
+            result
+                ?? APNsSendResult(
+                    deviceToken: requests[index].deviceToken, status: nil, reason: nil, apnsID: nil,
+                    timestamp: nil, attempts: 0, transportError: "not sent")
         }
     }
 }
@@ -153,8 +167,10 @@ private final class BulkRun: @unchecked Sendable {
     private var results: [(Int, APNsSendResult)] = []
     private let promise: EventLoopPromise<[(Int, APNsSendResult)]>
 
-    init(connection: APNsHTTP2Connection, requests: [APNsRequest], payloads: [ByteBuffer], indices: [Int],
-         concurrency: Int, configuration: APNsSenderConfiguration, authority: String, completed: @escaping () -> Void) {
+    init(
+        connection: APNsHTTP2Connection, requests: [APNsRequest], payloads: [ByteBuffer], indices: [Int],
+        concurrency: Int, configuration: APNsSenderConfiguration, authority: String, completed: @escaping () -> Void
+    ) {
         self.connection = connection
         self.requests = requests
         self.payloads = payloads
@@ -184,35 +200,50 @@ private final class BulkRun: @unchecked Sendable {
         var authorization: String?
         if case .token(let manager) = configuration.credentials {
             do { authorization = "bearer \(try manager.token())" } catch {
-                finish(index, APNsSendResult(deviceToken: request.deviceToken, status: nil, reason: nil, apnsID: nil, timestamp: nil,
-                                             attempts: number, transportError: "cannot sign the provider token: \(error)"))
+                finish(
+                    index,
+                    APNsSendResult(
+                        deviceToken: request.deviceToken, status: nil, reason: nil, apnsID: nil, timestamp: nil,
+                        attempts: number, transportError: "cannot sign the provider token: \(error)"))
                 return
             }
         }
-        connection.send(request, payload: payloads[index], authorization: authorization, baseHost: authority,
-                        timeout: configuration.requestTimeout)
-            .whenComplete { result in
-                switch result {
-                case .success(let response):
-                    if response.reason == .expiredProviderToken, !refreshedToken, case .token(let manager) = self.configuration.credentials {
-                        manager.invalidate()
-                        self.attempt(index, number: number, refreshedToken: true)
-                    } else if let delay = self.configuration.retry.delay(afterAttempt: number, status: response.status, reason: response.reason) {
-                        self.later(delay) { self.attempt(index, number: number + 1, refreshedToken: refreshedToken) }
-                    } else {
-                        self.finish(index, APNsSendResult(deviceToken: request.deviceToken, status: response.status, reason: response.reason,
-                                                          apnsID: response.apnsID, timestamp: response.timestamp, attempts: number,
-                                                          transportError: nil))
-                    }
-                case .failure(let error):
-                    if let delay = self.configuration.retry.delayAfterTransportError(attempt: number) {
-                        self.later(delay) { self.attempt(index, number: number + 1, refreshedToken: refreshedToken) }
-                    } else {
-                        self.finish(index, APNsSendResult(deviceToken: request.deviceToken, status: nil, reason: nil, apnsID: nil,
-                                                          timestamp: nil, attempts: number, transportError: Self.describe(error)))
-                    }
+        connection.send(
+            request, payload: payloads[index], authorization: authorization, baseHost: authority,
+            timeout: configuration.requestTimeout
+        )
+        .whenComplete { result in
+            switch result {
+            case .success(let response):
+                if response.reason == .expiredProviderToken, !refreshedToken,
+                    case .token(let manager) = self.configuration.credentials
+                {
+                    manager.invalidate()
+                    self.attempt(index, number: number, refreshedToken: true)
+                } else if let delay = self.configuration.retry.delay(
+                    afterAttempt: number, status: response.status, reason: response.reason)
+                {
+                    self.later(delay) { self.attempt(index, number: number + 1, refreshedToken: refreshedToken) }
+                } else {
+                    self.finish(
+                        index,
+                        APNsSendResult(
+                            deviceToken: request.deviceToken, status: response.status, reason: response.reason,
+                            apnsID: response.apnsID, timestamp: response.timestamp, attempts: number,
+                            transportError: nil))
+                }
+            case .failure(let error):
+                if let delay = self.configuration.retry.delayAfterTransportError(attempt: number) {
+                    self.later(delay) { self.attempt(index, number: number + 1, refreshedToken: refreshedToken) }
+                } else {
+                    self.finish(
+                        index,
+                        APNsSendResult(
+                            deviceToken: request.deviceToken, status: nil, reason: nil, apnsID: nil,
+                            timestamp: nil, attempts: number, transportError: Self.describe(error)))
                 }
             }
+        }
     }
 
     private func later(_ seconds: Double, _ body: @escaping @Sendable () -> Void) {

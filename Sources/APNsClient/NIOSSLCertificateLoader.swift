@@ -14,7 +14,9 @@ public enum NIOSSLCertificateLoader {
     }
 
     /// Chain and key from a PKCS#12 (.p12) file, as exported from Keychain Access.
-    public static func pkcs12(path: String, passphrase: String) throws -> (chain: [NIOSSLCertificate], key: NIOSSLPrivateKey) {
+    public static func pkcs12(path: String, passphrase: String) throws -> (
+        chain: [NIOSSLCertificate], key: NIOSSLPrivateKey
+    ) {
         let bundle = try NIOSSLPKCS12Bundle(file: path, passphrase: Array(passphrase.utf8))
         return (bundle.certificateChain, bundle.privateKey)
     }

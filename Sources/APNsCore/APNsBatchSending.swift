@@ -25,8 +25,10 @@ public struct APNsSendResult: Sendable, Equatable {
     /// The transport failure, when there was no answer.
     public var transportError: String?
 
-    public init(deviceToken: String, status: Int?, reason: APNsReason?, apnsID: String?, timestamp: Int64?, attempts: Int,
-                transportError: String?) {
+    public init(
+        deviceToken: String, status: Int?, reason: APNsReason?, apnsID: String?, timestamp: Int64?, attempts: Int,
+        transportError: String?
+    ) {
         self.deviceToken = deviceToken
         self.status = status
         self.reason = reason
@@ -41,4 +43,3 @@ public struct APNsSendResult: Sendable, Equatable {
     /// A sentence that helps with this failure, when one applies.
     public var hint: String? { reason?.hint }
 }
-

@@ -9,7 +9,9 @@ public enum APNsJWT {
     public static let maximumAge: Int64 = 3600
 
     /// Makes a signed token.
-    public static func sign(keyID: String, teamID: String, issuedAt: Int64, key: P256.Signing.PrivateKey) throws -> String {
+    public static func sign(keyID: String, teamID: String, issuedAt: Int64, key: P256.Signing.PrivateKey) throws
+        -> String
+    {
         let header = base64URL(Data(#"{"alg":"ES256","kid":"\#(escape(keyID))"}"#.utf8))
         let claims = base64URL(Data(#"{"iss":"\#(escape(teamID))","iat":\#(issuedAt)}"#.utf8))
         let signingInput = header + "." + claims
@@ -32,31 +34,46 @@ public enum APNsJWT {
 
     /// Checks a token as APNs does: shape, ES256 signature with `publicKey`, `kid` and `iss` present, `iat` within
     /// the last hour (and not in the future beyond a minute of clock skew). Throws the reason Apple would give.
-    public static func verify(_ token: String, publicKey: P256.Signing.PublicKey, expectedKeyID: String?,
-                              expectedTeamID: String?, now: Int64) throws(APNsValidator.Violation) -> Claims {
-        func invalid(_ message: String) -> APNsValidator.Violation { .init(reason: .invalidProviderToken, message: message) }
+    public static func verify(
+        _ token: String, publicKey: P256.Signing.PublicKey, expectedKeyID: String?,
+        expectedTeamID: String?, now: Int64
+    ) throws(APNsValidator.Violation) -> Claims {
+        func invalid(_ message: String) -> APNsValidator.Violation {
+            .init(reason: .invalidProviderToken, message: message)
+        }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerData = decodeBase64URL(String(parts[0])),
-              let claimsData = decodeBase64URL(String(parts[1])), let signatureData = decodeBase64URL(String(parts[2]))
+            let claimsData = decodeBase64URL(String(parts[1])), let signatureData = decodeBase64URL(String(parts[2]))
         else { throw invalid("the provider token is not a JWT (three base64url parts)") }
         guard let header = try? JSONParser.parse(headerData), let claims = try? JSONParser.parse(claimsData) else {
             throw invalid("the provider token's header or claims are not JSON")
         }
         guard header["alg"]?.stringValue == "ES256" else { throw invalid("the provider token must use alg ES256") }
-        guard let keyID = header["kid"]?.stringValue, !keyID.isEmpty else { throw invalid("the provider token has no kid") }
-        guard let teamID = claims["iss"]?.stringValue, !teamID.isEmpty else { throw invalid("the provider token has no iss (team id)") }
-        guard case .int(let issuedAt)? = claims["iat"] else { throw invalid("the provider token's iat must be whole epoch seconds") }
+        guard let keyID = header["kid"]?.stringValue, !keyID.isEmpty else {
+            throw invalid("the provider token has no kid")
+        }
+        guard let teamID = claims["iss"]?.stringValue, !teamID.isEmpty else {
+            throw invalid("the provider token has no iss (team id)")
+        }
+        guard case .int(let issuedAt)? = claims["iat"] else {
+            throw invalid("the provider token's iat must be whole epoch seconds")
+        }
         guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
-              publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8))
+            publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8))
         else { throw invalid("the provider token's signature does not verify with the configured key") }
         if let expectedKeyID, keyID != expectedKeyID {
-            throw .init(reason: .unrelatedKeyIdInToken, message: "kid \(keyID) is not the configured key \(expectedKeyID)")
+            throw .init(
+                reason: .unrelatedKeyIdInToken, message: "kid \(keyID) is not the configured key \(expectedKeyID)")
         }
-        if let expectedTeamID, teamID != expectedTeamID { throw invalid("iss \(teamID) is not the configured team \(expectedTeamID)") }
+        if let expectedTeamID, teamID != expectedTeamID {
+            throw invalid("iss \(teamID) is not the configured team \(expectedTeamID)")
+        }
         // 128-bit: a validly signed token may carry any 64-bit iat, and the age must not overflow.
         let age = Int128(now) - Int128(issuedAt)
         if age > Int128(maximumAge) {
-            throw .init(reason: .expiredProviderToken, message: "the provider token was issued \(age) s ago; APNs accepts at most \(maximumAge) s")
+            throw .init(
+                reason: .expiredProviderToken,
+                message: "the provider token was issued \(age) s ago; APNs accepts at most \(maximumAge) s")
         }
         if age < -60 { throw invalid("the provider token's iat is in the future") }
         return Claims(keyID: keyID, teamID: teamID, issuedAt: issuedAt)
@@ -74,7 +91,10 @@ public enum APNsJWT {
 
 /// Hands out one provider token per key, reused until it is `refreshAfter` old (Apple: between 20 and 60 minutes).
 public final class APNsTokenManager: Sendable {
-    private struct Cached { var token: String; var issuedAt: Int64 }
+    private struct Cached {
+        var token: String
+        var issuedAt: Int64
+    }
 
     public let keyID: String
     public let teamID: String
@@ -85,8 +105,10 @@ public final class APNsTokenManager: Sendable {
     private let cached = Mutex<Cached?>(nil)
 
     /// Creates a manager for a key; `clock` decides when a token is too old.
-    public init(keyID: String, teamID: String, key: P256.Signing.PrivateKey, clock: any WallClock = SystemWallClock(),
-                refreshAfter: Int64 = 50 * 60) {
+    public init(
+        keyID: String, teamID: String, key: P256.Signing.PrivateKey, clock: any WallClock = SystemWallClock(),
+        refreshAfter: Int64 = 50 * 60
+    ) {
         self.keyID = keyID
         self.teamID = teamID
         self.keyData = key.rawRepresentation

@@ -14,8 +14,10 @@ public struct APNsRequest: Sendable, Equatable {
     /// The payload bytes exactly as sent.
     public var payload: [UInt8]
 
-    public init(deviceToken: String, topic: String?, pushType: String?, priority: Int? = nil, expiration: String? = nil,
-                collapseID: String? = nil, apnsID: String? = nil, payload: [UInt8]) {
+    public init(
+        deviceToken: String, topic: String?, pushType: String?, priority: Int? = nil, expiration: String? = nil,
+        collapseID: String? = nil, apnsID: String? = nil, payload: [UInt8]
+    ) {
         self.deviceToken = deviceToken
         self.topic = topic
         self.pushType = pushType

@@ -1,6 +1,6 @@
 public import EnrichmentCore
-import Foundation
 import Essentials
+import Foundation
 
 /// The small POI set bundled with the service so it is useful with no configuration.
 public enum SamplePOIs {

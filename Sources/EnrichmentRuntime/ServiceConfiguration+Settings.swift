@@ -1,4 +1,4 @@
-public import EnrichmentCore
+import EnrichmentCore
 import EnrichmentStorage
 public import Essentials
 import Foundation
@@ -188,7 +188,9 @@ extension ServiceConfiguration {
 
     private static func boolean(_ text: String) -> Bool? { bool(trimmed(text)) }
 
-    private static func choice<Value: RawRepresentable<String>>(_: Value.Type) -> @Sendable (String) -> Value? {
+    private static func choice<Value: RawRepresentable<String> & SendableMetatype>(_: Value.Type)
+        -> @Sendable (String) -> Value?
+    {
         { Value(rawValue: trimmed($0)) }
     }
 

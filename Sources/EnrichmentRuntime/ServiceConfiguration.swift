@@ -5,11 +5,11 @@ import Foundation
 public import Logging
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// Everything the service can be told, with the documented defaults; read from the environment, then flags.
@@ -102,14 +102,18 @@ public struct ServiceConfiguration: Sendable {
 
     /// Checks combinations that single settings cannot (e.g. woosmap places without a key).
     public func validate() throws(ConfigurationError) {
-        let secrets: [(String, String?)] = [("ENRICH_API_KEY", apiKey), ("ENRICH_WOOSMAP_KEY", woosmapKey),
-                                            ("ENRICH_MAP_KEY", mapKey), ("ENRICH_MAP_SIGNING_SECRET", mapSigningSecret)]
-        for case let (setting, value?) in secrets where value.trimmingCharacters(in: .whitespaces).isEmpty {
-            throw ConfigurationError(setting: setting, value: "<empty>",
-                                     allowed: "a non-empty secret; unset the variable to run without it")
+        let secrets: [(String, String?)] = [
+            ("ENRICH_API_KEY", apiKey), ("ENRICH_WOOSMAP_KEY", woosmapKey),
+            ("ENRICH_MAP_KEY", mapKey), ("ENRICH_MAP_SIGNING_SECRET", mapSigningSecret),
+        ]
+        for case (let setting, let value?) in secrets where value.trimmingCharacters(in: .whitespaces).isEmpty {
+            throw ConfigurationError(
+                setting: setting, value: "<empty>",
+                allowed: "a non-empty secret; unset the variable to run without it")
         }
         if places == .woosmap, woosmapKey == nil, !Self.isLoopback(woosmapBaseURL) {
-            throw ConfigurationError(setting: "ENRICH_WOOSMAP_KEY", value: "", allowed: "a Woosmap private key when ENRICH_PLACES=woosmap")
+            throw ConfigurationError(
+                setting: "ENRICH_WOOSMAP_KEY", value: "", allowed: "a Woosmap private key when ENRICH_PLACES=woosmap")
         }
     }
 

@@ -41,8 +41,9 @@ public func buildApplication(
     return Application(
         router: router,
         server: .guardedHTTP1(limits: configuration.connections, logger: logger),
-        configuration: .init(address: .hostname(configuration.host, port: configuration.port),
-                             serverName: "enrichment-server"),
+        configuration: .init(
+            address: .hostname(configuration.host, port: configuration.port),
+            serverName: "enrichment-server"),
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port
             runningLogger.notice("listening", metadata: ["address": "http://\(configuration.host):\(port)"])

@@ -35,49 +35,51 @@ public final class SQLiteDatabase: Sendable {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1-fixes") { db in
-            try db.execute(sql: """
-                CREATE TABLE fixes (
-                    device_id TEXT NOT NULL,
-                    fix_time REAL NOT NULL,
-                    latitude REAL NOT NULL,
-                    longitude REAL NOT NULL,
-                    horizontal_accuracy REAL,
-                    context TEXT,
-                    received_at REAL NOT NULL,
-                    PRIMARY KEY (device_id, fix_time)
-                ) WITHOUT ROWID
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE fixes (
+                        device_id TEXT NOT NULL,
+                        fix_time REAL NOT NULL,
+                        latitude REAL NOT NULL,
+                        longitude REAL NOT NULL,
+                        horizontal_accuracy REAL,
+                        context TEXT,
+                        received_at REAL NOT NULL,
+                        PRIMARY KEY (device_id, fix_time)
+                    ) WITHOUT ROWID
+                    """)
         }
         migrator.registerMigration("v1-pois") { db in
-            try db.execute(sql: """
-                CREATE TABLE pois (
-                    id INTEGER PRIMARY KEY,
-                    store_id TEXT NOT NULL UNIQUE,
-                    name TEXT NOT NULL,
-                    latitude REAL NOT NULL,
-                    longitude REAL NOT NULL,
-                    address_lines TEXT NOT NULL DEFAULT '[]',
-                    city TEXT,
-                    zipcode TEXT,
-                    country_code TEXT,
-                    types TEXT NOT NULL DEFAULT '[]',
-                    tags TEXT NOT NULL DEFAULT '[]',
-                    contact TEXT,
-                    user_properties TEXT,
-                    updated_at REAL NOT NULL
-                );
-                CREATE VIRTUAL TABLE poi_rtree USING rtree(id, min_lat, max_lat, min_lng, max_lng);
-                CREATE TRIGGER pois_rtree_insert AFTER INSERT ON pois BEGIN
-                    INSERT INTO poi_rtree VALUES (new.id, new.latitude, new.latitude, new.longitude, new.longitude);
-                END;
-                CREATE TRIGGER pois_rtree_update AFTER UPDATE OF latitude, longitude ON pois BEGIN
-                    UPDATE poi_rtree SET min_lat = new.latitude, max_lat = new.latitude,
-                        min_lng = new.longitude, max_lng = new.longitude WHERE id = new.id;
-                END;
-                CREATE TRIGGER pois_rtree_delete AFTER DELETE ON pois BEGIN
-                    DELETE FROM poi_rtree WHERE id = old.id;
-                END;
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE pois (
+                        id INTEGER PRIMARY KEY,
+                        store_id TEXT NOT NULL UNIQUE,
+                        name TEXT NOT NULL,
+                        latitude REAL NOT NULL,
+                        longitude REAL NOT NULL,
+                        address_lines TEXT NOT NULL DEFAULT '[]',
+                        city TEXT,
+                        zipcode TEXT,
+                        country_code TEXT,
+                        types TEXT NOT NULL DEFAULT '[]',
+                        tags TEXT NOT NULL DEFAULT '[]',
+                        contact TEXT,
+                        user_properties TEXT,
+                        updated_at REAL NOT NULL
+                    );
+                    CREATE VIRTUAL TABLE poi_rtree USING rtree(id, min_lat, max_lat, min_lng, max_lng);
+                    CREATE TRIGGER pois_rtree_insert AFTER INSERT ON pois BEGIN
+                        INSERT INTO poi_rtree VALUES (new.id, new.latitude, new.latitude, new.longitude, new.longitude);
+                    END;
+                    CREATE TRIGGER pois_rtree_update AFTER UPDATE OF latitude, longitude ON pois BEGIN
+                        UPDATE poi_rtree SET min_lat = new.latitude, max_lat = new.latitude,
+                            min_lng = new.longitude, max_lng = new.longitude WHERE id = new.id;
+                    END;
+                    CREATE TRIGGER pois_rtree_delete AFTER DELETE ON pois BEGIN
+                        DELETE FROM poi_rtree WHERE id = old.id;
+                    END;
+                    """)
         }
         return migrator
     }

@@ -10,14 +10,15 @@ public struct SQLiteFixStore: FixStore {
     public func insert(_ fixes: [LocationFix]) async throws {
         guard !fixes.isEmpty else { return }
         try await database.pool.write { db in
-            let statement = try db.cachedStatement(sql: """
-                INSERT INTO fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (device_id, fix_time) DO UPDATE SET
-                    latitude = excluded.latitude, longitude = excluded.longitude,
-                    horizontal_accuracy = excluded.horizontal_accuracy, context = excluded.context,
-                    received_at = excluded.received_at
-                """)
+            let statement = try db.cachedStatement(
+                sql: """
+                    INSERT INTO fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (device_id, fix_time) DO UPDATE SET
+                        latitude = excluded.latitude, longitude = excluded.longitude,
+                        horizontal_accuracy = excluded.horizontal_accuracy, context = excluded.context,
+                        received_at = excluded.received_at
+                    """)
             for fix in fixes {
                 try statement.execute(arguments: [
                     fix.deviceId, fix.fixTime, fix.coordinate.latitude, fix.coordinate.longitude,
@@ -29,10 +30,11 @@ public struct SQLiteFixStore: FixStore {
 
     public func latestFix(deviceId: String) async throws -> LocationFix? {
         try await database.pool.read { db in
-            let statement = try db.cachedStatement(sql: """
-                SELECT fix_time, latitude, longitude, horizontal_accuracy, context, received_at
-                FROM fixes WHERE device_id = ? ORDER BY fix_time DESC LIMIT 1
-                """)
+            let statement = try db.cachedStatement(
+                sql: """
+                    SELECT fix_time, latitude, longitude, horizontal_accuracy, context, received_at
+                    FROM fixes WHERE device_id = ? ORDER BY fix_time DESC LIMIT 1
+                    """)
             guard let row = try Row.fetchOne(statement, arguments: [deviceId]) else { return nil }
             return LocationFix(
                 deviceId: deviceId,

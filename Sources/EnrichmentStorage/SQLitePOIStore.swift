@@ -1,7 +1,7 @@
 public import EnrichmentCore
+import Essentials
 import Foundation
 import GRDB
-import Essentials
 
 /// POIs in SQLite with an R*Tree over their coordinates, upserted by store id.
 public struct SQLitePOIStore: POIStore {
@@ -13,17 +13,18 @@ public struct SQLitePOIStore: POIStore {
         guard !pois.isEmpty else { return 0 }
         let now = Date().timeIntervalSince1970
         return try await database.pool.write { db in
-            let statement = try db.cachedStatement(sql: """
-                INSERT INTO pois (store_id, name, latitude, longitude, address_lines, city, zipcode, country_code,
-                                  types, tags, contact, user_properties, updated_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (store_id) DO UPDATE SET
-                    name = excluded.name, latitude = excluded.latitude, longitude = excluded.longitude,
-                    address_lines = excluded.address_lines, city = excluded.city, zipcode = excluded.zipcode,
-                    country_code = excluded.country_code, types = excluded.types, tags = excluded.tags,
-                    contact = excluded.contact, user_properties = excluded.user_properties,
-                    updated_at = excluded.updated_at
-                """)
+            let statement = try db.cachedStatement(
+                sql: """
+                    INSERT INTO pois (store_id, name, latitude, longitude, address_lines, city, zipcode, country_code,
+                                      types, tags, contact, user_properties, updated_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (store_id) DO UPDATE SET
+                        name = excluded.name, latitude = excluded.latitude, longitude = excluded.longitude,
+                        address_lines = excluded.address_lines, city = excluded.city, zipcode = excluded.zipcode,
+                        country_code = excluded.country_code, types = excluded.types, tags = excluded.tags,
+                        contact = excluded.contact, user_properties = excluded.user_properties,
+                        updated_at = excluded.updated_at
+                    """)
             for poi in pois {
                 try statement.execute(arguments: [
                     poi.storeId, poi.name, poi.coordinate.latitude, poi.coordinate.longitude,
@@ -60,10 +61,12 @@ public struct SQLitePOIStore: POIStore {
                 let box = Self.boundingBox(around: point, metres: radius)
                 var candidates: [(id: Int64, storeId: String, metres: Double)] = []
                 for lngRange in box.longitudes {
-                    let rows = try Row.fetchCursor(db, sql: """
-                        SELECT pois.id, pois.store_id, pois.latitude, pois.longitude FROM poi_rtree r JOIN pois ON pois.id = r.id
-                        WHERE r.max_lat >= ? AND r.min_lat <= ? AND r.max_lng >= ? AND r.min_lng <= ?
-                        """, arguments: [box.minLat, box.maxLat, lngRange.lowerBound, lngRange.upperBound])
+                    let rows = try Row.fetchCursor(
+                        db,
+                        sql: """
+                            SELECT pois.id, pois.store_id, pois.latitude, pois.longitude FROM poi_rtree r JOIN pois ON pois.id = r.id
+                            WHERE r.max_lat >= ? AND r.min_lat <= ? AND r.max_lng >= ? AND r.min_lng <= ?
+                            """, arguments: [box.minLat, box.maxLat, lngRange.lowerBound, lngRange.upperBound])
                     while let row = try rows.next() {
                         let metres = point.distance(to: Coordinate(latitude: row[2], longitude: row[3]))
                         if metres <= radius { candidates.append((row[0], row[1], metres)) }
@@ -93,14 +96,20 @@ public struct SQLitePOIStore: POIStore {
     static func pois(_ db: Database, ids: [Int64]) throws -> [Int64: POI] {
         let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
         var found: [Int64: POI] = [:]
-        for row in try Row.fetchAll(db, sql: "\(columns), pois.id FROM pois WHERE pois.id IN (\(marks))",
-                                    arguments: StatementArguments(ids)) {
+        for row in try Row.fetchAll(
+            db, sql: "\(columns), pois.id FROM pois WHERE pois.id IN (\(marks))",
+            arguments: StatementArguments(ids))
+        {
             found[row[12]] = try poi(row)
         }
         return found
     }
 
-    struct Box { var minLat: Double; var maxLat: Double; var longitudes: [ClosedRange<Double>] }
+    struct Box {
+        var minLat: Double
+        var maxLat: Double
+        var longitudes: [ClosedRange<Double>]
+    }
 
     /// A latitude/longitude box containing every point within `metres` great-circle distance of `center`.
     static func boundingBox(around center: Coordinate, metres: Double) -> Box {
@@ -108,14 +117,16 @@ public struct SQLitePOIStore: POIStore {
         // Padded by about 0.1 mm so rounding can never drop a place lying exactly `metres` away: the box only
         // selects candidates, the haversine check decides.
         let latDelta = angle * 180 / .pi + 1e-9
-        let minLat = center.latitude - latDelta, maxLat = center.latitude + latDelta
+        let minLat = center.latitude - latDelta
+        let maxLat = center.latitude + latDelta
         if minLat <= -90 || maxLat >= 90 || angle >= .pi / 2 {
             return Box(minLat: max(minLat, -90), maxLat: min(maxLat, 90), longitudes: [-180...180])
         }
         let ratio = sin(angle) / cos(center.latitude * .pi / 180)
         guard ratio < 1 else { return Box(minLat: minLat, maxLat: maxLat, longitudes: [-180...180]) }
         let lngDelta = asin(ratio) * 180 / .pi + 1e-9
-        let low = center.longitude - lngDelta, high = center.longitude + lngDelta
+        let low = center.longitude - lngDelta
+        let high = center.longitude + lngDelta
         var ranges: [ClosedRange<Double>] = []
         if low < -180 {
             ranges = [(low + 360)...180, -180...high]
@@ -133,7 +144,8 @@ public struct SQLitePOIStore: POIStore {
         """
 
     static func poi(_ row: Row) throws -> POI {
-        POI(storeId: row[0], name: row[1], coordinate: Coordinate(latitude: row[2], longitude: row[3]),
+        POI(
+            storeId: row[0], name: row[1], coordinate: Coordinate(latitude: row[2], longitude: row[3]),
             address: POI.Address(lines: try strings(row[4]), countryCode: row[7], city: row[5], zipcode: row[6]),
             types: try strings(row[8]), tags: try strings(row[9]),
             contact: try decode(row[10]), userProperties: try decode(row[11]))

@@ -1,8 +1,8 @@
 public import AsyncHTTPClient
 public import EnrichmentCore
+import Essentials
 import Foundation
 import NIOCore
-import Essentials
 import NIOHTTP1
 
 /// The Woosmap Search API (or any compatible endpoint) as a places provider.
@@ -34,7 +34,9 @@ public struct WoosmapPlacesProvider: PlacesProvider {
         items.append(URLQueryItem(name: "lat", value: String(point.latitude)))
         items.append(URLQueryItem(name: "lng", value: String(point.longitude)))
         items.append(URLQueryItem(name: "stores_by_page", value: String(query.limit)))
-        if let radius = query.radius { items.append(URLQueryItem(name: "radius", value: String(Int(radius.rounded(.up))))) }
+        if let radius = query.radius {
+            items.append(URLQueryItem(name: "radius", value: String(Int(radius.rounded(.up)))))
+        }
         if let filter = query.filter { items.append(URLQueryItem(name: "query", value: filter.description)) }
         var components = URLComponents()
         components.queryItems = items
@@ -72,13 +74,17 @@ public struct WoosmapPlacesProvider: PlacesProvider {
             throw .invalidResponse("not JSON")
         }
         let parsed: (pois: [POI], distances: [Double?], rejected: [WoosmapFormat.FeatureProblem])
-        do { parsed = try WoosmapFormat.parseFeatureCollection(document) } catch { throw .invalidResponse(error.description) }
+        do { parsed = try WoosmapFormat.parseFeatureCollection(document) } catch {
+            throw .invalidResponse(error.description)
+        }
         var matches: [PlaceMatch] = []
         matches.reserveCapacity(parsed.pois.count)
         for (index, (poi, distance)) in zip(parsed.pois, parsed.distances).enumerated() {
             // A distance nobody on Earth can be at is upstream nonsense: degrade rather than format it.
             if let distance, !PlaceMatch.plausibleDistances.contains(distance) {
-                throw .invalidResponse("feature \(index) has distance \(distance); expected metres in [0, \(Int(PlaceMatch.plausibleDistances.upperBound))]")
+                throw .invalidResponse(
+                    "feature \(index) has distance \(distance); expected metres in [0, \(Int(PlaceMatch.plausibleDistances.upperBound))]"
+                )
             }
             matches.append(PlaceMatch(poi: poi, distance: distance ?? point.distance(to: poi.coordinate)))
         }

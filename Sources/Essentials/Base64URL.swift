@@ -4,7 +4,8 @@ public import Foundation
 public enum Base64URL {
     /// Encodes with `-` and `_`; JWTs drop the `=` padding, Google signatures keep it.
     public static func encode(_ data: some DataProtocol, padded: Bool) -> String {
-        let text = Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        let text = Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
+            of: "/", with: "_")
         return padded ? text : text.replacingOccurrences(of: "=", with: "")
     }
 

@@ -22,7 +22,9 @@ public struct JSONParser {
                 parser.skipWhitespace()
                 let value = try parser.parseValue(depth: 0)
                 parser.skipWhitespace()
-                guard parser.index == parser.bytes.count else { throw parser.error("unexpected data after the JSON value") }
+                guard parser.index == parser.bytes.count else {
+                    throw parser.error("unexpected data after the JSON value")
+                }
                 return .success(value)
             } catch {
                 return .failure(error)
@@ -56,7 +58,9 @@ public struct JSONParser {
                 }
                 let object = try parser.parseStreamingObject(member: name, each: each)
                 parser.skipWhitespace()
-                guard parser.index == parser.bytes.count else { throw parser.error("unexpected data after the JSON value") }
+                guard parser.index == parser.bytes.count else {
+                    throw parser.error("unexpected data after the JSON value")
+                }
                 return .success(object)
             } catch {
                 return .failure(error)
@@ -65,17 +69,24 @@ public struct JSONParser {
         return try result.get()
     }
 
-    private mutating func parseStreamingObject(member name: String, each: (Int, JSONValue) -> Bool) throws(JSONParseError) -> StreamedObject {
+    private mutating func parseStreamingObject(member name: String, each: (Int, JSONValue) -> Bool)
+        throws(JSONParseError) -> StreamedObject
+    {
         index += 1
         var object = StreamedObject(members: [:], streamed: false)
         skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return object }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return object
+        }
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
             let key = try parseString()
             skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':' after a key") }
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else {
+                throw error("expected ':' after a key")
+            }
             index += 1
             skipWhitespace()
             if key == name, index < bytes.count, bytes[index] == UInt8(ascii: "[") {
@@ -88,8 +99,14 @@ public struct JSONParser {
             }
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input in an object") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "}") { index += 1; return object }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                return object
+            }
             throw error("expected ',' or '}' in an object")
         }
     }
@@ -97,7 +114,10 @@ public struct JSONParser {
     private mutating func streamArray(each: (Int, JSONValue) -> Bool) throws(JSONParseError) {
         index += 1
         skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; return }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            return
+        }
         var count = 0
         while true {
             skipWhitespace()
@@ -106,8 +126,14 @@ public struct JSONParser {
             count += 1
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input in an array") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "]") { index += 1; return }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                return
+            }
             throw error("expected ',' or ']' in an array")
         }
     }
@@ -129,9 +155,15 @@ public struct JSONParser {
         case UInt8(ascii: "{"): return try parseObject(depth: depth + 1)
         case UInt8(ascii: "["): return try parseArray(depth: depth + 1)
         case UInt8(ascii: "\""): return .string(try parseString())
-        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
-        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
-        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
         default: throw error("unexpected character '\(Character(Unicode.Scalar(bytes[index])))'")
         }
@@ -152,20 +184,31 @@ public struct JSONParser {
         index += 1
         var object: [String: JSONValue] = [:]
         skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(object) }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return .object(object)
+        }
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
             let key = try parseString()
             skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':' after a key") }
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else {
+                throw error("expected ':' after a key")
+            }
             index += 1
             skipWhitespace()
             object[key] = try parseValue(depth: depth)
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input in an object") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(object) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                return .object(object)
+            }
             throw error("expected ',' or '}' in an object")
         }
     }
@@ -175,14 +218,23 @@ public struct JSONParser {
         index += 1
         var array: [JSONValue] = []
         skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; return .array(array) }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            return .array(array)
+        }
         while true {
             skipWhitespace()
             array.append(try parseValue(depth: depth))
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input in an array") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "]") { index += 1; return .array(array) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                return .array(array)
+            }
             throw error("expected ',' or ']' in an array")
         }
     }
@@ -208,7 +260,9 @@ public struct JSONParser {
             index += 1
         }
         // Raw (unescaped) bytes are checked in place, so an error gives the offset of the offending byte.
-        if sawNonASCII, let bad = UTF8Validation.firstInvalidOffset(in: UnsafeBufferPointer(rebasing: bytes[start..<index])) {
+        if sawNonASCII,
+            let bad = UTF8Validation.firstInvalidOffset(in: UnsafeBufferPointer(rebasing: bytes[start..<index]))
+        {
             throw JSONParseError(offset: start + bad, message: "invalid UTF-8 in a string")
         }
         var runStart = index
@@ -218,7 +272,9 @@ public struct JSONParser {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
                 if runHasNonASCII,
-                   let bad = UTF8Validation.firstInvalidOffset(in: UnsafeBufferPointer(rebasing: bytes[runStart..<index])) {
+                    let bad = UTF8Validation.firstInvalidOffset(
+                        in: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                {
                     throw JSONParseError(offset: runStart + bad, message: "invalid UTF-8 in a string")
                 }
                 runHasNonASCII = false
@@ -246,7 +302,9 @@ public struct JSONParser {
                     var scalar = try parseHex4()
                     if (0xD800..<0xDC00).contains(scalar) {
                         // A high surrogate must be followed by \u and a low surrogate.
-                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
+                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
+                            bytes[index + 1] == UInt8(ascii: "u")
+                        else {
                             throw error("unpaired UTF-16 surrogate in \\u escape")
                         }
                         index += 2
@@ -313,7 +371,9 @@ public struct JSONParser {
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
             isInteger = false
             index += 1
-            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+                index += 1
+            }
             guard index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) else {
                 throw error("an exponent must have digits")
             }
@@ -335,17 +395,29 @@ enum UTF8Validation {
         let count = bytes.count
         while index < count {
             let lead = bytes[index]
-            if lead < 0x80 { index += 1; continue }
+            if lead < 0x80 {
+                index += 1
+                continue
+            }
             let length: Int
-            var lower: UInt8 = 0x80, upper: UInt8 = 0xBF
+            var lower: UInt8 = 0x80
+            var upper: UInt8 = 0xBF
             switch lead {
             case 0xC2...0xDF: length = 2
-            case 0xE0: length = 3; lower = 0xA0
+            case 0xE0:
+                length = 3
+                lower = 0xA0
             case 0xE1...0xEC, 0xEE...0xEF: length = 3
-            case 0xED: length = 3; upper = 0x9F
-            case 0xF0: length = 4; lower = 0x90
+            case 0xED:
+                length = 3
+                upper = 0x9F
+            case 0xF0:
+                length = 4
+                lower = 0x90
             case 0xF1...0xF3: length = 4
-            case 0xF4: length = 4; upper = 0x8F
+            case 0xF4:
+                length = 4
+                upper = 0x8F
             default: return index
             }
             guard index + length <= count else { return index }

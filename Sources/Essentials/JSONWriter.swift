@@ -20,7 +20,11 @@ public enum JSONWriter {
         case .bool(let flag): output.append(contentsOf: flag ? Array("true".utf8) : Array("false".utf8))
         case .int(let number): output.append(contentsOf: String(number).utf8)
         case .double(let number):
-            if number.isFinite { output.append(contentsOf: number.description.utf8) } else { output.append(contentsOf: Array("null".utf8)) }
+            if number.isFinite {
+                output.append(contentsOf: number.description.utf8)
+            } else {
+                output.append(contentsOf: Array("null".utf8))
+            }
         case .string(let string): writeString(string, into: &output)
         case .array(let items):
             output.append(UInt8(ascii: "["))
@@ -76,7 +80,9 @@ public enum JSONWriter {
                 case 0x08: output.append(contentsOf: [0x5C, UInt8(ascii: "b")])
                 case 0x0C: output.append(contentsOf: [0x5C, UInt8(ascii: "f")])
                 default:
-                    output.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+                    output.append(contentsOf: [
+                        0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)],
+                    ])
                 }
             }
             output.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<utf8.count]))

@@ -92,7 +92,8 @@ public struct SettingsTable<Root>: Sendable {
             let argument = arguments[position]
             position += 1
             guard argument.hasPrefix("--") else {
-                throw ConfigurationError(setting: argument, value: "", allowed: "a --flag; see --help", problem: "unexpected argument")
+                throw ConfigurationError(
+                    setting: argument, value: "", allowed: "a --flag; see --help", problem: "unexpected argument")
             }
             let name: String
             var value: String?
@@ -103,7 +104,8 @@ public struct SettingsTable<Root>: Sendable {
                 name = String(argument.dropFirst(2))
             }
             guard let setting = settings.first(where: { $0.name == name }) else {
-                let suggestion = Self.closest(to: name, in: settings.map(\.name)).map { " (did you mean --\($0)?)" } ?? ""
+                let suggestion =
+                    Self.closest(to: name, in: settings.map(\.name)).map { " (did you mean --\($0)?)" } ?? ""
                 throw ConfigurationError(
                     setting: "--\(name)", value: "", allowed: "a known option; see --help\(suggestion)",
                     problem: "unknown option")
@@ -116,7 +118,8 @@ public struct SettingsTable<Root>: Sendable {
             }
             if value == nil {
                 guard position < arguments.count else {
-                    throw ConfigurationError(setting: setting.flag, value: "", allowed: setting.allowed, problem: "needs a value")
+                    throw ConfigurationError(
+                        setting: setting.flag, value: "", allowed: setting.allowed, problem: "needs a value")
                 }
                 value = arguments[position]
                 position += 1
@@ -128,7 +131,9 @@ public struct SettingsTable<Root>: Sendable {
     /// Help lines: each flag (or variable, for secrets) with its value, help, variable and default.
     public var helpText: String {
         settings.map { setting in
-            let head = setting.isSecret ? "\(setting.variable)=<\(setting.valueName)>" : "\(setting.flag) <\(setting.valueName)>"
+            let head =
+                setting.isSecret
+                ? "\(setting.variable)=<\(setting.valueName)>" : "\(setting.flag) <\(setting.valueName)>"
             let origin = setting.isSecret ? "environment only" : setting.variable
             return "  \(head)\n        \(setting.help) (\(origin); default: \(setting.defaultValue))"
         }.joined(separator: "\n")

@@ -74,9 +74,11 @@ public struct LocalCertificateAuthority: Sendable {
     /// Writes `ca.pem`, `server.pem`, `server-key.pem`, `client.pem`, `client-key.pem` into `directory`.
     public func write(to directory: URL) throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        for (name, text) in [("ca.pem", caCertificatePEM), ("server.pem", serverCertificatePEM),
-                             ("server-key.pem", serverKeyPEM), ("client.pem", clientCertificatePEM),
-                             ("client-key.pem", clientKeyPEM)] {
+        for (name, text) in [
+            ("ca.pem", caCertificatePEM), ("server.pem", serverCertificatePEM),
+            ("server-key.pem", serverKeyPEM), ("client.pem", clientCertificatePEM),
+            ("client-key.pem", clientKeyPEM),
+        ] {
             try Data(text.utf8).write(to: directory.appendingPathComponent(name))
         }
     }

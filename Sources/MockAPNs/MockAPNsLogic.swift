@@ -23,14 +23,17 @@ struct MockAPNsLogic: Sendable {
     init(configuration: MockAPNsConfiguration, state: MockAPNsState) throws {
         self.configuration = configuration
         self.state = state
-        publicKeyBytes = try configuration.tokenPublicKeyPEM.map { try P256.Signing.PublicKey(pemRepresentation: $0).rawRepresentation }
+        publicKeyBytes = try configuration.tokenPublicKeyPEM.map {
+            try P256.Signing.PublicKey(pemRepresentation: $0).rawRepresentation
+        }
     }
 
     /// Largest control request body (scripts for many tokens at once), bytes.
     static let controlBodyLimit = 1 << 20
 
     static func json(_ status: Int, _ value: JSONValue, headers: [(String, String)] = []) -> MockReply {
-        MockReply(status: status, headers: [("content-type", "application/json")] + headers, body: JSONWriter.bytes(value))
+        MockReply(
+            status: status, headers: [("content-type", "application/json")] + headers, body: JSONWriter.bytes(value))
     }
 
     static func error(_ reason: APNsReason, apnsID: String, status: Int? = nil, timestamp: Int64? = nil) -> MockReply {
@@ -40,10 +43,13 @@ struct MockAPNsLogic: Sendable {
     }
 
     /// Answers one request. `headers` are lower-case names; `bodyTooLarge` means the body passed the voip limit.
-    func respond(method: String, path: String, headers: [String: String], body: [UInt8], bodyTooLarge: Bool) -> MockReply {
+    func respond(method: String, path: String, headers: [String: String], body: [UInt8], bodyTooLarge: Bool)
+        -> MockReply
+    {
         if path.hasPrefix("/control/") {
             guard !bodyTooLarge else {
-                return Self.json(413, .object(["error": .string("control bodies are limited to \(Self.controlBodyLimit) bytes")]))
+                return Self.json(
+                    413, .object(["error": .string("control bodies are limited to \(Self.controlBodyLimit) bytes")]))
             }
             return control(method: method, path: path, body: body)
         }
@@ -73,21 +79,25 @@ struct MockAPNsLogic: Sendable {
             guard let authorization = headers["authorization"], authorization.lowercased().hasPrefix("bearer ") else {
                 return refuse(.missingProviderToken)
             }
-            if let violation = verify(token: String(authorization.dropFirst(7)), now: now) { return refuse(violation.reason) }
+            if let violation = verify(token: String(authorization.dropFirst(7)), now: now) {
+                return refuse(violation.reason)
+            }
         }
         if let violation = APNsValidator.violation(of: push) { return refuse(violation.reason) }
 
         if let script = state.takeScript(for: deviceToken) {
             if script.status != 200 {
                 let reason = APNsReason(rawValue: script.effectiveReason)
-                let timestamp = script.status == 410 ? (script.timestamp ?? Int64(now.timeIntervalSince1970 * 1000)) : nil
+                let timestamp =
+                    script.status == 410 ? (script.timestamp ?? Int64(now.timeIntervalSince1970 * 1000)) : nil
                 record(push, apnsID: apnsID, status: script.status, reason: reason.rawValue, now: now)
                 var reply = Self.error(reason, apnsID: apnsID, status: script.status, timestamp: timestamp)
                 reply.delayMilliseconds = script.delayMilliseconds
                 return reply
             }
             record(push, apnsID: apnsID, status: 200, reason: nil, now: now)
-            return MockReply(status: 200, headers: [("apns-id", apnsID)], body: nil, delayMilliseconds: script.delayMilliseconds)
+            return MockReply(
+                status: 200, headers: [("apns-id", apnsID)], body: nil, delayMilliseconds: script.delayMilliseconds)
         }
         record(push, apnsID: apnsID, status: 200, reason: nil, now: now)
         return MockReply(status: 200, headers: [("apns-id", apnsID)], body: nil)
@@ -99,14 +109,16 @@ struct MockAPNsLogic: Sendable {
         let nowSeconds = Int64(now.timeIntervalSince1970.rounded(.down))
         if let issuedAt = verifiedTokens.issuedAt(token) {
             return Int128(nowSeconds) - Int128(issuedAt) > Int128(APNsJWT.maximumAge)
-                ? APNsValidator.Violation(reason: .expiredProviderToken, message: "provider token older than an hour") : nil
+                ? APNsValidator.Violation(reason: .expiredProviderToken, message: "provider token older than an hour")
+                : nil
         }
         guard let publicKey = try? P256.Signing.PublicKey(rawRepresentation: publicKeyBytes) else {
             return APNsValidator.Violation(reason: .internalServerError, message: "the configured key cannot be read")
         }
         do throws(APNsValidator.Violation) {
-            let claims = try APNsJWT.verify(token, publicKey: publicKey, expectedKeyID: configuration.expectedKeyID,
-                                            expectedTeamID: configuration.expectedTeamID, now: nowSeconds)
+            let claims = try APNsJWT.verify(
+                token, publicKey: publicKey, expectedKeyID: configuration.expectedKeyID,
+                expectedTeamID: configuration.expectedTeamID, now: nowSeconds)
             verifiedTokens.remember(token, issuedAt: claims.issuedAt)
             return nil
         } catch {
@@ -115,15 +127,20 @@ struct MockAPNsLogic: Sendable {
     }
 
     private func record(_ push: APNsRequest, apnsID: String, status: Int, reason: String?, now: Date) {
-        state.record(ReceivedPush(request: push, apnsID: apnsID, status: status, reason: reason,
-                                  receivedAt: now.timeIntervalSince1970))
+        state.record(
+            ReceivedPush(
+                request: push, apnsID: apnsID, status: status, reason: reason,
+                receivedAt: now.timeIntervalSince1970))
     }
 
     /// The control API: `GET|DELETE /control/received`, `POST|DELETE /control/scripts`.
     func control(method: String, path: String, body: [UInt8]) -> MockReply {
         switch (method, path) {
         case ("GET", "/control/received"):
-            return Self.json(200, .object(["count": .int(Int64(state.receivedCount)), "pushes": .array(state.receivedPushes.map(\.json))]))
+            return Self.json(
+                200,
+                .object(["count": .int(Int64(state.receivedCount)), "pushes": .array(state.receivedPushes.map(\.json))])
+            )
         case ("DELETE", "/control/received"):
             state.clearReceived()
             return Self.json(200, .object(["cleared": .bool(true)]))
@@ -144,7 +161,11 @@ struct MockAPNsLogic: Sendable {
             state.clearScripts()
             return Self.json(200, .object(["cleared": .bool(true)]))
         default:
-            return Self.json(404, .object(["error": .string("control endpoints: GET/DELETE /control/received, POST/DELETE /control/scripts")]))
+            return Self.json(
+                404,
+                .object([
+                    "error": .string("control endpoints: GET/DELETE /control/received, POST/DELETE /control/scripts")
+                ]))
         }
     }
 }

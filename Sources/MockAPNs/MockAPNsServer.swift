@@ -46,12 +46,16 @@ public struct MockAPNsServer: Sendable {
     let logger: Logger
 
     /// Prepares the server (reads certificates and keys; nothing is bound yet).
-    public init(_ configuration: MockAPNsConfiguration, state: MockAPNsState, logger: Logger = Logger(label: "mock-apns")) throws {
+    public init(
+        _ configuration: MockAPNsConfiguration, state: MockAPNsState, logger: Logger = Logger(label: "mock-apns")
+    ) throws {
         self.configuration = configuration
         self.logger = logger
         logic = try MockAPNsLogic(configuration: configuration, state: state)
         var tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(configuration.certificateChainPEM.utf8)).map { .certificate($0) },
+            certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(configuration.certificateChainPEM.utf8)).map {
+                .certificate($0)
+            },
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(configuration.privateKeyPEM.utf8), format: .pem)))
         tls.applicationProtocols = ["h2"]
         if let clientCA = configuration.clientCAPEM {
@@ -60,7 +64,8 @@ public struct MockAPNsServer: Sendable {
         }
         sslContext = try NIOSSLContext(configuration: tls)
         if configuration.tokenPublicKeyPEM == nil, configuration.clientCAPEM == nil {
-            logger.warning("no token public key configured: provider tokens are required but their signatures are not checked")
+            logger.warning(
+                "no token public key configured: provider tokens are required but their signatures are not checked")
         }
     }
 
@@ -77,11 +82,15 @@ public struct MockAPNsServer: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                 }.flatMap {
-                    channel.configureHTTP2Pipeline(mode: .server, inboundStreamInitializer: { stream in
-                        stream.eventLoop.makeCompletedFuture {
-                            try stream.pipeline.syncOperations.addHandler(APNsStreamHandler(logic: logic, logger: logger))
+                    channel.configureHTTP2Pipeline(
+                        mode: .server,
+                        inboundStreamInitializer: { stream in
+                            stream.eventLoop.makeCompletedFuture {
+                                try stream.pipeline.syncOperations.addHandler(
+                                    APNsStreamHandler(logic: logic, logger: logger))
+                            }
                         }
-                    }).flatMapThrowing { _ in
+                    ).flatMapThrowing { _ in
                         try channel.pipeline.syncOperations.addHandler(CloseOnConnectionError(logger: logger))
                     }
                 }
@@ -170,7 +179,9 @@ final class APNsStreamHandler: ChannelInboundHandler {
         if let body = reply.body {
             head.add(name: "content-length", value: String(body.count))
             context.write(wrapOutboundOut(.headers(.init(headers: head, endStream: false))), promise: nil)
-            context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(ByteBuffer(bytes: body)), endStream: true))), promise: nil)
+            context.writeAndFlush(
+                wrapOutboundOut(.data(.init(data: .byteBuffer(ByteBuffer(bytes: body)), endStream: true))), promise: nil
+            )
         } else {
             context.writeAndFlush(wrapOutboundOut(.headers(.init(headers: head, endStream: true))), promise: nil)
         }

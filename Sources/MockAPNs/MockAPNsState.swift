@@ -16,7 +16,9 @@ public struct FailureScript: Sendable, Equatable {
     /// For 410: the time the token became invalid, in milliseconds since the epoch (default: now).
     public var timestamp: Int64?
 
-    public init(status: Int, reason: String? = nil, times: Int? = nil, delayMilliseconds: Int = 0, timestamp: Int64? = nil) {
+    public init(
+        status: Int, reason: String? = nil, times: Int? = nil, delayMilliseconds: Int = 0, timestamp: Int64? = nil
+    ) {
         self.status = status
         self.reason = reason
         self.times = times
@@ -27,7 +29,9 @@ public struct FailureScript: Sendable, Equatable {
     /// Reads `{"status": 410, "reason": "Unregistered", "times": 1, "delay_ms": 0, "timestamp": ...}`.
     public init(json: JSONValue) throws(MockConfigurationError) {
         guard case .object = json else { throw .init("a failure script must be a JSON object") }
-        guard case .int(let status)? = json["status"], [200, 400, 403, 404, 405, 410, 413, 429, 500, 503].contains(status) else {
+        guard case .int(let status)? = json["status"],
+            [200, 400, 403, 404, 405, 410, 413, 429, 500, 503].contains(status)
+        else {
             throw .init("status must be one of 200, 400, 403, 404, 405, 410, 413, 429, 500, 503")
         }
         self.status = Int(status)
@@ -97,7 +101,8 @@ public struct ReceivedPush: Sendable, Equatable {
         if let expiration = request.expiration { members["expiration"] = .string(expiration) }
         if let collapseID = request.collapseID { members["collapse_id"] = .string(collapseID) }
         if let reason { members["reason"] = .string(reason) }
-        members["payload"] = (try? JSONParser.parse(request.payload))
+        members["payload"] =
+            (try? JSONParser.parse(request.payload))
             ?? .string(String(decoding: request.payload, as: UTF8.self))
         return .object(members)
     }
@@ -121,9 +126,13 @@ public final class MockAPNsState: Sendable {
 
     /// Loads scripts from `{"<token>": {"status": ...}, ...}`.
     public func loadScripts(_ document: JSONValue) throws(MockConfigurationError) {
-        guard case .object(let entries) = document else { throw .init("the scripts file must be a JSON object keyed by device token") }
+        guard case .object(let entries) = document else {
+            throw .init("the scripts file must be a JSON object keyed by device token")
+        }
         for (token, value) in entries {
-            guard APNsValidator.isValidDeviceToken(token) else { throw .init("'\(token)' is not a 64-hex device token") }
+            guard APNsValidator.isValidDeviceToken(token) else {
+                throw .init("'\(token)' is not a 64-hex device token")
+            }
             do { script(try FailureScript(json: value), for: token) } catch {
                 throw .init("script for \(token.prefix(8))…: \(error.message)")
             }
@@ -138,7 +147,12 @@ public final class MockAPNsState: Sendable {
             let key = token.lowercased()
             guard var script = scripts[key] else { return nil }
             if let times = script.times {
-                if times <= 1 { scripts.removeValue(forKey: key) } else { script.times = times - 1; scripts[key] = script }
+                if times <= 1 {
+                    scripts.removeValue(forKey: key)
+                } else {
+                    script.times = times - 1
+                    scripts[key] = script
+                }
             }
             return script
         }

@@ -7,7 +7,8 @@ struct EnrichmentServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "enrichment-server",
         abstract: "Push-notification enrichment service (APNs payloads + last fix + nearby POIs + static map).",
-        discussion: "Every setting can be given as a flag or as the ENRICH_* variable shown in `serve --help`; flags win.",
+        discussion:
+            "Every setting can be given as a flag or as the ENRICH_* variable shown in `serve --help`; flags win.",
         version: BuildInfo.version,
         subcommands: [Serve.self, ImportPOIs.self],
         defaultSubcommand: Serve.self)

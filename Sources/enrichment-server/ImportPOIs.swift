@@ -24,10 +24,12 @@ struct ImportPOIs: AsyncParsableCommand {
 
     @Argument(help: "The CSV or GeoJSON file to import.") var file: String
     @Option(help: ArgumentHelp(ServiceConfiguration.settings.help(for: "db"))) var db: String?
-    @Option(help: ArgumentHelp(
-        "CSV column mapping: 'geonames', or FIELD=COLUMN pairs such as 'store_id=@row,lat=lat,lng=lon,user.admin1=admin1'.",
-        discussion: "FIELD: store_id, name, lat, lng, city, zipcode, country_code, address, types, tags, user.NAME. "
-            + "COLUMN: a header name, or @row for the data row number."))
+    @Option(
+        help: ArgumentHelp(
+            "CSV column mapping: 'geonames', or FIELD=COLUMN pairs such as 'store_id=@row,lat=lat,lng=lon,user.admin1=admin1'.",
+            discussion:
+                "FIELD: store_id, name, lat, lng, city, zipcode, country_code, address, types, tags, user.NAME. "
+                + "COLUMN: a header name, or @row for the data row number."))
     var map: String?
     @Option(help: "Prefix for every store id of a CSV import (geonames uses gn-).") var idPrefix: String?
     @Flag(help: "Print the result as JSON.") var json = false
@@ -46,7 +48,9 @@ struct ImportPOIs: AsyncParsableCommand {
     static func isGeoJSON(_ file: String) -> Bool { file.hasSuffix(".json") || file.hasSuffix(".geojson") }
 
     /// The service's configuration (ENRICH_* variables), with --db over ENRICH_DB.
-    func configuration(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ServiceConfiguration {
+    func configuration(environment: [String: String] = ProcessInfo.processInfo.environment) throws
+        -> ServiceConfiguration
+    {
         var configuration = ServiceConfiguration()
         do {
             try configuration.apply(environment: environment)

@@ -42,7 +42,9 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let configuration: ServiceConfiguration
-        do { configuration = try Self.configuration(arguments: settings) } catch { throw ValidationError(error.description) }
+        do { configuration = try Self.configuration(arguments: settings) } catch {
+            throw ValidationError(error.description)
+        }
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = configuration.logLevel

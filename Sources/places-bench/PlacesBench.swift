@@ -16,8 +16,10 @@ struct PlacesBench: AsyncParsableCommand {
 /// Options shared by both subcommands: which places, and how to make more of them.
 struct PlacesOptions: ParsableArguments {
     @Option(help: "Places CSV (e.g. .cache/rg_cities1000.csv).") var places: String
-    @Option(help: "Column mapping for the CSV, as for import-pois (default: the header names store fields).") var map: String?
-    @Option(help: "Grow the set to this many places with moved copies of the real ones (synthetic, seeded).") var points: Int = 0
+    @Option(help: "Column mapping for the CSV, as for import-pois (default: the header names store fields).") var map:
+        String?
+    @Option(help: "Grow the set to this many places with moved copies of the real ones (synthetic, seeded).")
+    var points: Int = 0
     @Option(help: "Seed for synthetic places and query points.") var seed: UInt64 = 42
 
     /// The places, the file's own first and synthetic copies after; `real` is how many came from the file.
@@ -34,8 +36,9 @@ struct PlacesOptions: ParsableArguments {
             let base = pois[copy % real]
             copy += 1
             // Up to about 2 km away, so synthetic places keep the real density pattern (cities, coasts, empty oceans).
-            let moved = Coordinate(latitude: max(-90, min(90, base.coordinate.latitude + random.uniform(-0.02, 0.02))),
-                                   longitude: max(-180, min(180, base.coordinate.longitude + random.uniform(-0.02, 0.02))))
+            let moved = Coordinate(
+                latitude: max(-90, min(90, base.coordinate.latitude + random.uniform(-0.02, 0.02))),
+                longitude: max(-180, min(180, base.coordinate.longitude + random.uniform(-0.02, 0.02))))
             pois.append(POI(storeId: "\(base.storeId)-s\(copy)", name: base.name, coordinate: moved))
         }
         return (pois, real)
@@ -45,12 +48,14 @@ struct PlacesOptions: ParsableArguments {
 /// `latency`: nearest-k throughput and latency of the index and of the brute-force scan on device-like points.
 struct Latency: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Nearest-1 and nearest-5 throughput and p50/p99 latency, index vs brute-force scan; one JSON line each.")
+        abstract:
+            "Nearest-1 and nearest-5 throughput and p50/p99 latency, index vs brute-force scan; one JSON line each.")
 
     @OptionGroup var options: PlacesOptions
     @Option(help: "Queries timed on the index, per k.") var queries = 200_000
     @Option(help: "Queries timed on the brute-force scan, per k (each scans every place).") var bruteQueries = 1_000
-    @Option(help: "Write the query points (lat,lng) here, so another tool can answer the same ones.") var emitQueries: String?
+    @Option(help: "Write the query points (lat,lng) here, so another tool can answer the same ones.") var emitQueries:
+        String?
 
     func run() async throws {
         let (pois, real) = try options.load()
@@ -62,8 +67,9 @@ struct Latency: AsyncParsableCommand {
         var random = SplitMix(seed: options.seed)
         let points = (0..<queries).map { _ -> Coordinate in
             let base = pois[Int(random.next() % UInt64(real))].coordinate
-            return Coordinate(latitude: max(-90, min(90, base.latitude + random.uniform(-0.05, 0.05))),
-                              longitude: max(-180, min(180, base.longitude + random.uniform(-0.05, 0.05))))
+            return Coordinate(
+                latitude: max(-90, min(90, base.latitude + random.uniform(-0.05, 0.05))),
+                longitude: max(-180, min(180, base.longitude + random.uniform(-0.05, 0.05))))
         }
         if let emitQueries {
             let text = points.map { "\($0.latitude),\($0.longitude)" }.joined(separator: "\n") + "\n"
@@ -73,7 +79,9 @@ struct Latency: AsyncParsableCommand {
             let query = PlacesQuery(limit: k)
             let ours = Timing.run(points) { index.nearest(to: $0, query: query).last?.distance ?? 0 }
             print(ours.json(name: "index", k: k, places: pois.count, extra: ["build_ms": buildMs]))
-            let brute = Timing.run(Array(points.prefix(bruteQueries))) { scan.nearest(to: $0, query: query).last?.distance ?? 0 }
+            let brute = Timing.run(Array(points.prefix(bruteQueries))) {
+                scan.nearest(to: $0, query: query).last?.distance ?? 0
+            }
             print(brute.json(name: "brute_force", k: k, places: pois.count))
         }
     }
@@ -82,13 +90,18 @@ struct Latency: AsyncParsableCommand {
 /// `verify`: top-k ids and distances of the index (and optionally the SQLite R*Tree store) equal the brute-force scan.
 struct Verify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Compare nearest-k ids and distances with a brute-force haversine scan on points over the whole globe.")
+        abstract:
+            "Compare nearest-k ids and distances with a brute-force haversine scan on points over the whole globe.")
 
     @OptionGroup var options: PlacesOptions
-    @Option(help: "Query points: 90% uniform over the sphere, 5% within 0.5 degrees of the antimeridian, 5% poleward of 85 degrees.")
+    @Option(
+        help:
+            "Query points: 90% uniform over the sphere, 5% within 0.5 degrees of the antimeridian, 5% poleward of 85 degrees."
+    )
     var queries = 10_000
     @Option(help: "Results compared per query.") var k = 5
-    @Option(help: "Also check the SQLite store's R*Tree search on this database (already holding the same places).") var db: String?
+    @Option(help: "Also check the SQLite store's R*Tree search on this database (already holding the same places).")
+    var db: String?
     @Option(help: "Queries checked on the SQLite store (it is much slower).") var dbQueries = 1_000
 
     func run() async throws {
@@ -98,35 +111,44 @@ struct Verify: AsyncParsableCommand {
         var random = SplitMix(seed: options.seed &+ 7)
         let points = (0..<queries).map { i -> Coordinate in
             switch i % 20 {
-            case 0: // antimeridian band, both sides
+            case 0:  // antimeridian band, both sides
                 let lng = random.uniform(179.5, 180)
                 return Coordinate(latitude: random.uniform(-60, 60), longitude: i % 40 == 0 ? lng : -lng)
-            case 1: // polar caps
+            case 1:  // polar caps
                 let lat = random.uniform(85, 90)
                 return Coordinate(latitude: i % 40 == 1 ? lat : -lat, longitude: random.uniform(-180, 180))
-            default: // uniform over the sphere's area
-                return Coordinate(latitude: asin(random.uniform(-1, 1)) * 180 / .pi, longitude: random.uniform(-180, 180))
+            default:  // uniform over the sphere's area
+                return Coordinate(
+                    latitude: asin(random.uniform(-1, 1)) * 180 / .pi, longitude: random.uniform(-180, 180))
             }
         }
         let query = PlacesQuery(limit: k)
         let expected = await Parallel.map(points) { scan.nearest(to: $0, query: query) }
-        var mismatches = 0, idMismatches = 0, farthestNearest = 0.0, over1000km = 0
+        var mismatches = 0
+        var idMismatches = 0
+        var farthestNearest = 0.0
+        var over1000km = 0
         for (point, truth) in zip(points, expected) {
             let got = index.nearest(to: point, query: query)
             if got.map(\.poi.storeId) != truth.map(\.poi.storeId) { idMismatches += 1 }
             if got.map(\.poi.storeId) != truth.map(\.poi.storeId) || got.map(\.distance) != truth.map(\.distance) {
                 mismatches += 1
                 if mismatches <= 5 {
-                    FileHandle.standardError.write(Data("mismatch at \(point): index \(got.map { ($0.poi.storeId, $0.distance) }) vs scan \(truth.map { ($0.poi.storeId, $0.distance) })\n".utf8))
+                    FileHandle.standardError.write(
+                        Data(
+                            "mismatch at \(point): index \(got.map { ($0.poi.storeId, $0.distance) }) vs scan \(truth.map { ($0.poi.storeId, $0.distance) })\n"
+                                .utf8))
                 }
             }
             let nearest = truth.first?.distance ?? 0
             farthestNearest = max(farthestNearest, nearest)
             if nearest > 1_000_000 { over1000km += 1 }
         }
-        print(#"{"name":"verify_index","places":\#(pois.count),"queries":\#(points.count),"k":\#(k),"#
-            + #""mismatches":\#(mismatches),"id_mismatches":\#(idMismatches),"#
-            + #""queries_nearest_over_1000km":\#(over1000km),"farthest_nearest_km":\#(Int(farthestNearest / 1000))}"#)
+        print(
+            #"{"name":"verify_index","places":\#(pois.count),"queries":\#(points.count),"k":\#(k),"#
+                + #""mismatches":\#(mismatches),"id_mismatches":\#(idMismatches),"#
+                + #""queries_nearest_over_1000km":\#(over1000km),"farthest_nearest_km":\#(Int(farthestNearest / 1000))}"#
+        )
 
         guard let db else { return }
         // The store as the service opens it (ENRICH_* settings honoured, --db over ENRICH_DB).
@@ -145,8 +167,9 @@ struct Verify: AsyncParsableCommand {
             }
         }
         timings.sort()
-        print(#"{"name":"verify_sqlite_rtree","queries":\#(timings.count),"k":\#(k),"mismatches":\#(storeMismatches),"#
-            + #""p50_us":\#(Timing.percentile(timings, 0.5)),"p99_us":\#(Timing.percentile(timings, 0.99))}"#)
+        print(
+            #"{"name":"verify_sqlite_rtree","queries":\#(timings.count),"k":\#(k),"mismatches":\#(storeMismatches),"#
+                + #""p50_us":\#(Timing.percentile(timings, 0.5)),"p99_us":\#(Timing.percentile(timings, 0.99))}"#)
     }
 }
 

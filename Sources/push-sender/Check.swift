@@ -1,7 +1,7 @@
 public import ArgumentParser
 import EnrichmentCore
-import Foundation
 import Essentials
+import Foundation
 
 /// `push-sender check`: the staleness verdict for a payload, with the same code the service uses.
 struct Check: AsyncParsableCommand {
@@ -33,13 +33,15 @@ struct Check: AsyncParsableCommand {
         let payload: NotificationPayload
         do {
             // Placeholders take the real time (when the push is made); --now is when the phone receives it.
-            let value = try PayloadLoader.load(file: file, inline: nil, now: Int64(Date().timeIntervalSince1970), stampNow: false)
+            let value = try PayloadLoader.load(
+                file: file, inline: nil, now: Int64(Date().timeIntervalSince1970), stampNow: false)
             payload = try NotificationPayload(json: value)
         } catch {
             printError("\(error)")
             throw ExitCode(3)
         }
-        let verdict = StalenessPolicy(window: window, maxFutureSkew: maxFutureSkew).evaluate(payload.readTimestamp(mode: mode), now: instant)
+        let verdict = StalenessPolicy(window: window, maxFutureSkew: maxFutureSkew).evaluate(
+            payload.readTimestamp(mode: mode), now: instant)
         if json {
             var writer = JSONObjectWriter()
             verdict.write(into: &writer)
@@ -50,7 +52,8 @@ struct Check: AsyncParsableCommand {
         } else {
             var line = "\(verdict.state.rawValue.uppercased()) (\(verdict.rule.rawValue))"
             if let age = verdict.ageSeconds, let timestamp = verdict.timestamp {
-                line += ": timestamp \(timestamp) is \(age >= 0 ? "\(age) s old" : "\(-age) s in the future"), window \(window) s"
+                line +=
+                    ": timestamp \(timestamp) is \(age >= 0 ? "\(age) s old" : "\(-age) s in the future"), window \(window) s"
             }
             if let source = verdict.source { line += " [read from \(source.rawValue)]" }
             if let detail = verdict.detail, verdict.state == .noTimestamp { line += ": \(detail)" }

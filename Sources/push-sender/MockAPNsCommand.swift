@@ -1,10 +1,10 @@
 import ArgumentParser
 import Crypto
 import EnrichmentCore
+import Essentials
 import Foundation
 import Logging
 import MockAPNs
-import Essentials
 
 /// `push-sender mock-apns`: a local APNs-compatible server over HTTP/2 + TLS.
 struct MockAPNsCommand: AsyncParsableCommand {
@@ -25,10 +25,12 @@ struct MockAPNsCommand: AsyncParsableCommand {
     @Option(help: "Private key (PEM) of --cert.") var certKey: String?
     @Option(help: "Where generated certificates are written.") var certsOut = "data/mock-apns"
     @Option(help: "Public key (PEM) that provider tokens must verify with.") var authKeyPub: String?
-    @Option(help: "A .p8 key whose public half verifies provider tokens (alternative to --auth-key-pub).") var authKey: String?
+    @Option(help: "A .p8 key whose public half verifies provider tokens (alternative to --auth-key-pub).") var authKey:
+        String?
     @Option(help: "Expected kid in provider tokens.") var keyId: String?
     @Option(help: "Expected iss (team id) in provider tokens.") var teamId: String?
-    @Option(help: "Require client certificates signed by this CA (PEM) instead of provider tokens.") var clientCa: String?
+    @Option(help: "Require client certificates signed by this CA (PEM) instead of provider tokens.") var clientCa:
+        String?
     @Option(help: "Failure scripts per device token (JSON file).") var scripts: String?
     @Option(help: "trace, debug, info, notice, warning, error.") var logLevel = "info"
 
@@ -39,27 +41,36 @@ struct MockAPNsCommand: AsyncParsableCommand {
     }
 
     func read(_ path: String, _ what: String) throws -> String {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw ValidationError("cannot read \(what) '\(path)'") }
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw ValidationError("cannot read \(what) '\(path)'")
+        }
         return text
     }
 
     func run() async throws {
         var configuration: MockAPNsConfiguration
         if let cert, let certKey {
-            configuration = MockAPNsConfiguration(certificateChainPEM: try read(cert, "--cert"), privateKeyPEM: try read(certKey, "--cert-key"))
+            configuration = MockAPNsConfiguration(
+                certificateChainPEM: try read(cert, "--cert"), privateKeyPEM: try read(certKey, "--cert-key"))
         } else {
             let authority = try LocalCertificateAuthority(hosts: ["localhost", "127.0.0.1", host].uniqued())
             let directory = URL(fileURLWithPath: certsOut)
             try authority.write(to: directory)
-            configuration = MockAPNsConfiguration(certificateChainPEM: authority.serverCertificatePEM, privateKeyPEM: authority.serverKeyPEM)
-            FileHandle.standardOutput.write(Data("Generated a throwaway CA: senders trust it with --ca \(directory.appendingPathComponent("ca.pem").path)\n".utf8))
+            configuration = MockAPNsConfiguration(
+                certificateChainPEM: authority.serverCertificatePEM, privateKeyPEM: authority.serverKeyPEM)
+            FileHandle.standardOutput.write(
+                Data(
+                    "Generated a throwaway CA: senders trust it with --ca \(directory.appendingPathComponent("ca.pem").path)\n"
+                        .utf8))
         }
         configuration.host = host
         configuration.port = port
         if let authKeyPub { configuration.tokenPublicKeyPEM = try read(authKeyPub, "--auth-key-pub") }
         if let authKey {
             do {
-                configuration.tokenPublicKeyPEM = try P256.Signing.PrivateKey(pemRepresentation: try read(authKey, "--auth-key")).publicKey.pemRepresentation
+                configuration.tokenPublicKeyPEM = try P256.Signing.PrivateKey(
+                    pemRepresentation: try read(authKey, "--auth-key")
+                ).publicKey.pemRepresentation
             } catch let error as ValidationError { throw error } catch {
                 throw ValidationError("'\(authKey)' is not a P-256 .p8 key")
             }
@@ -79,7 +90,8 @@ struct MockAPNsCommand: AsyncParsableCommand {
         let server = try MockAPNsServer(configuration, state: state, logger: logger)
         try await server.run { port in
             // Written unbuffered so the line reaches a log file or pipe at once.
-            FileHandle.standardOutput.write(Data("mock APNs listening on https://\(listenHost):\(port) (HTTP/2 + TLS)\n".utf8))
+            FileHandle.standardOutput.write(
+                Data("mock APNs listening on https://\(listenHost):\(port) (HTTP/2 + TLS)\n".utf8))
         }
     }
 }

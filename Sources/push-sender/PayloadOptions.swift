@@ -1,8 +1,8 @@
 import APNsCore
 import ArgumentParser
 import EnrichmentCore
-import Foundation
 import Essentials
+import Foundation
 
 /// Where the payload comes from, and whether "now" is stamped into it.
 struct PayloadOptions: ParsableArguments {
@@ -17,7 +17,9 @@ struct PayloadOptions: ParsableArguments {
 
     func validate() throws {
         if file != nil && inline != nil { throw ValidationError("give either --payload or --payload-json, not both") }
-        if file == nil && inline == nil { throw ValidationError("give the payload with --payload FILE (or - for stdin) or --payload-json TEXT") }
+        if file == nil && inline == nil {
+            throw ValidationError("give the payload with --payload FILE (or - for stdin) or --payload-json TEXT")
+        }
     }
 
     /// The payload document with placeholders filled in.
@@ -50,7 +52,9 @@ enum PayloadLoader {
         do { value = try JSONParser.parse(data) } catch {
             throw PayloadProblem(message: "\(origin) is not valid JSON: \(error.description)")
         }
-        guard case .object = value else { throw PayloadProblem(message: "\(origin) must be a JSON object (an APNs payload)") }
+        guard case .object = value else {
+            throw PayloadProblem(message: "\(origin) must be a JSON object (an APNs payload)")
+        }
         return PayloadStamp.stamp(value, now: now, forceTimestamp: stampNow)
     }
 }

@@ -1,9 +1,9 @@
 import APNsClient
 import APNsCore
 import EnrichmentCore
+import Essentials
 import Foundation
 import Synchronization
-import Essentials
 
 /// Per-token results as a table or JSON.
 enum ResultPrinter {
@@ -21,19 +21,24 @@ enum ResultPrinter {
                 let date = Date(timeIntervalSince1970: Double(timestamp) / 1000)
                 note = "invalid since \(ISO8601DateFormatter().string(from: date))" + (note.isEmpty ? "" : "; \(note)")
             }
-            rows.append([abbreviate(result.deviceToken), result.status.map(String.init) ?? "-", result.reason?.rawValue ?? "",
-                         result.apnsID ?? "", String(result.attempts), note])
+            rows.append([
+                abbreviate(result.deviceToken), result.status.map(String.init) ?? "-", result.reason?.rawValue ?? "",
+                result.apnsID ?? "", String(result.attempts), note,
+            ])
         }
         let widths = (0..<header.count - 1).map { column in rows.map { $0[column].count }.max() ?? 0 }
         for row in rows {
             var line = ""
             for (column, cell) in row.enumerated() {
-                line += column < widths.count ? cell.padding(toLength: widths[column] + 2, withPad: " ", startingAt: 0) : cell
+                line +=
+                    column < widths.count
+                    ? cell.padding(toLength: widths[column] + 2, withPad: " ", startingAt: 0) : cell
             }
             lines.append(line.trimmingCharacters(in: .whitespaces))
         }
         let failed = results.filter { !$0.succeeded }.count
-        lines.append("\(results.count - failed) of \(results.count) accepted" + (failed > 0 ? ", \(failed) failed" : "") + ".")
+        lines.append(
+            "\(results.count - failed) of \(results.count) accepted" + (failed > 0 ? ", \(failed) failed" : "") + ".")
         return lines.joined(separator: "\n")
     }
 

@@ -2,8 +2,8 @@ import APNsClient
 import APNsCore
 import ArgumentParser
 import EnrichmentCore
-import Foundation
 import Essentials
+import Foundation
 
 /// `push-sender send`: pushes to APNs (or the mock) with per-token results.
 struct Send: AsyncParsableCommand {
@@ -27,7 +27,8 @@ struct Send: AsyncParsableCommand {
     @OptionGroup var headers: HeaderOptions
     @OptionGroup var tokens: TokenOptions
     @OptionGroup var connection: ConnectionOptions
-    @Flag(help: "Validate everything (JSON, size to the byte, header rules, tokens) without sending.") var dryRun = false
+    @Flag(help: "Validate everything (JSON, size to the byte, header rules, tokens) without sending.") var dryRun =
+        false
     @Flag(help: "Print per-token results as JSON.") var json = false
     @Flag(help: "No progress bar, even on a terminal.") var quiet = false
 

@@ -15,23 +15,32 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "Your 10-character team id (token authentication).") var teamId: String?
     @Option(help: "Client certificate (PEM) for certificate authentication.") var cert: String?
     @Option(help: "Private key (PEM) of --cert.") var certKey: String?
-    @Option(help: "Client certificate and key as PKCS#12 (.p12); password from PUSH_SENDER_P12_PASSWORD.") var p12: String?
+    @Option(help: "Client certificate and key as PKCS#12 (.p12); password from PUSH_SENDER_P12_PASSWORD.") var p12:
+        String?
     @Option(help: "HTTP/2 connections to open.") var connections = 1
     @Option(help: "Pushes in flight at once (HTTP/2 streams over all connections).") var concurrency = 64
-    @Option(help: "Seconds to wait for a connection (short, so an untrusted certificate shows quickly).") var connectTimeout = 5.0
-    @Option(help: "Attempts per push in all (429 and 5xx are retried with backoff; permanent reasons never).") var attempts = 3
+    @Option(help: "Seconds to wait for a connection (short, so an untrusted certificate shows quickly).")
+    var connectTimeout = 5.0
+    @Option(help: "Attempts per push in all (429 and 5xx are retried with backoff; permanent reasons never).")
+    var attempts = 3
 
     func validate() throws {
         if [sandbox, production, host != nil].filter({ $0 }).count > 1 {
             throw ValidationError("choose one of --sandbox, --production or --host")
         }
-        if let host, !(host.hasPrefix("https://")) { throw ValidationError("--host must be an https:// URL (APNs is HTTP/2 over TLS)") }
+        if let host, !(host.hasPrefix("https://")) {
+            throw ValidationError("--host must be an https:// URL (APNs is HTTP/2 over TLS)")
+        }
         if !(1...64).contains(connections) { throw ValidationError("--connections must be 1 to 64") }
         if !(1...10_000).contains(concurrency) { throw ValidationError("--concurrency must be 1 to 10000") }
         if !(1...10).contains(attempts) { throw ValidationError("--attempts must be 1 to 10") }
         let tokenAuth = key != nil || keyId != nil || teamId != nil
         let certAuth = cert != nil || certKey != nil || p12 != nil
-        if tokenAuth && certAuth { throw ValidationError("use token authentication (--key, --key-id, --team-id) or a certificate (--cert/--cert-key or --p12), not both") }
+        if tokenAuth && certAuth {
+            throw ValidationError(
+                "use token authentication (--key, --key-id, --team-id) or a certificate (--cert/--cert-key or --p12), not both"
+            )
+        }
         if tokenAuth && (key == nil || keyId == nil || teamId == nil) {
             throw ValidationError("token authentication needs all of --key AuthKey_XXXX.p8, --key-id and --team-id")
         }
@@ -51,9 +60,11 @@ struct ConnectionOptions: ParsableArguments {
                 throw ValidationError("cannot read the key file '\(key)'")
             }
             do {
-                return .token(APNsTokenManager(keyID: keyId, teamID: teamId, key: try APNsTokenManager.loadKey(pem: pem)))
+                return .token(
+                    APNsTokenManager(keyID: keyId, teamID: teamId, key: try APNsTokenManager.loadKey(pem: pem)))
             } catch {
-                throw ValidationError("'\(key)' is not a P-256 .p8 key (expected -----BEGIN PRIVATE KEY----- as downloaded from Apple)")
+                throw ValidationError(
+                    "'\(key)' is not a P-256 .p8 key (expected -----BEGIN PRIVATE KEY----- as downloaded from Apple)")
             }
         }
         if let p12 {
@@ -67,18 +78,24 @@ struct ConnectionOptions: ParsableArguments {
         }
         if let cert, let certKey {
             guard let certPEM = try? String(contentsOfFile: cert, encoding: .utf8),
-                  let keyPEM = try? String(contentsOfFile: certKey, encoding: .utf8) else {
+                let keyPEM = try? String(contentsOfFile: certKey, encoding: .utf8)
+            else {
                 throw ValidationError("cannot read --cert '\(cert)' or --cert-key '\(certKey)'")
             }
-            return .certificate(chain: try NIOSSLCertificateLoader.chain(pem: certPEM), key: try NIOSSLCertificateLoader.key(pem: keyPEM))
+            return .certificate(
+                chain: try NIOSSLCertificateLoader.chain(pem: certPEM),
+                key: try NIOSSLCertificateLoader.key(pem: keyPEM))
         }
-        throw ValidationError("no credentials: give --key, --key-id and --team-id (token auth) or --cert/--cert-key or --p12")
+        throw ValidationError(
+            "no credentials: give --key, --key-id and --team-id (token auth) or --cert/--cert-key or --p12")
     }
 
     func senderConfiguration() throws -> APNsSenderConfiguration {
         var trust: String?
         if let ca {
-            guard let pem = try? String(contentsOfFile: ca, encoding: .utf8) else { throw ValidationError("cannot read --ca '\(ca)'") }
+            guard let pem = try? String(contentsOfFile: ca, encoding: .utf8) else {
+                throw ValidationError("cannot read --ca '\(ca)'")
+            }
             trust = pem
         }
         return APNsSenderConfiguration(
@@ -92,24 +109,30 @@ struct ConnectionOptions: ParsableArguments {
 struct HeaderOptions: ParsableArguments {
     @Option(help: "The app's bundle id; the push type's suffix (.voip, .complication, ...) is added when missing.")
     var topic: String
-    @Option(help: "apns-push-type: \(PushType.allCases.map(\.rawValue).joined(separator: ", ")).") var pushType: String = "alert"
-    @Option(help: "apns-priority: 10 (immediate), 5 (power-considerate; required for background) or 1.") var priority: Int?
+    @Option(help: "apns-push-type: \(PushType.allCases.map(\.rawValue).joined(separator: ", ")).") var pushType:
+        String = "alert"
+    @Option(help: "apns-priority: 10 (immediate), 5 (power-considerate; required for background) or 1.") var priority:
+        Int?
     @Option(help: "apns-expiration: epoch seconds, or 0 to deliver once or never.") var expiration: String?
     @Option(help: "apns-collapse-id (at most 64 bytes).") var collapseId: String?
     @Option(help: "apns-id: a UUID for this push (default: APNs assigns one).") var apnsId: String?
 
     func validate() throws {
         guard let type = PushType(rawValue: pushType) else {
-            throw ValidationError("--push-type '\(pushType)' is not one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
+            throw ValidationError(
+                "--push-type '\(pushType)' is not one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         if let priority, ![1, 5, 10].contains(priority) { throw ValidationError("--priority must be 10, 5 or 1") }
-        if type == .background, let priority, priority != 5 { throw ValidationError("background pushes need --priority 5") }
+        if type == .background, let priority, priority != 5 {
+            throw ValidationError("background pushes need --priority 5")
+        }
     }
 }
 
 /// Which device tokens to send to.
 struct TokenOptions: ParsableArguments {
-    @Option(name: .customLong("token"), help: "A device token (64 hex characters); repeat for several.") var tokens: [String] = []
+    @Option(name: .customLong("token"), help: "A device token (64 hex characters); repeat for several.") var tokens:
+        [String] = []
     @Option(help: "A file with one device token per line (# starts a comment).") var tokensFile: String?
 
     func all() throws -> [String] {
@@ -121,7 +144,9 @@ struct TokenOptions: ParsableArguments {
             }
             for line in bytes.split(separator: UInt8(ascii: "\n")) {
                 var token = line.prefix { $0 != UInt8(ascii: "#") }
-                while let first = token.first, first == 0x20 || first == 0x09 || first == 0x0D { token = token.dropFirst() }
+                while let first = token.first, first == 0x20 || first == 0x09 || first == 0x0D {
+                    token = token.dropFirst()
+                }
                 while let last = token.last, last == 0x20 || last == 0x09 || last == 0x0D { token = token.dropLast() }
                 if !token.isEmpty { result.append(String(decoding: token, as: UTF8.self)) }
             }

@@ -39,11 +39,15 @@ struct Simulate: AsyncParsableCommand {
         let instant = now ?? Date().timeIntervalSince1970
         let payloadValue: JSONValue
         // Placeholders take the real time (when the push is made); --now is when the phone receives it.
-        do { payloadValue = try PayloadLoader.load(file: file, inline: nil, now: Int64(Date().timeIntervalSince1970), stampNow: stampNow) } catch {
+        do {
+            payloadValue = try PayloadLoader.load(
+                file: file, inline: nil, now: Int64(Date().timeIntervalSince1970), stampNow: stampNow)
+        } catch {
             printError("\(error)")
             throw ExitCode(3)
         }
-        let result: JSONValue = try await (server != nil ? viaServer(payloadValue, at: instant) : inProcess(payloadValue, at: instant))
+        let result: JSONValue =
+            try await (server != nil ? viaServer(payloadValue, at: instant) : inProcess(payloadValue, at: instant))
         if json {
             print(String(decoding: JSONWriter.bytes(result), as: UTF8.self))
         } else {
@@ -54,10 +58,13 @@ struct Simulate: AsyncParsableCommand {
     func viaServer(_ payload: JSONValue, at instant: Double) async throws -> JSONValue {
         var body: [String: JSONValue] = ["device_id": .string(device), "payload": payload, "at": .double(instant)]
         if let mode { body["mode"] = .string(mode.rawValue) }
-        var request = HTTPClientRequest(url: server!.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + "/v1/enrich")
+        var request = HTTPClientRequest(
+            url: server!.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + "/v1/enrich")
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
-        if let key = ProcessInfo.processInfo.environment["ENRICH_API_KEY"] { request.headers.add(name: "Authorization", value: "Bearer \(key)") }
+        if let key = ProcessInfo.processInfo.environment["ENRICH_API_KEY"] {
+            request.headers.add(name: "Authorization", value: "Bearer \(key)")
+        }
         request.body = .bytes(ByteBuffer(bytes: JSONWriter.bytes(.object(body))))
         let response: HTTPClientResponse
         do { response = try await HTTPClient.shared.execute(request, timeout: .seconds(30)) } catch {
@@ -77,7 +84,9 @@ struct Simulate: AsyncParsableCommand {
     }
 
     /// The service's configuration as this process's environment gives it, with --db and --mode over it.
-    func configuration(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ServiceConfiguration {
+    func configuration(environment: [String: String] = ProcessInfo.processInfo.environment) throws
+        -> ServiceConfiguration
+    {
         var configuration = ServiceConfiguration()
         do {
             try configuration.apply(environment: environment)
@@ -141,10 +150,12 @@ enum PhoneView {
         out.append("outcome: \(outcome) (\(rule))")
         if let degraded = result["degraded"]?["message"]?.stringValue { out.append("degraded: \(degraded)") }
         if let staleness = result["staleness"], let state = staleness["state"]?.stringValue {
-            out.append("staleness: \(state)" + (staleness["age_seconds"].map { " (age \(JSONWriterText.text($0)) s)" } ?? ""))
+            out.append(
+                "staleness: \(state)" + (staleness["age_seconds"].map { " (age \(JSONWriterText.text($0)) s)" } ?? ""))
         }
         if case .array(let pois)? = result["pois"], let first = pois.first {
-            out.append("nearest: \(first["name"]?.stringValue ?? "?") at \(JSONWriterText.text(first["distance"] ?? .null)) m")
+            out.append(
+                "nearest: \(first["name"]?.stringValue ?? "?") at \(JSONWriterText.text(first["distance"] ?? .null)) m")
         }
         if let attachment { out.append("attachment: \(attachment)") }
         return out.joined(separator: "\n")

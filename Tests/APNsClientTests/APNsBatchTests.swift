@@ -1,4 +1,3 @@
-@testable import APNsClient
 import APNsCore
 import Foundation
 import MockAPNs
@@ -6,6 +5,8 @@ import NIOCore
 import Synchronization
 import TestSupport
 import Testing
+
+@testable import APNsClient
 
 /// Stands in for the HTTP/2 client: answers from a table and records what it was asked to send.
 final class RecordingSender: APNsBatchSending {
@@ -109,7 +110,9 @@ struct APNsBatchTests {
         #expect(buffers[0].readableBytesView.elementsEqual(payload))
         // Requests with their own payloads get their own buffers.
         let other = [push(payload: payload), push(payload: Array(#"{"aps":{}}"#.utf8))]
-        let separate = APNsSender.payloadBuffers(other).map { $0.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) } }
+        let separate = APNsSender.payloadBuffers(other).map {
+            $0.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) }
+        }
         #expect(Set(separate).count == 2)
     }
 }

@@ -1,12 +1,12 @@
-import TestSupport
 import APNsClient
 import APNsCore
 import Crypto
 import Foundation
 import MockAPNs
-import Testing
-import Synchronization
 import NIOCore
+import Synchronization
+import TestSupport
+import Testing
 
 @Suite("Sender against the mock APNs (HTTP/2 + TLS, token auth)")
 struct SenderAgainstMockTests {
@@ -87,8 +87,14 @@ struct SenderAgainstMockTests {
                 #expect(over.status == 413)
                 #expect(over.reason == .payloadTooLarge)
                 #expect(over.attempts == 1)
-                #expect(await sender.send(push(topic: "com.example.app.voip", pushType: "voip", payload: sizedPayload(5120))).status == 200)
-                #expect(await sender.send(push(topic: "com.example.app.voip", pushType: "voip", payload: sizedPayload(5121))).reason == .payloadTooLarge)
+                #expect(
+                    await sender.send(
+                        push(topic: "com.example.app.voip", pushType: "voip", payload: sizedPayload(5120))
+                    ).status == 200)
+                #expect(
+                    await sender.send(
+                        push(topic: "com.example.app.voip", pushType: "voip", payload: sizedPayload(5121))
+                    ).reason == .payloadTooLarge)
                 // Past the largest limit the mock stops reading and still answers 413.
                 #expect(await sender.send(push(payload: sizedPayload(20_000))).reason == .payloadTooLarge)
             }
@@ -202,10 +208,11 @@ struct SenderAgainstMockTests {
     @Test("an untrusted server certificate fails fast with a hint, not at a long timeout")
     func untrusted() async throws {
         try await withMock { base, _ in
-            let sender = try APNsSender(configuration: APNsSenderConfiguration(
-                environment: .custom(base),
-                credentials: .token(APNsTokenManager(keyID: "KEYID12345", teamID: "TEAMID6789", key: signingKey)),
-                connectTimeout: .seconds(2), retry: RetryPolicy(maxAttempts: 1)))
+            let sender = try APNsSender(
+                configuration: APNsSenderConfiguration(
+                    environment: .custom(base),
+                    credentials: .token(APNsTokenManager(keyID: "KEYID12345", teamID: "TEAMID6789", key: signingKey)),
+                    connectTimeout: .seconds(2), retry: RetryPolicy(maxAttempts: 1)))
             try await withSender(sender) { sender in
                 let started = ContinuousClock.now
                 let result = await sender.send(push())
@@ -259,8 +266,10 @@ struct PKCS12Tests {
         try Data(authority.clientKeyPEM.utf8).write(to: directory.appendingPathComponent("client-key.pem"))
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["openssl", "pkcs12", "-export", "-in", "client.pem", "-inkey", "client-key.pem",
-                             "-out", "client.p12", "-passout", "pass:\(password)"]
+        process.arguments = [
+            "openssl", "pkcs12", "-export", "-in", "client.pem", "-inkey", "client-key.pem",
+            "-out", "client.p12", "-passout", "pass:\(password)",
+        ]
         process.currentDirectoryURL = directory
         try process.run()
         process.waitUntilExit()
@@ -275,7 +284,8 @@ struct PKCS12Tests {
         #expect(throws: (any Error).self) { try NIOSSLCertificateLoader.pkcs12(path: file.path, passphrase: "wrong") }
         let bundle = try NIOSSLCertificateLoader.pkcs12(path: file.path, passphrase: "s3cret")
         try await withMock(clientCA: true) { base, state in
-            try await withSender(try makeSender(base, credentials: .certificate(chain: bundle.chain, key: bundle.key))) { sender in
+            try await withSender(try makeSender(base, credentials: .certificate(chain: bundle.chain, key: bundle.key)))
+            { sender in
                 #expect(await sender.send(push()).status == 200)
                 #expect(state.receivedCount == 1)
             }

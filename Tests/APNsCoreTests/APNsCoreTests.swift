@@ -1,10 +1,9 @@
 import APNsCore
 import Crypto
-import EnrichmentCore
+import Essentials
 import Foundation
 import Synchronization
 import Testing
-import Essentials
 
 /// A clock the test moves by hand.
 final class ManualClock: WallClock {
@@ -16,12 +15,15 @@ final class ManualClock: WallClock {
 
 let token64 = String(repeating: "ab", count: 32)
 
-func request(token: String = token64, topic: String? = "com.example.app", pushType: String? = "alert", priority: Int? = nil,
-             expiration: String? = nil, collapseID: String? = nil, apnsID: String? = nil, payloadSize: Int? = nil) -> APNsRequest {
+func request(
+    token: String = token64, topic: String? = "com.example.app", pushType: String? = "alert", priority: Int? = nil,
+    expiration: String? = nil, collapseID: String? = nil, apnsID: String? = nil, payloadSize: Int? = nil
+) -> APNsRequest {
     var payload = Array(#"{"aps":{"alert":"hi"}}"#.utf8)
     if let payloadSize { payload = sizedPayload(payloadSize) }
-    return APNsRequest(deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
-                       collapseID: collapseID, apnsID: apnsID, payload: payload)
+    return APNsRequest(
+        deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
+        collapseID: collapseID, apnsID: apnsID, payload: payload)
 }
 
 /// A valid JSON payload of exactly `size` bytes.
@@ -50,7 +52,9 @@ struct APNsValidatorTests {
     func reason(_ r: APNsRequest) -> APNsReason? { APNsValidator.violation(of: r)?.reason }
 
     @Test("a well-formed request passes")
-    func valid() { #expect(reason(request(priority: 10, expiration: "0", collapseID: "c", apnsID: UUID().uuidString)) == nil) }
+    func valid() {
+        #expect(reason(request(priority: 10, expiration: "0", collapseID: "c", apnsID: UUID().uuidString)) == nil)
+    }
 
     @Test("device token must be 64 hex characters")
     func tokens() {
@@ -101,7 +105,9 @@ struct APNsValidatorTests {
 struct APNsJWTTests {
     let key = P256.Signing.PrivateKey()
 
-    @Test("a validly signed token with an extreme iat is refused, never an overflow", arguments: [Int64.min, Int64.min + 1, Int64.max, Int64.max - 59])
+    @Test(
+        "a validly signed token with an extreme iat is refused, never an overflow",
+        arguments: [Int64.min, Int64.min + 1, Int64.max, Int64.max - 59])
     func extremeIssuedAt(iat: Int64) throws {
         let jwt = try APNsJWT.sign(keyID: "K", teamID: "T", issuedAt: iat, key: key)
         for now in [Int64.min, 0, 1_700_000_000, Int64.max] {
@@ -110,7 +116,9 @@ struct APNsJWTTests {
                 _ = try APNsJWT.verify(jwt, publicKey: key.publicKey, expectedKeyID: nil, expectedTeamID: nil, now: now)
                 #expect((-60...3600).contains(age), "accepted iat \(iat) at \(now)")
             } catch {
-                #expect(error.reason == (age > 3600 ? .expiredProviderToken : .invalidProviderToken), "iat \(iat) at \(now)")
+                #expect(
+                    error.reason == (age > 3600 ? .expiredProviderToken : .invalidProviderToken), "iat \(iat) at \(now)"
+                )
                 #expect(!(-60...3600).contains(age))
             }
         }
@@ -119,10 +127,12 @@ struct APNsJWTTests {
     @Test("a signed token verifies, with kid, iss and whole-second iat")
     func roundTrip() throws {
         let jwt = try APNsJWT.sign(keyID: "KEY123", teamID: "TEAM456", issuedAt: 1_700_000_000, key: key)
-        let claims = try APNsJWT.verify(jwt, publicKey: key.publicKey, expectedKeyID: "KEY123", expectedTeamID: "TEAM456", now: 1_700_000_100)
+        let claims = try APNsJWT.verify(
+            jwt, publicKey: key.publicKey, expectedKeyID: "KEY123", expectedTeamID: "TEAM456", now: 1_700_000_100)
         #expect(claims == .init(keyID: "KEY123", teamID: "TEAM456", issuedAt: 1_700_000_000))
         let payload = String(jwt.split(separator: ".")[1])
-        let claimsJSON = try JSONParser.parse(Data(base64Encoded: payload.padding(toLength: (payload.count + 3) / 4 * 4, withPad: "=", startingAt: 0))!)
+        let claimsJSON = try JSONParser.parse(
+            Data(base64Encoded: payload.padding(toLength: (payload.count + 3) / 4 * 4, withPad: "=", startingAt: 0))!)
         #expect(claimsJSON["iat"] == .int(1_700_000_000))
     }
 
@@ -130,21 +140,30 @@ struct APNsJWTTests {
     func refusals() throws {
         let jwt = try APNsJWT.sign(keyID: "K", teamID: "T", issuedAt: 1_000, key: key)
         #expect(throws: APNsValidator.Violation.self) {
-            try APNsJWT.verify(jwt, publicKey: P256.Signing.PrivateKey().publicKey, expectedKeyID: nil, expectedTeamID: nil, now: 1_000)
+            try APNsJWT.verify(
+                jwt, publicKey: P256.Signing.PrivateKey().publicKey, expectedKeyID: nil, expectedTeamID: nil, now: 1_000
+            )
         }
         let parts = jwt.split(separator: ".")
         let tampered = parts[0] + "." + APNsJWT.base64URL(Data(#"{"iss":"X","iat":1000}"#.utf8)) + "." + parts[2]
-        #expect(throws: APNsValidator.Violation(reason: .invalidProviderToken, message: "the provider token's signature does not verify with the configured key")) {
+        #expect(
+            throws: APNsValidator.Violation(
+                reason: .invalidProviderToken,
+                message: "the provider token's signature does not verify with the configured key")
+        ) {
             try APNsJWT.verify(tampered, publicKey: key.publicKey, expectedKeyID: nil, expectedTeamID: nil, now: 1_000)
         }
         // Exactly one hour old is still accepted; one second more is expired.
-        #expect(throws: Never.self) { try APNsJWT.verify(jwt, publicKey: key.publicKey, expectedKeyID: nil, expectedTeamID: nil, now: 4_600) }
+        #expect(throws: Never.self) {
+            try APNsJWT.verify(jwt, publicKey: key.publicKey, expectedKeyID: nil, expectedTeamID: nil, now: 4_600)
+        }
         do {
             _ = try APNsJWT.verify(jwt, publicKey: key.publicKey, expectedKeyID: nil, expectedTeamID: nil, now: 4_601)
             Issue.record("expected ExpiredProviderToken")
         } catch { #expect(error.reason == .expiredProviderToken) }
         do {
-            _ = try APNsJWT.verify(jwt, publicKey: key.publicKey, expectedKeyID: "OTHER", expectedTeamID: nil, now: 1_000)
+            _ = try APNsJWT.verify(
+                jwt, publicKey: key.publicKey, expectedKeyID: "OTHER", expectedTeamID: nil, now: 1_000)
             Issue.record("expected UnrelatedKeyIdInToken")
         } catch { #expect(error.reason == .unrelatedKeyIdInToken) }
     }
@@ -159,12 +178,16 @@ struct APNsJWTTests {
         clock.advance(1)
         let second = try manager.token()
         #expect(second != first)
-        let claims = try APNsJWT.verify(second, publicKey: key.publicKey, expectedKeyID: "K", expectedTeamID: "T", now: 1_700_003_000)
+        let claims = try APNsJWT.verify(
+            second, publicKey: key.publicKey, expectedKeyID: "K", expectedTeamID: "T", now: 1_700_003_000)
         #expect(claims.issuedAt == 1_700_003_000)
         // After invalidate() the next call signs again: with the clock unchanged the claims are equal.
         manager.invalidate()
         let third = try manager.token()
-        #expect(try APNsJWT.verify(third, publicKey: key.publicKey, expectedKeyID: "K", expectedTeamID: "T", now: 1_700_003_000).issuedAt == 1_700_003_000)
+        #expect(
+            try APNsJWT.verify(
+                third, publicKey: key.publicKey, expectedKeyID: "K", expectedTeamID: "T", now: 1_700_003_000
+            ).issuedAt == 1_700_003_000)
     }
 
     @Test("an Apple-style .p8 (PKCS#8 PEM) key loads")
@@ -181,7 +204,10 @@ struct RetryPolicyTests {
 
     @Test("never retried: BadDeviceToken, Unregistered, ExpiredToken, PayloadTooLarge; nor other 4xx")
     func permanent() {
-        for (status, reason) in [(400, APNsReason.badDeviceToken), (410, .unregistered), (410, .expiredToken), (413, .payloadTooLarge), (400, .badTopic), (403, .invalidProviderToken)] {
+        for (status, reason) in [
+            (400, APNsReason.badDeviceToken), (410, .unregistered), (410, .expiredToken), (413, .payloadTooLarge),
+            (400, .badTopic), (403, .invalidProviderToken),
+        ] {
             #expect(policy.delay(afterAttempt: 1, status: status, reason: reason) == nil, "\(reason)")
         }
     }
@@ -199,12 +225,14 @@ struct RetryPolicyTests {
 struct PayloadStampTests {
     @Test("{{now}} placeholders become integers; --stamp-now forces aps.timestamp")
     func stamping() throws {
-        let value = try JSONParser.parse(Data(#"{"aps":{"timestamp":"{{now}}","alert":"a"},"list":["{{now}}"],"timestamp":"{{now_string}}"}"#.utf8))
+        let value = try JSONParser.parse(
+            Data(#"{"aps":{"timestamp":"{{now}}","alert":"a"},"list":["{{now}}"],"timestamp":"{{now_string}}"}"#.utf8))
         let stamped = PayloadStamp.stamp(value, now: 42)
         #expect(stamped["timestamp"] == .string("42"))
         #expect(stamped["aps"]?["timestamp"] == .int(42))
         #expect(stamped["list"] == .array([.int(42)]))
-        let forced = PayloadStamp.stamp(try JSONParser.parse(Data(#"{"aps":{"timestamp":1}}"#.utf8)), now: 7, forceTimestamp: true)
+        let forced = PayloadStamp.stamp(
+            try JSONParser.parse(Data(#"{"aps":{"timestamp":1}}"#.utf8)), now: 7, forceTimestamp: true)
         #expect(forced["aps"]?["timestamp"] == .int(7))
     }
 }

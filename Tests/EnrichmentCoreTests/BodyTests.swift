@@ -5,26 +5,31 @@ import Testing
 struct BodyTests {
     let user = Coordinate(latitude: 43.6, longitude: 3.88)
     let match = PlaceMatch(
-        poi: POI(storeId: "s1", name: "Gare Saint-Roch", coordinate: Coordinate(latitude: 43.6048, longitude: 3.8807),
-                 address: POI.Address(city: "Montpellier", zipcode: "34000")),
+        poi: POI(
+            storeId: "s1", name: "Gare Saint-Roch", coordinate: Coordinate(latitude: 43.6048, longitude: 3.8807),
+            address: POI.Address(city: "Montpellier", zipcode: "34000")),
         distance: 135.28682936)
 
     @Test("woosmap, places and map: city, zip code and distance")
     func placesAndMap() {
-        #expect(WoosmapBody.body(user: user, poi: match, mapConfigured: true)
-            == "City = Montpellier \nZipCode = 34000 \nDistance = 135.28682936")
+        #expect(
+            WoosmapBody.body(user: user, poi: match, mapConfigured: true)
+                == "City = Montpellier \nZipCode = 34000 \nDistance = 135.28682936")
     }
 
     @Test("woosmap, places only: location lines first")
     func placesOnly() {
-        #expect(WoosmapBody.body(user: user, poi: match, mapConfigured: false)
-            == "myLatitude = 43.600000 \nmyLongitude = 3.880000 \nCity = Montpellier \nZipCode = 34000 \nDistance = 135.28682936")
+        #expect(
+            WoosmapBody.body(user: user, poi: match, mapConfigured: false)
+                == "myLatitude = 43.600000 \nmyLongitude = 3.880000 \nCity = Montpellier \nZipCode = 34000 \nDistance = 135.28682936"
+        )
     }
 
     @Test("woosmap, map only or neither: location lines, %f with 6 decimals")
     func locationOnly() {
-        #expect(WoosmapBody.location(Coordinate(latitude: -33.8567844, longitude: 151.213108))
-            == "myLatitude = -33.856784 \nmyLongitude = 151.213108")
+        #expect(
+            WoosmapBody.location(Coordinate(latitude: -33.8567844, longitude: 151.213108))
+                == "myLatitude = -33.856784 \nmyLongitude = 151.213108")
     }
 
     @Test("woosmap distance is printed as Swift prints a Double")
@@ -63,10 +68,12 @@ struct BodyTests {
         #expect(throws: TemplateError.self) { try BodyTemplate(poi: "{{#name}} unclosed") }
     }
 
-    @Test("readable distances", arguments: [
-        (4.4, "4 m"), (99.4, "99 m"), (99.6, "100 m"), (135.3, "140 m"), (994, "990 m"), (995, "1.0 km"),
-        (1234, "1.2 km"), (9_949, "9.9 km"), (12_400, "12 km"),
-    ])
+    @Test(
+        "readable distances",
+        arguments: [
+            (4.4, "4 m"), (99.4, "99 m"), (99.6, "100 m"), (135.3, "140 m"), (994, "990 m"), (995, "1.0 km"),
+            (1234, "1.2 km"), (9_949, "9.9 km"), (12_400, "12 km"),
+        ])
     func readable(metres: Double, expected: String) {
         #expect(BodyTemplate.readableDistance(metres) == expected)
     }

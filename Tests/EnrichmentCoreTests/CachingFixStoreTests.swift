@@ -14,12 +14,21 @@ final class GatedFixStore: FixStore {
     func latestFix(deviceId: String) async throws -> LocationFix? {
         reads.withLock { $0 += 1 }
         let value = try await inner.latestFix(deviceId: deviceId)
-        if armed.withLock({ let was = $0; $0 = false; return was }) {
+        if armed.withLock({
+            let was = $0
+            $0 = false
+            return was
+        }) {
             await withCheckedContinuation { continuation in gate.withLock { $0 = continuation } }
         }
         return value
     }
-    func release() { gate.withLock { $0?.resume(); $0 = nil } }
+    func release() {
+        gate.withLock {
+            $0?.resume()
+            $0 = nil
+        }
+    }
     var isWaiting: Bool { gate.withLock { $0 != nil } }
 }
 

@@ -1,8 +1,8 @@
 import EnrichmentCore
+import Essentials
 import Foundation
 import Synchronization
 import Testing
-import Essentials
 
 /// Test double for the fix store (the real one is tested in EnrichmentStorageTests).
 final class MemoryFixStore: FixStore {
@@ -36,24 +36,34 @@ struct EnricherTests {
     static let now: Int64 = 1_700_000_000
     let user = Coordinate(latitude: 43.6, longitude: 3.88)
     let station = PlaceMatch(
-        poi: POI(storeId: "s1", name: "Gare Saint-Roch", coordinate: Coordinate(latitude: 43.6048, longitude: 3.8807),
-                 address: POI.Address(city: "Montpellier", zipcode: "34000")),
+        poi: POI(
+            storeId: "s1", name: "Gare Saint-Roch", coordinate: Coordinate(latitude: 43.6048, longitude: 3.8807),
+            address: POI.Address(city: "Montpellier", zipcode: "34000")),
         distance: 135.28682936)
 
-    func enricher(mode: BodyMode, places: (any PlacesProvider)?, map: Bool, fixAge: Double? = 60,
-                  deadline: Duration = .seconds(2)) async throws -> Enricher {
+    func enricher(
+        mode: BodyMode, places: (any PlacesProvider)?, map: Bool, fixAge: Double? = 60,
+        deadline: Duration = .seconds(2)
+    ) async throws -> Enricher {
         let store = MemoryFixStore()
         if let fixAge {
-            try await store.insert([LocationFix(deviceId: "d1", coordinate: user, fixTime: Double(Self.now) - fixAge,
-                                                receivedAt: Double(Self.now))])
+            try await store.insert([
+                LocationFix(
+                    deviceId: "d1", coordinate: user, fixTime: Double(Self.now) - fixAge,
+                    receivedAt: Double(Self.now))
+            ])
         }
-        return Enricher(settings: EnrichmentSettings(mode: mode, deadline: deadline), fixes: store, places: places,
-                        map: map ? try StaticMapBuilder(apiKey: "K") : nil, template: try BodyTemplate(),
-                        clock: FixedWallClock(epochSeconds: Double(Self.now)))
+        return Enricher(
+            settings: EnrichmentSettings(mode: mode, deadline: deadline), fixes: store, places: places,
+            map: map ? try StaticMapBuilder(apiKey: "K") : nil, template: try BodyTemplate(),
+            clock: FixedWallClock(epochSeconds: Double(Self.now)))
     }
 
     func payload(timestamp: String = "\(now)", category: String = "location") throws -> NotificationPayload {
-        try NotificationPayload(data: Data(#"{"aps":{"alert":{"title":"Hello","subtitle":"Sub","body":"Original"},"mutable-content":1,"category":"\#(category)","timestamp":\#(timestamp)}}"#.utf8))
+        try NotificationPayload(
+            data: Data(
+                #"{"aps":{"alert":{"title":"Hello","subtitle":"Sub","body":"Original"},"mutable-content":1,"category":"\#(category)","timestamp":\#(timestamp)}}"#
+                    .utf8))
     }
 
     @Test("woosmap, places and map: SDK body and a two-marker attachment")
@@ -64,7 +74,9 @@ struct EnricherTests {
         #expect(result.notification.body == "City = Montpellier \nZipCode = 34000 \nDistance = 135.28682936")
         #expect(result.notification.title == "Hello")
         #expect(result.notification.subtitle == "Sub")
-        #expect(result.notification.attachmentURL?.contains("markers=color:red%7C43.6,3.88&markers=color:blue%7C43.6048,3.8807") == true)
+        #expect(
+            result.notification.attachmentURL?.contains(
+                "markers=color:red%7C43.6,3.88&markers=color:blue%7C43.6048,3.8807") == true)
         #expect(result.payload["attachment-url"] == .string(result.staticMapURL!))
     }
 
@@ -72,21 +84,26 @@ struct EnricherTests {
     func woosmapPlacesOnly() async throws {
         let result = try await enricher(mode: .woosmap, places: ScriptedPlaces(result: .success([station])), map: false)
             .enrich(deviceId: "d1", payload: payload())
-        #expect(result.notification.body == "myLatitude = 43.600000 \nmyLongitude = 3.880000 \nCity = Montpellier \nZipCode = 34000 \nDistance = 135.28682936")
+        #expect(
+            result.notification.body
+                == "myLatitude = 43.600000 \nmyLongitude = 3.880000 \nCity = Montpellier \nZipCode = 34000 \nDistance = 135.28682936"
+        )
         #expect(result.staticMapURL == nil)
         #expect(result.payload["attachment-url"] == nil)
     }
 
     @Test("woosmap, map only: location lines plus a one-marker map")
     func woosmapMapOnly() async throws {
-        let result = try await enricher(mode: .woosmap, places: nil, map: true).enrich(deviceId: "d1", payload: payload())
+        let result = try await enricher(mode: .woosmap, places: nil, map: true).enrich(
+            deviceId: "d1", payload: payload())
         #expect(result.notification.body == "myLatitude = 43.600000 \nmyLongitude = 3.880000")
         #expect(result.staticMapURL?.contains("markers=color:blue%7C43.6,3.88&zoom=15") == true)
     }
 
     @Test("woosmap, neither: location lines, no map")
     func woosmapNeither() async throws {
-        let result = try await enricher(mode: .woosmap, places: nil, map: false).enrich(deviceId: "d1", payload: payload())
+        let result = try await enricher(mode: .woosmap, places: nil, map: false).enrich(
+            deviceId: "d1", payload: payload())
         #expect(result.notification.body == "myLatitude = 43.600000 \nmyLongitude = 3.880000")
         #expect(result.staticMapURL == nil)
     }
@@ -120,8 +137,10 @@ struct EnricherTests {
 
     @Test("woosmap: places HTTP error gives Error Search API <status>")
     func woosmapSearchError() async throws {
-        let result = try await enricher(mode: .woosmap, places: ScriptedPlaces(result: .failure(.httpStatus(500))), map: true)
-            .enrich(deviceId: "d1", payload: payload())
+        let result = try await enricher(
+            mode: .woosmap, places: ScriptedPlaces(result: .failure(.httpStatus(500))), map: true
+        )
+        .enrich(deviceId: "d1", payload: payload())
         #expect(result.outcome == .degraded)
         #expect(result.notification.body == "Error Search API 500")
         #expect(result.degraded?.reason == "upstream_status")
@@ -148,15 +167,18 @@ struct EnricherTests {
 
     @Test("no fix, and a fix older than the max age, deliver the original content")
     func noFix() async throws {
-        let none = try await enricher(mode: .default, places: nil, map: true, fixAge: nil).enrich(deviceId: "d1", payload: payload())
+        let none = try await enricher(mode: .default, places: nil, map: true, fixAge: nil).enrich(
+            deviceId: "d1", payload: payload())
         #expect(none.outcome == .noFix)
         #expect(none.rule == "no_fix_reported")
         #expect(none.notification.body == "Original")
-        let old = try await enricher(mode: .default, places: nil, map: true, fixAge: 3601).enrich(deviceId: "d1", payload: payload())
+        let old = try await enricher(mode: .default, places: nil, map: true, fixAge: 3601).enrich(
+            deviceId: "d1", payload: payload())
         #expect(old.outcome == .noFix)
         #expect(old.rule == "fix_too_old")
         #expect(old.fix?.ageSeconds == 3601)
-        let edge = try await enricher(mode: .default, places: nil, map: true, fixAge: 3600).enrich(deviceId: "d1", payload: payload())
+        let edge = try await enricher(mode: .default, places: nil, map: true, fixAge: 3600).enrich(
+            deviceId: "d1", payload: payload())
         #expect(edge.outcome == .enriched)
     }
 
@@ -175,7 +197,8 @@ struct EnricherTests {
 
     @Test("a push without mutable-content is delivered as is")
     func notMutable() async throws {
-        let p = try NotificationPayload(data: Data(#"{"aps":{"alert":"hi","category":"location","timestamp":\#(Self.now)}}"#.utf8))
+        let p = try NotificationPayload(
+            data: Data(#"{"aps":{"alert":"hi","category":"location","timestamp":\#(Self.now)}}"#.utf8))
         let result = try await enricher(mode: .woosmap, places: nil, map: false).enrich(deviceId: "d1", payload: p)
         #expect(result.outcome == .unchanged)
         #expect(result.rule == "mutable_content_missing")
@@ -183,7 +206,9 @@ struct EnricherTests {
 
     @Test("the legacy shape is enriched in default mode and flagged")
     func legacyShape() async throws {
-        let p = try NotificationPayload(data: Data(#"{"location":"1","timestamp":"\#(Self.now)","aps":{"alert":{"body":"x"},"mutable-content":1}}"#.utf8))
+        let p = try NotificationPayload(
+            data: Data(
+                #"{"location":"1","timestamp":"\#(Self.now)","aps":{"alert":{"body":"x"},"mutable-content":1}}"#.utf8))
         let result = try await enricher(mode: .default, places: ScriptedPlaces(result: .success([station])), map: false)
             .enrich(deviceId: "d1", payload: p)
         #expect(result.outcome == .enriched)
@@ -193,7 +218,8 @@ struct EnricherTests {
 
     @Test("an input payload over 4096 bytes is refused")
     func oversizeInput() async throws {
-        let p = try NotificationPayload(json: .object(["aps": .object(["alert": .string("a")]), "x": .string(String(repeating: "y", count: 4100))]))
+        let p = try NotificationPayload(
+            json: .object(["aps": .object(["alert": .string("a")]), "x": .string(String(repeating: "y", count: 4100))]))
         await #expect(throws: PayloadError.self) {
             try await enricher(mode: .default, places: nil, map: false).enrich(deviceId: "d1", payload: p)
         }

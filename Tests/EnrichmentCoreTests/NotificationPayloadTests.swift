@@ -1,7 +1,7 @@
 import EnrichmentCore
+import Essentials
 import Foundation
 import Testing
-import Essentials
 
 @Suite("Reading APNs payloads")
 struct NotificationPayloadTests {
@@ -24,7 +24,9 @@ struct NotificationPayloadTests {
     @Test("woosmap treats a fractional number as no timestamp, an integral one as an integer")
     func woosmapFloat() throws {
         #expect(try payload(#"{"aps":{"timestamp":1589288354.5}}"#).readTimestamp(mode: .woosmap).timestamp == nil)
-        #expect(try payload(#"{"aps":{"timestamp":1589288354.0}}"#).readTimestamp(mode: .woosmap).timestamp == 1_589_288_354)
+        #expect(
+            try payload(#"{"aps":{"timestamp":1589288354.0}}"#).readTimestamp(mode: .woosmap).timestamp == 1_589_288_354
+        )
     }
 
     @Test("woosmap ignores the top-level legacy shape")
@@ -45,8 +47,12 @@ struct NotificationPayloadTests {
 
     @Test("default accepts numeric strings and floors fractional numbers")
     func defaultLenient() throws {
-        #expect(try payload(#"{"aps":{"timestamp":"1589288354"}}"#).readTimestamp(mode: .default).timestamp == 1_589_288_354)
-        #expect(try payload(#"{"aps":{"timestamp":1589288354.9}}"#).readTimestamp(mode: .default).timestamp == 1_589_288_354)
+        #expect(
+            try payload(#"{"aps":{"timestamp":"1589288354"}}"#).readTimestamp(mode: .default).timestamp == 1_589_288_354
+        )
+        #expect(
+            try payload(#"{"aps":{"timestamp":1589288354.9}}"#).readTimestamp(mode: .default).timestamp == 1_589_288_354
+        )
         #expect(try payload(#"{"aps":{"timestamp":"soon"}}"#).readTimestamp(mode: .default).timestamp == nil)
     }
 
@@ -65,7 +71,8 @@ struct NotificationPayloadTests {
 
     @Test("replacing the body keeps title, subtitle and unknown keys")
     func replaceBody() throws {
-        let p = try payload(#"{"aps":{"alert":{"title":"T","subtitle":"S","body":"old"},"mutable-content":1},"custom":{"k":[1,2]}}"#)
+        let p = try payload(
+            #"{"aps":{"alert":{"title":"T","subtitle":"S","body":"old"},"mutable-content":1},"custom":{"k":[1,2]}}"#)
         let out = p.replacingBody("new")
         #expect(out.alert == Alert(title: "T", subtitle: "S", body: "new"))
         #expect(out.json["custom"] == p.json["custom"])

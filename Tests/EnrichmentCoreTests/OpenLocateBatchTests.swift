@@ -1,7 +1,7 @@
 import EnrichmentCore
+import Essentials
 import Foundation
 import Testing
-import Essentials
 
 @Suite("OpenLocate batches")
 struct OpenLocateBatchTests {
@@ -13,7 +13,9 @@ struct OpenLocateBatchTests {
 
     @Test("numbers and numeric strings are both accepted")
     func accepted() throws {
-        let batch = try parse(#"{"locations":[{"latitude":"48.85","longitude":2.35,"utc_timestamp":1699999990,"horizontal_accuracy":"12.5","location_context":"regular"},{"latitude":1,"longitude":"2","utc_timestamp":"1699999999"}]}"#)
+        let batch = try parse(
+            #"{"locations":[{"latitude":"48.85","longitude":2.35,"utc_timestamp":1699999990,"horizontal_accuracy":"12.5","location_context":"regular"},{"latitude":1,"longitude":"2","utc_timestamp":"1699999999"}]}"#
+        )
         #expect(batch.rejected.isEmpty)
         #expect(batch.accepted.count == 2)
         #expect(batch.accepted[0].coordinate == Coordinate(latitude: 48.85, longitude: 2.35))
@@ -24,19 +26,20 @@ struct OpenLocateBatchTests {
 
     @Test("each bad item is rejected with its index and reason; good items are kept")
     func rejections() throws {
-        let batch = try parse(#"""
-        {"locations":[
-          {"latitude":91,"longitude":0,"utc_timestamp":1699999990},
-          {"latitude":0,"longitude":-181,"utc_timestamp":1699999990},
-          {"longitude":0,"utc_timestamp":1699999990},
-          {"latitude":"north","longitude":0,"utc_timestamp":1699999990},
-          {"latitude":0,"longitude":0,"utc_timestamp":1699999990000},
-          {"latitude":0,"longitude":0,"utc_timestamp":1800000000},
-          {"latitude":0,"longitude":0,"utc_timestamp":1699999990,"horizontal_accuracy":-1},
-          "nope",
-          {"latitude":0,"longitude":0,"utc_timestamp":1699999990}
-        ]}
-        """#)
+        let batch = try parse(
+            #"""
+            {"locations":[
+              {"latitude":91,"longitude":0,"utc_timestamp":1699999990},
+              {"latitude":0,"longitude":-181,"utc_timestamp":1699999990},
+              {"longitude":0,"utc_timestamp":1699999990},
+              {"latitude":"north","longitude":0,"utc_timestamp":1699999990},
+              {"latitude":0,"longitude":0,"utc_timestamp":1699999990000},
+              {"latitude":0,"longitude":0,"utc_timestamp":1800000000},
+              {"latitude":0,"longitude":0,"utc_timestamp":1699999990,"horizontal_accuracy":-1},
+              "nope",
+              {"latitude":0,"longitude":0,"utc_timestamp":1699999990}
+            ]}
+            """#)
         #expect(batch.accepted.count == 1)
         let reasons = Dictionary(uniqueKeysWithValues: batch.rejected.map { ($0.index, $0.reason) })
         #expect(reasons[0] == "latitude 91.0 is outside [-90, 90]")

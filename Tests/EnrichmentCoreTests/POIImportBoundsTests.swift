@@ -1,7 +1,7 @@
 import EnrichmentCore
+import Essentials
 import Foundation
 import Testing
-import Essentials
 
 /// Imports whose memory must follow the POIs kept, not the size or shape of the file.
 @Suite("POI import: bounded memory")
@@ -9,8 +9,10 @@ struct POIImportBoundsTests {
     @Test("a line of commas is refused at the field limit instead of becoming millions of strings")
     func lineOfCommas() throws {
         let csv = "store_id,lat,lng\n" + String(repeating: ",", count: 50_000)
-        #expect(throws: POIImportError.csv(
-            line: 2, reason: "a record has more than 1000 fields; check the separator (a comma) and the quoting")) {
+        #expect(
+            throws: POIImportError.csv(
+                line: 2, reason: "a record has more than 1000 fields; check the separator (a comma) and the quoting")
+        ) {
             try POICSV.parse(Data(csv.utf8))
         }
         let wide = "store_id,lat,lng\n" + "a,1,2" + String(repeating: ",", count: CSVRecordReader.maximumFields - 3)
@@ -37,7 +39,9 @@ struct POIImportBoundsTests {
     func rowLimit(geoJSON: Bool) {
         let data: Data
         if geoJSON {
-            data = Data((#"{"type":"FeatureCollection","features":["# + Array(repeating: "{}", count: 11).joined(separator: ",") + "]}").utf8)
+            data = Data(
+                (#"{"type":"FeatureCollection","features":["# + Array(repeating: "{}", count: 11).joined(separator: ",")
+                    + "]}").utf8)
         } else {
             data = Data(("store_id,lat,lng\n" + String(repeating: "x,1,2\n", count: 11)).utf8)
         }
@@ -49,8 +53,10 @@ struct POIImportBoundsTests {
 
     @Test("GeoJSON features are read one by one with their index; the collection's shape is still checked")
     func streamingGeoJSON() throws {
-        let feature = #"{"type":"Feature","properties":{"store_id":"a","name":"A"},"geometry":{"type":"Point","coordinates":[2.35,48.85]}}"#
-        let document = #"{"features":[\#(feature), {}, 7, \#(feature.replacingOccurrences(of: "\"a\"", with: "\"b\""))],"type":"FeatureCollection","extra":{"x":[1]}}"#
+        let feature =
+            #"{"type":"Feature","properties":{"store_id":"a","name":"A"},"geometry":{"type":"Point","coordinates":[2.35,48.85]}}"#
+        let document =
+            #"{"features":[\#(feature), {}, 7, \#(feature.replacingOccurrences(of: "\"a\"", with: "\"b\""))],"type":"FeatureCollection","extra":{"x":[1]}}"#
         let batch = try POIBatch.read(Data(document.utf8), format: .geoJSON)
         #expect(batch.pois.map(\.storeId) == ["a", "b"])
         #expect(batch.rejected.map(\.index) == [1, 2])
@@ -59,7 +65,10 @@ struct POIImportBoundsTests {
         let cases: [(String, String)] = [
             (#"[1]"#, "body must be a JSON object"),
             (#"{"type":"Feature","features":[]}"#, "type must be \"FeatureCollection\""),
-            (#"{"type":"FeatureCollection","features":{}}"#, "features must be an array of GeoJSON Features, found object"),
+            (
+                #"{"type":"FeatureCollection","features":{}}"#,
+                "features must be an array of GeoJSON Features, found object"
+            ),
             (#"{"type":"FeatureCollection"}"#, "features must be an array of GeoJSON Features (it is missing)"),
             (#"{"features":[{"a":1},"#, "not valid JSON"),
         ]
@@ -78,7 +87,9 @@ struct POIImportBoundsTests {
         var features: [String] = []
         for index in 0..<200 {
             let lat = Double(index % 180) - 89.5
-            features.append(#"{"type":"Feature","properties":{"store_id":"s\#(index)","name":"N\#(index)","types":["t\#(index % 3)"]},"geometry":{"type":"Point","coordinates":[\#(Double(index) - 100.25),\#(lat)]}}"#)
+            features.append(
+                #"{"type":"Feature","properties":{"store_id":"s\#(index)","name":"N\#(index)","types":["t\#(index % 3)"]},"geometry":{"type":"Point","coordinates":[\#(Double(index) - 100.25),\#(lat)]}}"#
+            )
         }
         features.append(#"{"properties":{}}"#)
         let text = #"{"type":"FeatureCollection","features":[\#(features.joined(separator: ","))]}"#

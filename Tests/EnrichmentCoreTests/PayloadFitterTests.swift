@@ -1,7 +1,7 @@
 import EnrichmentCore
+import Essentials
 import Foundation
 import Testing
-import Essentials
 
 @Suite("The 4096-byte payload limit")
 struct PayloadFitterTests {
@@ -58,10 +58,11 @@ struct PayloadFitterTests {
 
     @Test("a payload that cannot fit even with an empty body is an error")
     func cannotFit() throws {
-        let big = try NotificationPayload(json: .object([
-            "aps": .object(["alert": .object(["body": .string("")])]),
-            "blob": .string(String(repeating: "x", count: 4100)),
-        ]))
+        let big = try NotificationPayload(
+            json: .object([
+                "aps": .object(["alert": .object(["body": .string("")])]),
+                "blob": .string(String(repeating: "x", count: 4100)),
+            ]))
         #expect(throws: PayloadError.self) { try PayloadFitter.fit(body: "hi", into: big) }
     }
 }

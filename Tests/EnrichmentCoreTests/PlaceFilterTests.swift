@@ -1,6 +1,6 @@
 import EnrichmentCore
-import Testing
 import Essentials
+import Testing
 
 @Suite("Woosmap query filters")
 struct PlaceFilterTests {
@@ -28,7 +28,9 @@ struct PlaceFilterTests {
 
     @Test("NOT binds tighter than AND, AND tighter than OR; parentheses and any keyword case")
     func precedence() throws {
-        let a = Self.clause(.type, .string("a")), b = Self.clause(.tag, .string("b")), c = Self.clause(.city, .string("c"))
+        let a = Self.clause(.type, .string("a"))
+        let b = Self.clause(.tag, .string("b"))
+        let c = Self.clause(.city, .string("c"))
         #expect(try F.parse(#"type:"a" OR tag:"b" AND city:"c""#) == .or(a, .and(b, c)))
         #expect(try F.parse(#"(type:"a" OR tag:"b") AND city:"c""#) == .and(.or(a, b), c))
         #expect(try F.parse(#"NOT type:"a" AND tag:"b""#) == .and(.not(a), b))
@@ -37,36 +39,40 @@ struct PlaceFilterTests {
         #expect(try F.parse(#"NOT NOT type:"a""#) == .not(.not(a)))
     }
 
-    @Test("the written form parses back to the same tree", arguments: [
-        #"type:"a" OR tag:"b" AND city:="c""#,
-        #"(type:"a" OR tag:"b") AND NOT (city:="c" OR user.x:>=2)"#,
-        #"NOT (type:"a" AND tag:"b") OR name:="q\"uote""#,
-        "user.n:-2.5 AND user.ok:false",
-    ])
+    @Test(
+        "the written form parses back to the same tree",
+        arguments: [
+            #"type:"a" OR tag:"b" AND city:="c""#,
+            #"(type:"a" OR tag:"b") AND NOT (city:="c" OR user.x:>=2)"#,
+            #"NOT (type:"a" AND tag:"b") OR name:="q\"uote""#,
+            "user.n:-2.5 AND user.ok:false",
+        ])
     func roundTrip(text: String) throws {
         let filter = try F.parse(text)
         #expect(try F.parse(filter.description) == filter)
     }
 
-    @Test("syntax errors say what was expected and where", arguments: [
-        (#"type:"cafe" tag:"x""#, 13, "expected AND or OR between clauses"),
-        (#"type:cafe"#, 6, "'cafe' is not a value; put text in double quotes"),
-        (#"type"#, 5, "expected ':' after the field name type"),
-        (#"colour:"red""#, 1, "unknown field 'colour'"),
-        (#"type:"cafe"#, 6, "is never closed"),
-        (#"(type:"a" OR tag:"b""#, 21, "'(' at position 1 is never closed"),
-        (#"type:"a")"#, 9, "unbalanced ')'"),
-        (#"type:"a" AND"#, 13, "expected a clause"),
-        (#"type:>"a""#, 6, "type takes no comparison operator"),
-        (#"user.rating:>"#, 14, "expected a value"),
-        (#"user.open:>true"#, 11, "cannot compare with true or false"),
-        (#"city:3"#, 6, "city needs a quoted string value"),
-        (#"AND type:"a""#, 1, "found the keyword AND"),
-        ("", 1, "query is empty"),
-        (#"last_updated:>"2024""#, 1, "not supported by the local index"),
-        (#"user.:"x""#, 1, "unknown field 'user.'"),
-        (#"name:"a\b""#, 8, #"only \" and \\ may be escaped"#),
-    ])
+    @Test(
+        "syntax errors say what was expected and where",
+        arguments: [
+            (#"type:"cafe" tag:"x""#, 13, "expected AND or OR between clauses"),
+            (#"type:cafe"#, 6, "'cafe' is not a value; put text in double quotes"),
+            (#"type"#, 5, "expected ':' after the field name type"),
+            (#"colour:"red""#, 1, "unknown field 'colour'"),
+            (#"type:"cafe"#, 6, "is never closed"),
+            (#"(type:"a" OR tag:"b""#, 21, "'(' at position 1 is never closed"),
+            (#"type:"a")"#, 9, "unbalanced ')'"),
+            (#"type:"a" AND"#, 13, "expected a clause"),
+            (#"type:>"a""#, 6, "type takes no comparison operator"),
+            (#"user.rating:>"#, 14, "expected a value"),
+            (#"user.open:>true"#, 11, "cannot compare with true or false"),
+            (#"city:3"#, 6, "city needs a quoted string value"),
+            (#"AND type:"a""#, 1, "found the keyword AND"),
+            ("", 1, "query is empty"),
+            (#"last_updated:>"2024""#, 1, "not supported by the local index"),
+            (#"user.:"x""#, 1, "unknown field 'user.'"),
+            (#"name:"a\b""#, 8, #"only \" and \\ may be escaped"#),
+        ])
     func errors(text: String, position: Int, message: String) {
         do {
             _ = try F.parse(text)
@@ -82,7 +88,9 @@ struct PlaceFilterTests {
         let deep = String(repeating: "(", count: 100) + #"type:"a""# + String(repeating: ")", count: 100)
         #expect(throws: PlaceFilterSyntaxError.self) { try F.parse(deep) }
         let long = Array(repeating: #"type:"a""#, count: 400).joined(separator: " OR ")
-        #expect(throws: PlaceFilterSyntaxError(position: 2_001, message: "query is longer than 2000 characters")) { try F.parse(long) }
+        #expect(throws: PlaceFilterSyntaxError(position: 2_001, message: "query is longer than 2000 characters")) {
+            try F.parse(long)
+        }
         let deepNot = String(repeating: "NOT ", count: 33) + #"type:"a""#
         #expect(throws: PlaceFilterSyntaxError.self) { try F.parse(deepNot) }
         #expect((try? F.parse(String(repeating: "NOT ", count: 31) + #"type:"a""#)) != nil)
@@ -90,17 +98,21 @@ struct PlaceFilterTests {
 
     @Test("clauses test the store the way Woosmap does")
     func evaluation() throws {
-        let poi = POI(storeId: "s1", name: "Le Zinc", coordinate: Coordinate(latitude: 0, longitude: 0),
-                      address: POI.Address(countryCode: "FR", city: "Paris"), types: ["cafe", "bar"], tags: ["wifi"],
-                      userProperties: .object(["rating": .int(4), "score": .double(2.5), "open": .bool(true),
-                                               "since": .string("2019-05-01"), "langs": .array([.string("fr"), .string("en")]),
-                                               "owner": .object(["kind": .string("chain")])]))
+        let poi = POI(
+            storeId: "s1", name: "Le Zinc", coordinate: Coordinate(latitude: 0, longitude: 0),
+            address: POI.Address(countryCode: "FR", city: "Paris"), types: ["cafe", "bar"], tags: ["wifi"],
+            userProperties: .object([
+                "rating": .int(4), "score": .double(2.5), "open": .bool(true),
+                "since": .string("2019-05-01"), "langs": .array([.string("fr"), .string("en")]),
+                "owner": .object(["kind": .string("chain")]),
+            ]))
         func check(_ text: String) throws -> Bool { try F.parse(text).matches(poi) }
         #expect(try check(#"type:"bar""#))
         #expect(try !check(#"type:"Bar""#))
         #expect(try check(#"tag:"wifi" AND city:="Paris" AND country:"FR" AND name:"Le Zinc" AND idstore:"s1""#))
         #expect(try !check(#"city:"paris""#))
-        #expect(try check("user.rating:4 AND user.rating:4.0 AND user.rating:>3 AND user.rating:>=4 AND user.rating:<=4"))
+        #expect(
+            try check("user.rating:4 AND user.rating:4.0 AND user.rating:>3 AND user.rating:>=4 AND user.rating:<=4"))
         #expect(try !check("user.rating:>4"))
         #expect(try !check("user.rating:<4"))
         #expect(try check("user.score:<3 AND user.score:>2"))

@@ -1,7 +1,7 @@
 import EnrichmentCore
-import Testing
-import TestSupport
 import Essentials
+import TestSupport
+import Testing
 
 @Suite("Nearest POIs from the in-memory index")
 struct SpatialIndexTests {
@@ -11,18 +11,23 @@ struct SpatialIndexTests {
         let pois = awkwardWorld(generator: &generator)
         let index = PlacesIndex(pois: pois)
         var points = (0..<400).map { _ in
-            Coordinate(latitude: Double.random(in: -90...90, using: &generator),
-                       longitude: Double.random(in: -180...180, using: &generator))
+            Coordinate(
+                latitude: Double.random(in: -90...90, using: &generator),
+                longitude: Double.random(in: -180...180, using: &generator))
         }
         // Near and on the antimeridian, near and at the poles, and on the duplicated places themselves.
         points += (0..<60).map { i in
-            Coordinate(latitude: Double.random(in: -20...20, using: &generator),
-                       longitude: i % 2 == 0 ? 180 - Double.random(in: 0...0.2, using: &generator)
-                                             : -180 + Double.random(in: 0...0.2, using: &generator))
+            Coordinate(
+                latitude: Double.random(in: -20...20, using: &generator),
+                longitude: i % 2 == 0
+                    ? 180 - Double.random(in: 0...0.2, using: &generator)
+                    : -180 + Double.random(in: 0...0.2, using: &generator))
         }
-        points += [Coordinate(latitude: 90, longitude: 0), Coordinate(latitude: -90, longitude: 0),
-                   Coordinate(latitude: 89.99, longitude: -170), Coordinate(latitude: -89.99, longitude: 10),
-                   Coordinate(latitude: 10, longitude: 180), Coordinate(latitude: 10, longitude: -180)]
+        points += [
+            Coordinate(latitude: 90, longitude: 0), Coordinate(latitude: -90, longitude: 0),
+            Coordinate(latitude: 89.99, longitude: -170), Coordinate(latitude: -89.99, longitude: 10),
+            Coordinate(latitude: 10, longitude: 180), Coordinate(latitude: 10, longitude: -180),
+        ]
         points += stride(from: 0, to: pois.count, by: 97).map { pois[$0].coordinate }
         for point in points {
             let query = PlacesQuery(limit: k)
@@ -39,8 +44,10 @@ struct SpatialIndexTests {
         // Places only in Europe; queries in the South Pacific, Antarctica and the Arctic.
         let pois = randomPOIs(3_000, generator: &generator, around: Coordinate(latitude: 48, longitude: 10), spread: 8)
         let index = PlacesIndex(pois: pois)
-        for point in [Coordinate(latitude: -40, longitude: -130), Coordinate(latitude: -85, longitude: 100),
-                      Coordinate(latitude: 80, longitude: -150), Coordinate(latitude: -48, longitude: -170)] {
+        for point in [
+            Coordinate(latitude: -40, longitude: -130), Coordinate(latitude: -85, longitude: 100),
+            Coordinate(latitude: 80, longitude: -150), Coordinate(latitude: -48, longitude: -170),
+        ] {
             let got = index.nearest(to: point, query: PlacesQuery(limit: 5))
             let expected = bruteForce(pois, from: point, query: PlacesQuery(limit: 5))
             #expect(got.first.map { $0.distance > 3_000_000 } == true)
@@ -52,8 +59,10 @@ struct SpatialIndexTests {
     @Test("the same point twice under two ids: equal distance, ordered by store id")
     func ties() {
         let spot = Coordinate(latitude: 51.5, longitude: -0.12)
-        let pois = [POI(storeId: "b", name: "", coordinate: spot), POI(storeId: "a", name: "", coordinate: spot),
-                    POI(storeId: "c", name: "", coordinate: spot)]
+        let pois = [
+            POI(storeId: "b", name: "", coordinate: spot), POI(storeId: "a", name: "", coordinate: spot),
+            POI(storeId: "c", name: "", coordinate: spot),
+        ]
         let index = PlacesIndex(pois: pois)
         let probe = Coordinate(latitude: 51.6, longitude: -0.1)
         #expect(index.nearest(to: probe, query: PlacesQuery(limit: 2)).map(\.poi.storeId) == ["a", "b"])
@@ -80,8 +89,9 @@ struct SpatialIndexTests {
         ]
         for query in queries {
             for _ in 0..<30 {
-                let point = Coordinate(latitude: center.latitude + Double.random(in: -0.2...0.2, using: &generator),
-                                       longitude: center.longitude + Double.random(in: -0.2...0.2, using: &generator))
+                let point = Coordinate(
+                    latitude: center.latitude + Double.random(in: -0.2...0.2, using: &generator),
+                    longitude: center.longitude + Double.random(in: -0.2...0.2, using: &generator))
                 let expected = bruteForce(pois, from: point, query: query)
                 #expect(index.nearest(to: point, query: query).map(\.poi.storeId) == expected.map(\.poi.storeId))
                 let total = pois.filter { poi in
@@ -96,7 +106,9 @@ struct SpatialIndexTests {
         let exact = point.distance(to: target.coordinate)
         let within = index.nearest(to: point, query: PlacesQuery(limit: 3_000, radius: exact)).map(\.poi.storeId)
         #expect(within.contains(target.storeId))
-        #expect(!index.nearest(to: point, query: PlacesQuery(limit: 3_000, radius: exact.nextDown)).map(\.poi.storeId).contains(target.storeId))
+        #expect(
+            !index.nearest(to: point, query: PlacesQuery(limit: 3_000, radius: exact.nextDown)).map(\.poi.storeId)
+                .contains(target.storeId))
     }
 
     @Test("pages continue where the previous one stopped")
@@ -111,10 +123,13 @@ struct SpatialIndexTests {
         #expect(pages.map(\.pageCount) == [50, 50, 50])
         // Counting stops at the deepest reachable result, with and without a radius and a filter.
         #expect(index.search(near: point, query: PlacesQuery(limit: 10), page: 1, reach: 25).pageCount == 3)
-        #expect(index.search(near: point, query: PlacesQuery(limit: 10, radius: 500_000), page: 1, reach: 25).pageCount == 3)
+        #expect(
+            index.search(near: point, query: PlacesQuery(limit: 10, radius: 500_000), page: 1, reach: 25).pageCount == 3
+        )
         let cafes = PlacesQuery(limit: 10, filter: PlaceFilter.anyOf(.type, ["cafe"]))
         #expect(index.search(near: point, query: cafes, page: 1, reach: 41).pageCount == 5)
-        #expect(index.search(near: point, query: cafes, page: 1).pageCount == (pois.filter(cafes.accepts).count + 9) / 10)
+        #expect(
+            index.search(near: point, query: cafes, page: 1).pageCount == (pois.filter(cafes.accepts).count + 9) / 10)
     }
 
     @Test("upsert replaces a POI by store id and moves it in the index")

@@ -7,7 +7,9 @@ struct StalenessPolicyTests {
     let ts: Int64 = 1_589_288_354
     let policy = StalenessPolicy()
 
-    func reading(_ ts: Int64?) -> TimestampReading { TimestampReading(timestamp: ts, source: ts == nil ? nil : .apsInteger, problem: nil) }
+    func reading(_ ts: Int64?) -> TimestampReading {
+        TimestampReading(timestamp: ts, source: ts == nil ? nil : .apsInteger, problem: nil)
+    }
     func at(_ seconds: Double) -> Date { Date(timeIntervalSince1970: seconds) }
 
     @Test("exactly 300 s old is fresh")

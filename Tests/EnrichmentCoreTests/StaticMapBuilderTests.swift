@@ -1,7 +1,7 @@
-import EnrichmentCore
-import Testing
 import Crypto
+import EnrichmentCore
 import Foundation
+import Testing
 
 @Suite("Static map URLs")
 struct StaticMapBuilderTests {
@@ -11,19 +11,28 @@ struct StaticMapBuilderTests {
     @Test("one marker: blue user marker, zoom 15, current base, no sensor")
     func oneMarker() throws {
         let url = try StaticMapBuilder(apiKey: "K").url(user: user, poi: nil)
-        #expect(url == "https://maps.googleapis.com/maps/api/staticmap?markers=color:blue%7C43.6,3.88&zoom=15&size=400x400&key=K")
+        #expect(
+            url
+                == "https://maps.googleapis.com/maps/api/staticmap?markers=color:blue%7C43.6,3.88&zoom=15&size=400x400&key=K"
+        )
     }
 
     @Test("with a POI: red user, blue POI, zoom 14")
     func twoMarkers() throws {
         let url = try StaticMapBuilder(apiKey: "K").url(user: user, poi: poi)
-        #expect(url == "https://maps.googleapis.com/maps/api/staticmap?markers=color:red%7C43.6,3.88&markers=color:blue%7C43.61,3.8772&zoom=14&size=400x400&key=K")
+        #expect(
+            url
+                == "https://maps.googleapis.com/maps/api/staticmap?markers=color:red%7C43.6,3.88&markers=color:blue%7C43.61,3.8772&zoom=14&size=400x400&key=K"
+        )
     }
 
     @Test("legacy form: SDK base and sensor=true")
     func legacy() throws {
         let url = try StaticMapBuilder(style: .legacy, apiKey: "K").url(user: user, poi: nil)
-        #expect(url == "http://maps.google.com/maps/api/staticmap?markers=color:blue%7C43.6,3.88&zoom=15&size=400x400&sensor=true&key=K")
+        #expect(
+            url
+                == "http://maps.google.com/maps/api/staticmap?markers=color:blue%7C43.6,3.88&zoom=15&size=400x400&sensor=true&key=K"
+        )
     }
 
     @Test("Google's published URL-signing example")
@@ -44,7 +53,8 @@ struct StaticMapBuilderTests {
         let key = SymmetricKey(data: StaticMapBuilder.decodeURLSafeBase64(secret)!)
         let mac = HMAC<Insecure.SHA1>.authenticationCode(
             for: Data("/maps/api/staticmap?markers=color:blue%7C43.6,3.88&zoom=15&size=400x400&key=K".utf8), using: key)
-        let expected = Data(mac).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        let expected = Data(mac).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
+            of: "/", with: "_")
         #expect(parts[1] == expected)
     }
 

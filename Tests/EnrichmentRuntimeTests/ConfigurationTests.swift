@@ -9,7 +9,10 @@ struct ConfigurationTests {
     @Test("environment values are validated with the setting name and what is allowed")
     func invalidValues() {
         var configuration = ServiceConfiguration()
-        #expect(throws: ConfigurationError(setting: "ENRICH_PORT", value: "http", allowed: "an integer port 0-65535 (0 picks a free port)")) {
+        #expect(
+            throws: ConfigurationError(
+                setting: "ENRICH_PORT", value: "http", allowed: "an integer port 0-65535 (0 picks a free port)")
+        ) {
             try configuration.apply(environment: ["ENRICH_PORT": "http"])
         }
         #expect(throws: ConfigurationError.self) { try configuration.apply(environment: ["ENRICH_MODE": "fancy"]) }
@@ -19,7 +22,9 @@ struct ConfigurationTests {
     @Test("secrets never appear in errors or the start-up summary")
     func secretsRedacted() throws {
         var configuration = ServiceConfiguration()
-        try configuration.apply(environment: ["ENRICH_MAP_KEY": "AIzaSECRET", "ENRICH_API_KEY": "tok-SECRET", "ENRICH_PORT": "9090"])
+        try configuration.apply(environment: [
+            "ENRICH_MAP_KEY": "AIzaSECRET", "ENRICH_API_KEY": "tok-SECRET", "ENRICH_PORT": "9090",
+        ])
         #expect(configuration.port == 9090)
         #expect(configuration.mapKey == "AIzaSECRET")
         #expect(!configuration.redactedSummary.contains("SECRET"))
@@ -37,10 +42,12 @@ struct SettingsTableTests {
         let settings = ServiceConfiguration.settings.settings
         #expect(Set(settings.map(\.name)).count == settings.count)
         #expect(Set(settings.map(\.variable)).count == settings.count)
-        #expect(settings.allSatisfy { $0.variable.hasPrefix("ENRICH_") && !$0.help.isEmpty && !$0.defaultValue.isEmpty })
-        #expect(Set(ServiceConfiguration.secretVariables) == [
-            "ENRICH_WOOSMAP_KEY", "ENRICH_MAP_KEY", "ENRICH_MAP_SIGNING_SECRET", "ENRICH_API_KEY",
-        ])
+        #expect(
+            settings.allSatisfy { $0.variable.hasPrefix("ENRICH_") && !$0.help.isEmpty && !$0.defaultValue.isEmpty })
+        #expect(
+            Set(ServiceConfiguration.secretVariables) == [
+                "ENRICH_WOOSMAP_KEY", "ENRICH_MAP_KEY", "ENRICH_MAP_SIGNING_SECRET", "ENRICH_API_KEY",
+            ])
         let help = ServiceConfiguration.settings.helpText
         #expect(help.contains("--port <port>"))
         #expect(help.contains("ENRICH_API_KEY=<key>"))
@@ -51,22 +58,28 @@ struct SettingsTableTests {
     func flagsOverVariables() throws {
         var configuration = ServiceConfiguration()
         try configuration.apply(environment: ["ENRICH_PORT": "9000", "ENRICH_STALENESS_WINDOW": "10"])
-        try configuration.apply(arguments: ["--port", "9090", "--staleness-window=60", "--max-future-skew", "off",
-                                            "--places-types", "cafe, bar", "--idle-timeout", "1.5"])
+        try configuration.apply(arguments: [
+            "--port", "9090", "--staleness-window=60", "--max-future-skew", "off",
+            "--places-types", "cafe, bar", "--idle-timeout", "1.5",
+        ])
         #expect(configuration.port == 9090)
         #expect(configuration.stalenessWindow == 60)
         #expect(configuration.maxFutureSkew == nil)
         #expect(configuration.placesTypes == ["cafe", "bar"])
         #expect(configuration.connections.idleTimeout == .milliseconds(1500))
 
-        #expect(throws: ConfigurationError(
-            setting: "--port", value: "abc", allowed: "an integer port 0-65535 (0 picks a free port)")) {
+        #expect(
+            throws: ConfigurationError(
+                setting: "--port", value: "abc", allowed: "an integer port 0-65535 (0 picks a free port)")
+        ) {
             try configuration.apply(arguments: ["--port", "abc"])
         }
         do throws(ConfigurationError) {
             try configuration.apply(arguments: ["--port", "abc"])
         } catch {
-            #expect(error.description == "--port 'abc' is not valid: expected an integer port 0-65535 (0 picks a free port)")
+            #expect(
+                error.description == "--port 'abc' is not valid: expected an integer port 0-65535 (0 picks a free port)"
+            )
         }
         do throws(ConfigurationError) {
             try configuration.apply(environment: ["ENRICH_PORT": "abc"])

@@ -1,8 +1,8 @@
 import EnrichmentCore
-import Foundation
-import Testing
-import TestSupport
 import Essentials
+import Foundation
+import TestSupport
+import Testing
 
 /// Runs the real `enrichment-server` executable, so process death is real.
 struct ServerProcess {
@@ -12,7 +12,9 @@ struct ServerProcess {
     /// The executable built next to the test bundle by `swift test`.
     static func executableURL() throws -> URL {
         guard let url = builtExecutable(named: "enrichment-server") else {
-            throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: "enrichment-server next to \(CommandLine.arguments[0])"])
+            throw CocoaError(
+                .fileNoSuchFile, userInfo: [NSFilePathErrorKey: "enrichment-server next to \(CommandLine.arguments[0])"]
+            )
         }
         return url
     }
@@ -21,7 +23,9 @@ struct ServerProcess {
     static func start(database: String) throws -> ServerProcess {
         let process = Process()
         process.executableURL = try executableURL()
-        process.arguments = ["serve", "--port", "0", "--db", database, "--sample-pois", "false", "--log-level", "notice"]
+        process.arguments = [
+            "serve", "--port", "0", "--db", database, "--sample-pois", "false", "--log-level", "notice",
+        ]
         let stderr = Pipe()
         process.standardError = stderr
         process.standardOutput = FileHandle.nullDevice
@@ -63,7 +67,8 @@ struct DurabilityTests {
             let items = (0..<50).map { i in
                 #"{"latitude":\#(Double(batch) / 10),"longitude":\#(Double(i) / 10),"utc_timestamp":\#(now - 10_000 + Int64(batch * 50 + i))}"#
             }
-            let reply = try await client.post("/v1/devices/durable/locations", json: #"{"locations":[\#(items.joined(separator: ","))]}"#)
+            let reply = try await client.post(
+                "/v1/devices/durable/locations", json: #"{"locations":[\#(items.joined(separator: ","))]}"#)
             #expect(reply.status == 200)
             acknowledged += 50
         }

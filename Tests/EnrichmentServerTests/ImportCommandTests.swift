@@ -1,8 +1,8 @@
 import EnrichmentCore
 import EnrichmentStorage
+import Essentials
 import Foundation
 import Testing
-import Essentials
 
 @Suite("enrichment-server import-pois (the real executable)")
 struct ImportCommandTests {
@@ -11,13 +11,17 @@ struct ImportCommandTests {
         let process = Process()
         process.executableURL = try ServerProcess.executableURL()
         process.arguments = arguments
-        let out = Pipe(), err = Pipe()
+        let out = Pipe()
+        let err = Pipe()
         process.standardOutput = out
         process.standardError = err
         try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile(), stderr = err.fileHandleForReading.readDataToEndOfFile()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+        return (
+            process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self)
+        )
     }
 
     @Test("a GeoNames file loads with --map geonames; skipped rows are counted by reason; all rows are stored")
@@ -27,7 +31,9 @@ struct ImportCommandTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let csv = directory.appendingPathComponent("rg_cities1000.csv")
         var rows = ["lat,lon,name,admin1,admin2,cc"]
-        for i in 0..<2_000 { rows.append("\(Double(i % 170) - 85 + 0.5),\(Double(i % 359) - 179 + 0.25),Place \(i),Region \(i % 7),,XX") }
+        for i in 0..<2_000 {
+            rows.append("\(Double(i % 170) - 85 + 0.5),\(Double(i % 359) - 179 + 0.25),Place \(i),Region \(i % 7),,XX")
+        }
         rows += [",10,No lat,,,XX", "10,,No lng,,,XX", "100,10,North of north,,,XX", "10,abc,Letters,,,XX"]
         try Data((rows.joined(separator: "\n") + "\n").utf8).write(to: csv)
         let database = directory.appendingPathComponent("db.sqlite").path
@@ -42,8 +48,12 @@ struct ImportCommandTests {
         #expect(report["upserted"] == .int(2_000))
         #expect(report["total"] == .int(2_000))
         #expect(report["rejected_count"] == .int(4))
-        #expect(report["rejected_by_reason"] == .object(["lat is empty": .int(1), "lng is empty": .int(1),
-                                                         "lat is outside [-90, 90]": .int(1), "lng is not a decimal number": .int(1)]))
+        #expect(
+            report["rejected_by_reason"]
+                == .object([
+                    "lat is empty": .int(1), "lng is empty": .int(1),
+                    "lat is outside [-90, 90]": .int(1), "lng is not a decimal number": .int(1),
+                ]))
 
         let store = SQLitePOIStore(database: try SQLiteDatabase(path: database))
         let stored = try await store.all()

@@ -1,11 +1,11 @@
 import ArgumentParser
+import EnrichmentCore
 import EnrichmentRuntime
 import Essentials
 import Foundation
 import Testing
 
 @testable import enrichment_server
-import EnrichmentCore
 
 /// `enrichment-server` argument handling in-process: the settings table behind `serve` and `import-pois`.
 @Suite("enrichment-server arguments (parseAsRoot)")

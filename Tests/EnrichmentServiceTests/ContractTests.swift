@@ -1,8 +1,8 @@
+import EnrichmentRuntime
 import EnrichmentService
 import Foundation
-import Testing
 import TestSupport
-import EnrichmentRuntime
+import Testing
 
 /// `docs/openapi.yaml` is valid and true: openapi-spec-validator checks the document, and schemathesis throws
 /// generated requests (valid and invalid) at a real server and checks every answer against it, with and without
@@ -10,10 +10,12 @@ import EnrichmentRuntime
 /// and a fixed number of examples per operation.
 @Suite("OpenAPI contract (openapi-spec-validator, schemathesis)", .serialized)
 struct ContractTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
     static let specification = root.appendingPathComponent("docs/openapi.yaml").path
     static let settings = root.appendingPathComponent(".ci/schemathesis.toml").path
-    static let install = "install the contract tools with: pip install -r scripts/requirements-contract.txt (scripts/test.sh does)"
+    static let install =
+        "install the contract tools with: pip install -r scripts/requirements-contract.txt (scripts/test.sh does)"
 
     /// Runs a command, returning its exit status and combined output.
     static func run(_ arguments: [String]) async throws -> (status: Int32, output: String) {
@@ -34,27 +36,35 @@ struct ContractTests {
 
     @Test("the document passes openapi-spec-validator")
     func documentIsValid() async throws {
-        let result = try await Self.run(["python3", "-c", """
+        let result = try await Self.run([
+            "python3", "-c",
+            """
             import sys
             from openapi_spec_validator import validate
             from openapi_spec_validator.readers import read_from_filename
             document, _ = read_from_filename(sys.argv[1])
             validate(document)
             print("valid")
-            """, Self.specification])
+            """, Self.specification,
+        ])
         #expect(result.status == 0, "openapi-spec-validator: \(result.output.suffix(2000)) — \(Self.install)")
         #expect(result.output.contains("valid"))
     }
 
-    @Test("schemathesis finds no failure, without and with an API key", arguments: [nil, "contract-key-7f3a"] as [String?])
+    @Test(
+        "schemathesis finds no failure, without and with an API key",
+        arguments: [nil, "contract-key-7f3a"] as [String?])
     func schemathesis(apiKey: String?) async throws {
         try await withService({ $0.apiKey = apiKey }) { client in
-            var arguments = ["schemathesis", "--config-file", Self.settings, "run", Self.specification, "--url", client.base,
-                             "--checks", "all", "--seed", "20261123", "--max-examples", "100", "--workers", "2",
-                             "--no-color", "--generation-database", "none"]
+            var arguments = [
+                "schemathesis", "--config-file", Self.settings, "run", Self.specification, "--url", client.base,
+                "--checks", "all", "--seed", "20261123", "--max-examples", "100", "--workers", "2",
+                "--no-color", "--generation-database", "none",
+            ]
             if let apiKey { arguments += ["-H", "Authorization: Bearer \(apiKey)"] }
             let result = try await Self.run(arguments)
-            #expect(result.status == 0, "schemathesis reported failures:\n\(result.output.suffix(6000))\n\(Self.install)")
+            #expect(
+                result.status == 0, "schemathesis reported failures:\n\(result.output.suffix(6000))\n\(Self.install)")
             #expect(result.output.contains("passed"))
             #expect(!result.output.contains("failed,") && !result.output.contains(" failures in "))
         }

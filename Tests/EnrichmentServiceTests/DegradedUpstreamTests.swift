@@ -1,36 +1,42 @@
 import EnrichmentCore
-import EnrichmentService
-import Foundation
-import Testing
-import Essentials
-import Synchronization
 import EnrichmentRuntime
+import EnrichmentService
+import Essentials
+import Foundation
+import Synchronization
 import TestSupport
+import Testing
 
 @Suite("Service: Woosmap upstream, healthy and failing (real local HTTP server)")
 struct DegradedUpstreamTests {
     static let now: Int64 = 1_800_000_000
 
     // Generous defaults: only the slow-upstream tests are about timing; a loaded CI machine must not fail the others.
-    func enrichAgainst(_ mode: String, bodyMode: BodyMode, timeout: Double = 5, deadline: Double = 10,
-                       filter: PlaceFilter? = nil,
-                       baseURL: (@Sendable (String) -> String)? = nil) async throws -> (ServiceClient.Reply, Duration, [String]) {
+    func enrichAgainst(
+        _ mode: String, bodyMode: BodyMode, timeout: Double = 5, deadline: Double = 10,
+        filter: PlaceFilter? = nil,
+        baseURL: (@Sendable (String) -> String)? = nil
+    ) async throws -> (ServiceClient.Reply, Duration, [String]) {
         let fake = FakePlacesAPI()
         return try await fake.run { base in
-            try await withService({ configuration in
-                configuration.places = .woosmap
-                configuration.woosmapBaseURL = baseURL?(base) ?? "\(base)/\(mode)"
-                configuration.woosmapKey = "SECRET-KEY"
-                configuration.mode = bodyMode
-                configuration.upstreamTimeout = timeout
-                configuration.deadline = deadline
-                configuration.placesLimit = 2
-                configuration.placesQuery = filter
-            }, clock: FixedWallClock(epochSeconds: Double(Self.now))) { client in
-                _ = try await client.post("/v1/devices/p/locations",
-                                          json: #"{"locations":[{"latitude":43.6,"longitude":3.88,"utc_timestamp":\#(Self.now - 5)}]}"#)
+            try await withService(
+                { configuration in
+                    configuration.places = .woosmap
+                    configuration.woosmapBaseURL = baseURL?(base) ?? "\(base)/\(mode)"
+                    configuration.woosmapKey = "SECRET-KEY"
+                    configuration.mode = bodyMode
+                    configuration.upstreamTimeout = timeout
+                    configuration.deadline = deadline
+                    configuration.placesLimit = 2
+                    configuration.placesQuery = filter
+                }, clock: FixedWallClock(epochSeconds: Double(Self.now))
+            ) { client in
+                _ = try await client.post(
+                    "/v1/devices/p/locations",
+                    json: #"{"locations":[{"latitude":43.6,"longitude":3.88,"utc_timestamp":\#(Self.now - 5)}]}"#)
                 let started = ContinuousClock.now
-                let reply = try await client.post("/v1/enrich", json: enrichBody(device: "p", payload: locationPayload(timestamp: "\(Self.now)")))
+                let reply = try await client.post(
+                    "/v1/enrich", json: enrichBody(device: "p", payload: locationPayload(timestamp: "\(Self.now)")))
                 return (reply, ContinuousClock.now - started, fake.queries.withLock { $0 })
             }
         }
@@ -40,8 +46,13 @@ struct DegradedUpstreamTests {
     func healthy() async throws {
         let (reply, _, queries) = try await enrichAgainst("ok", bodyMode: .woosmap)
         #expect(reply.json?["outcome"] == .string("enriched"))
-        #expect(reply.json?["notification"]?["body"] == .string("City = Montpellier \nZipCode = 34000 \nDistance = 135.28682936"))
-        guard case .array(let pois)? = reply.json?["pois"] else { Issue.record("no pois"); return }
+        #expect(
+            reply.json?["notification"]?["body"]
+                == .string("City = Montpellier \nZipCode = 34000 \nDistance = 135.28682936"))
+        guard case .array(let pois)? = reply.json?["pois"] else {
+            Issue.record("no pois")
+            return
+        }
         #expect(pois.map { $0["store_id"] } == [.string("near"), .string("far")])
         #expect(queries.count == 1)
         let query = queries.first ?? ""
@@ -55,7 +66,9 @@ struct DegradedUpstreamTests {
     func queryUpstream() async throws {
         let filter = try PlaceFilter.parse(#"(type:"cafe" OR tag:"wifi") AND user.rating:>=4 AND NOT name:"A \"B\"""#)
         let (_, _, queries) = try await enrichAgainst("ok", bodyMode: .default, filter: filter)
-        let sent = URLComponents(string: "http://x/?" + (queries.first ?? ""))?.queryItems?.first { $0.name == "query" }?.value
+        let sent = URLComponents(string: "http://x/?" + (queries.first ?? ""))?.queryItems?.first {
+            $0.name == "query"
+        }?.value
         #expect(sent == #"(type:"cafe" OR tag:"wifi") AND user.rating:>=4 AND NOT name:="A \"B\"""#)
         #expect(try sent.map(PlaceFilter.parse) == filter)
     }

@@ -1,13 +1,13 @@
 import AsyncHTTPClient
 import EnrichmentCore
+import EnrichmentRuntime
 import EnrichmentService
+import Essentials
 import Foundation
 import NIOCore
-import Testing
-import TestSupport
-import Essentials
-import EnrichmentRuntime
 import NIOHTTP1
+import TestSupport
+import Testing
 
 /// Inputs that once stopped the process or escaped the error shape: each runs against the real server, and the
 /// server must still answer `/health` afterwards.
@@ -20,11 +20,13 @@ struct HardeningTests {
         #expect(health.status == 200)
     }
 
-    @Test("'at' out of range is a 400 naming the field and the range; the server keeps answering",
-          arguments: ["1e300", "-1e300", "1e19", "9223372036854775807", "-9223372036854775808", "253402300800", "-1"])
+    @Test(
+        "'at' out of range is a 400 naming the field and the range; the server keeps answering",
+        arguments: ["1e300", "-1e300", "1e19", "9223372036854775807", "-9223372036854775808", "253402300800", "-1"])
     func atOutOfRange(at: String) async throws {
         try await withService { client in
-            let reply = try await client.post("/v1/enrich", json: #"{"device_id":"d","payload":\#(locationPayload(timestamp: "1")),"at":\#(at)}"#)
+            let reply = try await client.post(
+                "/v1/enrich", json: #"{"device_id":"d","payload":\#(locationPayload(timestamp: "1")),"at":\#(at)}"#)
             #expect(reply.status == 400)
             #expect(reply.errorReason == "invalid_request")
             #expect(reply.json?["error"]?["field"] == .string("at"))
@@ -37,23 +39,29 @@ struct HardeningTests {
     func atEdges() async throws {
         try await withService { client in
             for at in ["0", "253402300799", "253402300799.5"] {
-                let reply = try await client.post("/v1/enrich", json: #"{"device_id":"d","payload":\#(locationPayload(timestamp: "0")),"at":\#(at)}"#)
+                let reply = try await client.post(
+                    "/v1/enrich", json: #"{"device_id":"d","payload":\#(locationPayload(timestamp: "0")),"at":\#(at)}"#)
                 #expect(reply.status == 200, "at=\(at)")
             }
         }
     }
 
-    @Test("64-bit extreme timestamps get exact verdicts instead of an overflow", arguments: [BodyMode.default, .woosmap])
+    @Test(
+        "64-bit extreme timestamps get exact verdicts instead of an overflow", arguments: [BodyMode.default, .woosmap])
     func extremeTimestamps(mode: BodyMode) async throws {
         try await withService({ $0.mode = mode }, clock: FixedWallClock(epochSeconds: Double(Self.now))) { client in
-            let oldest = try await client.post("/v1/enrich", json: enrichBody(device: "d", payload: locationPayload(timestamp: "-9223372036854775808")))
+            let oldest = try await client.post(
+                "/v1/enrich", json: enrichBody(device: "d", payload: locationPayload(timestamp: "-9223372036854775808"))
+            )
             #expect(oldest.status == 200)
             #expect(oldest.json?["outcome"] == .string("stale"))
             #expect(oldest.json?["staleness"]?["rule"] == .string("older_than_window"))
             // now - Int64.min does not fit in 64 bits: the age is left out rather than wrapped.
-            #expect(oldest.json?["staleness"]?["age_seconds"] == nil || oldest.json?["staleness"]?["age_seconds"] == .null)
+            #expect(
+                oldest.json?["staleness"]?["age_seconds"] == nil || oldest.json?["staleness"]?["age_seconds"] == .null)
 
-            let newest = try await client.post("/v1/enrich", json: enrichBody(device: "d", payload: locationPayload(timestamp: "9223372036854775807")))
+            let newest = try await client.post(
+                "/v1/enrich", json: enrichBody(device: "d", payload: locationPayload(timestamp: "9223372036854775807")))
             #expect(newest.status == 200)
             #expect(newest.json?["staleness"]?["rule"] == .string("future_accepted"))
             #expect(newest.json?["staleness"]?["age_seconds"] == .int(Self.now - Int64.max))
@@ -67,23 +75,31 @@ struct HardeningTests {
         let reading = TimestampReading(timestamp: .min, source: .apsInteger, problem: nil)
         #expect(policy.evaluate(reading, now: Date(timeIntervalSince1970: 1e300)).state == .stale)
         let future = TimestampReading(timestamp: .max, source: .apsInteger, problem: nil)
-        #expect(StalenessPolicy(window: 300, maxFutureSkew: 0).evaluate(future, now: Date(timeIntervalSince1970: -1e300)).rule == .futureSkew)
+        #expect(
+            StalenessPolicy(window: 300, maxFutureSkew: 0).evaluate(future, now: Date(timeIntervalSince1970: -1e300))
+                .rule == .futureSkew)
     }
 
-    @Test("an upstream distance no place on Earth can have degrades the result", arguments: ["farther-than-earth", "negative"])
+    @Test(
+        "an upstream distance no place on Earth can have degrades the result",
+        arguments: ["farther-than-earth", "negative"])
     func upstreamNonsense(mode: String) async throws {
         let fake = FakePlacesAPI()
         try await fake.run { base in
-            try await withService({ configuration in
-                configuration.places = .woosmap
-                configuration.woosmapBaseURL = "\(base)/\(mode)"
-                configuration.woosmapKey = "K"
-                configuration.upstreamTimeout = 5
-                configuration.deadline = 10
-            }, clock: FixedWallClock(epochSeconds: Double(Self.now))) { client in
-                _ = try await client.post("/v1/devices/p/locations",
-                                          json: #"{"locations":[{"latitude":43.6,"longitude":3.88,"utc_timestamp":\#(Self.now - 5)}]}"#)
-                let reply = try await client.post("/v1/enrich", json: enrichBody(device: "p", payload: locationPayload(timestamp: "\(Self.now)")))
+            try await withService(
+                { configuration in
+                    configuration.places = .woosmap
+                    configuration.woosmapBaseURL = "\(base)/\(mode)"
+                    configuration.woosmapKey = "K"
+                    configuration.upstreamTimeout = 5
+                    configuration.deadline = 10
+                }, clock: FixedWallClock(epochSeconds: Double(Self.now))
+            ) { client in
+                _ = try await client.post(
+                    "/v1/devices/p/locations",
+                    json: #"{"locations":[{"latitude":43.6,"longitude":3.88,"utc_timestamp":\#(Self.now - 5)}]}"#)
+                let reply = try await client.post(
+                    "/v1/enrich", json: enrichBody(device: "p", payload: locationPayload(timestamp: "\(Self.now)")))
                 #expect(reply.status == 200)
                 #expect(reply.json?["outcome"] == .string("degraded"))
                 #expect(reply.json?["degraded"]?["reason"] == .string("upstream_invalid_response"))
@@ -116,10 +132,11 @@ struct HardeningTests {
             request.method = .POST
             request.headers.add(name: "Content-Type", value: "application/json")
             let chunk = ByteBuffer(repeating: UInt8(ascii: " "), count: 1024)
-            request.body = .stream(AsyncStream { continuation in
-                for _ in 0..<64 { continuation.yield(chunk) }
-                continuation.finish()
-            }, length: .unknown)
+            request.body = .stream(
+                AsyncStream { continuation in
+                    for _ in 0..<64 { continuation.yield(chunk) }
+                    continuation.finish()
+                }, length: .unknown)
             let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
             let body = try await response.body.collect(upTo: 1 << 20)
             #expect(response.status.code == 413)
@@ -154,7 +171,8 @@ struct HardeningTests {
             let port = Int(client.base.split(separator: ":").last!)!
             let (head, body) = try await blocking {
                 let connection = try RawConnection(port: port)
-                connection.send("GET /health HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: 100_000))\r\n\r\n")
+                connection.send(
+                    "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: 100_000))\r\n\r\n")
                 return connection.readResponse() ?? ("", [])
             }
             #expect(head.hasPrefix("HTTP/1.1 431"))
@@ -177,11 +195,13 @@ struct HardeningTests {
             let text = try await client.request(.POST, "/v1/enrich", body: Data("{}".utf8), contentType: "text/plain")
             #expect(text.status == 415)
             #expect(text.errorReason == "unsupported_media_type")
-            let form = try await client.request(.POST, "/v1/devices/d/locations", body: Data("{}".utf8),
-                                                contentType: "application/x-www-form-urlencoded")
+            let form = try await client.request(
+                .POST, "/v1/devices/d/locations", body: Data("{}".utf8),
+                contentType: "application/x-www-form-urlencoded")
             #expect(form.status == 415)
-            let charset = try await client.request(.POST, "/v1/devices/d/locations",
-                                                   body: Data(#"{"locations":[]}"#.utf8), contentType: "application/json; charset=utf-8")
+            let charset = try await client.request(
+                .POST, "/v1/devices/d/locations",
+                body: Data(#"{"locations":[]}"#.utf8), contentType: "application/json; charset=utf-8")
             #expect(charset.status == 200)
         }
     }
@@ -217,8 +237,9 @@ struct HardeningTests {
     @Test("percent-encoded device ids are decoded before they are checked")
     func percentEncodedDeviceID() async throws {
         try await withService { client in
-            let stored = try await client.post("/v1/devices/a%3Ab/locations",
-                                               json: #"{"locations":[{"latitude":1,"longitude":2,"utc_timestamp":1700000000}]}"#)
+            let stored = try await client.post(
+                "/v1/devices/a%3Ab/locations",
+                json: #"{"locations":[{"latitude":1,"longitude":2,"utc_timestamp":1700000000}]}"#)
             #expect(stored.status == 200)
             let read = try await client.get("/v1/devices/a:b/location")
             #expect(read.json?["device_id"] == .string("a:b"))
@@ -300,7 +321,9 @@ struct ConnectionLimitTests {
             let (closed, elapsed) = try await blocking {
                 let connection = try RawConnection(port: port, readTimeout: 5)
                 let started = Date()
-                connection.send("POST /v1/enrich HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"dev")
+                connection.send(
+                    "POST /v1/enrich HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"dev"
+                )
                 return (connection.readUntilClosed().closed, Date().timeIntervalSince(started))
             }
             #expect(closed)

@@ -1,16 +1,16 @@
 import AsyncHTTPClient
 import EnrichmentCore
+import EnrichmentRuntime
 import EnrichmentService
+import Essentials
 import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import NIOFoundationCompat
 import NIOHTTP1
 import Synchronization
 import TestSupport
-import Essentials
-import EnrichmentRuntime
-import NIOFoundationEssentialsCompat
 
 /// Runs `body` against a real instance of the service on 127.0.0.1:0 with a fresh database, then stops it.
 func withService<T: Sendable>(
@@ -41,11 +41,11 @@ final class FakePlacesAPI: Sendable {
     let queries = Mutex<[String]>([])
 
     static let featureCollection = #"""
-    {"type":"FeatureCollection","features":[
-     {"type":"Feature","properties":{"store_id":"far","name":"Far Store","address":{"lines":["2 rue"],"country_code":"FR","city":"Lyon","zipcode":"69001"},"types":[],"tags":[],"distance":900.5},"geometry":{"type":"Point","coordinates":[3.89,43.61]}},
-     {"type":"Feature","properties":{"store_id":"near","name":"Near Store","address":{"lines":["1 rue"],"country_code":"FR","city":"Montpellier","zipcode":"34000"},"types":[],"tags":[],"distance":135.28682936},"geometry":{"type":"Point","coordinates":[3.8807,43.6048]}}
-    ],"pagination":{"page":1,"pageCount":1}}
-    """#
+        {"type":"FeatureCollection","features":[
+         {"type":"Feature","properties":{"store_id":"far","name":"Far Store","address":{"lines":["2 rue"],"country_code":"FR","city":"Lyon","zipcode":"69001"},"types":[],"tags":[],"distance":900.5},"geometry":{"type":"Point","coordinates":[3.89,43.61]}},
+         {"type":"Feature","properties":{"store_id":"near","name":"Near Store","address":{"lines":["1 rue"],"country_code":"FR","city":"Montpellier","zipcode":"34000"},"types":[],"tags":[],"distance":135.28682936},"geometry":{"type":"Point","coordinates":[3.8807,43.6048]}}
+        ],"pagination":{"page":1,"pageCount":1}}
+        """#
 
     func run<T: Sendable>(_ body: @Sendable (String) async throws -> T) async throws -> T {
         let router = Router()
@@ -53,7 +53,9 @@ final class FakePlacesAPI: Sendable {
             self.queries.withLock { $0.append(request.uri.query ?? "") }
             let mode = context.parameters.get("mode") ?? "ok"
             func json(_ text: String, _ status: HTTPResponse.Status = .ok) -> Response {
-                Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: text)))
+                Response(
+                    status: status, headers: [.contentType: "application/json"],
+                    body: .init(byteBuffer: ByteBuffer(string: text)))
             }
             switch mode {
             case "slow":
@@ -63,17 +65,25 @@ final class FakePlacesAPI: Sendable {
             case "403": return json(#"{"detail":"bad key"}"#, .forbidden)
             case "garbage": return json("<html>not json")
             case "notgeo": return json(#"{"hello":"world"}"#)
-            case "farther-than-earth": return json(Self.featureCollection.replacingOccurrences(of: "900.5", with: "1e300"))
+            case "farther-than-earth":
+                return json(Self.featureCollection.replacingOccurrences(of: "900.5", with: "1e300"))
             case "negative": return json(Self.featureCollection.replacingOccurrences(of: "135.28682936", with: "-5"))
-            case "empty": return json(#"{"type":"FeatureCollection","features":[],"pagination":{"page":1,"pageCount":0}}"#)
+            case "empty":
+                return json(#"{"type":"FeatureCollection","features":[],"pagination":{"page":1,"pageCount":0}}"#)
             default: return json(Self.featureCollection)
             }
         }
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
-                              logger: { var logger = Logger(label: "fake-places"); logger.logLevel = .critical; return logger }())
-        return try await withRunningApplication(app, ports: ports) { port in try await body("http://127.0.0.1:\(port)") }
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
+            logger: {
+                var logger = Logger(label: "fake-places")
+                logger.logLevel = .critical
+                return logger
+            }())
+        return try await withRunningApplication(app, ports: ports) { port in try await body("http://127.0.0.1:\(port)")
+        }
     }
 }
 

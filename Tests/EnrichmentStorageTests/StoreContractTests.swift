@@ -1,10 +1,10 @@
 import EnrichmentCore
 import EnrichmentRuntime
 import EnrichmentStorage
+import Essentials
 import Foundation
 import TestSupport
 import Testing
-import Essentials
 
 /// A fresh database file in a temporary folder, removed when the test's scope ends.
 final class TemporaryDatabase {
@@ -12,7 +12,8 @@ final class TemporaryDatabase {
     var path: String { directory.appendingPathComponent("test.sqlite").path }
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("enrichment-tests-\(UUID().uuidString)")
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "enrichment-tests-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     }
 
@@ -42,7 +43,8 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
 }
 
 func fix(_ device: String, _ time: Double, lat: Double = 1, lng: Double = 2, received: Double = 0) -> LocationFix {
-    LocationFix(deviceId: device, coordinate: Coordinate(latitude: lat, longitude: lng), fixTime: time, receivedAt: received)
+    LocationFix(
+        deviceId: device, coordinate: Coordinate(latitude: lat, longitude: lng), fixTime: time, receivedAt: received)
 }
 
 @Suite("Store contract")
@@ -87,15 +89,18 @@ struct StoreContractTests {
     func poiUpsert(kind: StoreKind) async throws {
         let temp = try TemporaryDatabase()
         let (_, pois) = try await kind.makeStores(temp)
-        let original = POI(storeId: "s1", name: "One", coordinate: Coordinate(latitude: 1, longitude: 1),
-                           address: POI.Address(lines: ["l1", "l2"], countryCode: "FR", city: "Paris", zipcode: "75001"),
-                           types: ["cafe"], tags: ["open"], contact: .object(["phone": .string("+33")]),
-                           userProperties: .object(["k": .int(1)]))
+        let original = POI(
+            storeId: "s1", name: "One", coordinate: Coordinate(latitude: 1, longitude: 1),
+            address: POI.Address(lines: ["l1", "l2"], countryCode: "FR", city: "Paris", zipcode: "75001"),
+            types: ["cafe"], tags: ["open"], contact: .object(["phone": .string("+33")]),
+            userProperties: .object(["k": .int(1)]))
         #expect(try await pois.upsert([original]) == 1)
         var moved = original
         moved.name = "One bis"
         moved.coordinate = Coordinate(latitude: 2, longitude: 2)
-        _ = try await pois.upsert([moved, POI(storeId: "s2", name: "Two", coordinate: Coordinate(latitude: 3, longitude: 3))])
+        _ = try await pois.upsert([
+            moved, POI(storeId: "s2", name: "Two", coordinate: Coordinate(latitude: 3, longitude: 3)),
+        ])
         #expect(try await pois.count() == 2)
         let all = try await pois.all()
         #expect(all.first { $0.storeId == "s1" } == moved)
@@ -111,17 +116,26 @@ struct StoreContractTests {
         let (_, store) = try await kind.makeStores(temp)
         var generator = SeededGenerator(seed: 3)
         var all: [POI] = []
-        for (i, center) in [Coordinate(latitude: 48.85, longitude: 2.35), Coordinate(latitude: -33.86, longitude: 151.2),
-                            Coordinate(latitude: 10, longitude: 179.9)].enumerated() {
+        for (i, center) in [
+            Coordinate(latitude: 48.85, longitude: 2.35), Coordinate(latitude: -33.86, longitude: 151.2),
+            Coordinate(latitude: 10, longitude: 179.9),
+        ].enumerated() {
             for j in 0..<400 {
-                all.append(POI(storeId: "c\(i)-\(j)", name: "", coordinate: Coordinate(
-                    latitude: center.latitude + Double.random(in: -0.3...0.3, using: &generator),
-                    longitude: (center.longitude + Double.random(in: -0.3...0.3, using: &generator)).wrappedLongitude),
-                    types: j % 2 == 0 ? ["cafe"] : ["bank"]))
+                all.append(
+                    POI(
+                        storeId: "c\(i)-\(j)", name: "",
+                        coordinate: Coordinate(
+                            latitude: center.latitude + Double.random(in: -0.3...0.3, using: &generator),
+                            longitude: (center.longitude + Double.random(in: -0.3...0.3, using: &generator))
+                                .wrappedLongitude),
+                        types: j % 2 == 0 ? ["cafe"] : ["bank"]))
             }
         }
         _ = try await store.upsert(all)
-        let queries = [PlacesQuery(limit: 5), PlacesQuery(limit: 3, radius: 500), PlacesQuery(limit: 4, filter: PlaceFilter.anyOf(.type, ["bank"]))]
+        let queries = [
+            PlacesQuery(limit: 5), PlacesQuery(limit: 3, radius: 500),
+            PlacesQuery(limit: 4, filter: PlaceFilter.anyOf(.type, ["bank"])),
+        ]
         for _ in 0..<40 {
             let base = all[Int.random(in: 0..<all.count, using: &generator)].coordinate
             let point = Coordinate(latitude: base.latitude + 0.01, longitude: (base.longitude + 0.01).wrappedLongitude)
@@ -129,7 +143,8 @@ struct StoreContractTests {
                 let expected = all.filter(query.accepts)
                     .map { PlaceMatch(poi: $0, distance: point.distance(to: $0.coordinate)) }
                     .filter { query.radius == nil || $0.distance <= query.radius! }
-                    .sorted { ($0.distance, $0.poi.storeId) < ($1.distance, $1.poi.storeId) }.prefix(query.limit).map(\.poi.storeId)
+                    .sorted { ($0.distance, $0.poi.storeId) < ($1.distance, $1.poi.storeId) }.prefix(query.limit).map(
+                        \.poi.storeId)
                 #expect(try await store.nearest(to: point, query: query).map(\.poi.storeId) == expected)
             }
         }
@@ -163,7 +178,6 @@ struct SQLiteSpecificTests {
         #expect(FileManager.default.fileExists(atPath: nested))
     }
 }
-
 
 extension Double {
     var wrappedLongitude: Double { self > 180 ? self - 360 : (self < -180 ? self + 360 : self) }

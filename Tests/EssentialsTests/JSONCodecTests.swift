@@ -1,8 +1,7 @@
-import EnrichmentCore
-import Foundation
-import Testing
-import TestSupport
 import Essentials
+import Foundation
+import TestSupport
+import Testing
 
 @Suite("JSON parser and writer")
 struct JSONCodecTests {
@@ -26,10 +25,13 @@ struct JSONCodecTests {
         #expect(try parse("9223372036854775807") == .int(Int64.max))
     }
 
-    @Test("invalid documents are refused with an offset", arguments: [
-        "", "{", "[1,]", "{\"a\":}", "01", "1.", "-", "\"abc", "tru", "{\"a\" 1}", "[1 2]", "\"\\x\"", "\"\\ud800\"",
-        "nul", "{} x", "\"a\u{01}\"", "1e400",
-    ])
+    @Test(
+        "invalid documents are refused with an offset",
+        arguments: [
+            "", "{", "[1,]", "{\"a\":}", "01", "1.", "-", "\"abc", "tru", "{\"a\" 1}", "[1 2]", "\"\\x\"",
+            "\"\\ud800\"",
+            "nul", "{} x", "\"a\u{01}\"", "1e400",
+        ])
     func invalid(text: String) {
         #expect(throws: JSONParseError.self) { try parse(text) }
     }
@@ -38,15 +40,20 @@ struct JSONCodecTests {
     func depth() throws {
         let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
         #expect(throws: JSONParseError.self) { try parse(deep) }
-        let ok = String(repeating: "[", count: JSONParser.maximumDepth) + String(repeating: "]", count: JSONParser.maximumDepth)
+        let ok =
+            String(repeating: "[", count: JSONParser.maximumDepth)
+            + String(repeating: "]", count: JSONParser.maximumDepth)
         #expect(throws: Never.self) { try parse(ok) }
     }
 
     @Test("writer: sorted keys, escapes, unescaped slashes and non-ASCII")
     func writer() {
-        let value = JSONValue.object(["b": .string("a/b é \"q\" \u{1}\n"), "a": .array([.int(-3), .double(0.5), .null, .bool(true)])])
-        #expect(String(decoding: JSONWriter.bytes(value), as: UTF8.self)
-            == #"{"a":[-3,0.5,null,true],"b":"a/b é \"q\" \u0001\n"}"#)
+        let value = JSONValue.object([
+            "b": .string("a/b é \"q\" \u{1}\n"), "a": .array([.int(-3), .double(0.5), .null, .bool(true)]),
+        ])
+        #expect(
+            String(decoding: JSONWriter.bytes(value), as: UTF8.self)
+                == #"{"a":[-3,0.5,null,true],"b":"a/b é \"q\" \u0001\n"}"#)
     }
 
     @Test("random documents agree with Foundation's JSONSerialization and round-trip")
@@ -72,12 +79,19 @@ struct JSONCodecTests {
         case 3: return .double(Double(Int.random(in: -100_000...100_000, using: &generator)) + 0.25)
         case 4:
             let pool = Array("ab é😀\"\\/\n\t\u{2}z")
-            return .string(String((0..<Int.random(in: 0..<8, using: &generator)).map { _ in pool.randomElement(using: &generator)! }))
+            return .string(
+                String(
+                    (0..<Int.random(in: 0..<8, using: &generator)).map { _ in pool.randomElement(using: &generator)! }))
         case 5:
-            return .array((0..<Int.random(in: 0..<4, using: &generator)).map { _ in randomJSON(depth: depth + 1, generator: &generator) })
+            return .array(
+                (0..<Int.random(in: 0..<4, using: &generator)).map { _ in
+                    randomJSON(depth: depth + 1, generator: &generator)
+                })
         default:
             var members: [String: JSONValue] = [:]
-            for i in 0..<Int.random(in: 0..<4, using: &generator) { members["k\(i)é"] = randomJSON(depth: depth + 1, generator: &generator) }
+            for i in 0..<Int.random(in: 0..<4, using: &generator) {
+                members["k\(i)é"] = randomJSON(depth: depth + 1, generator: &generator)
+            }
             return .object(members)
         }
     }

@@ -1,18 +1,19 @@
-import EnrichmentCore
-import Foundation
-import Testing
-import TestSupport
 import Essentials
+import Foundation
+import TestSupport
+import Testing
 
 /// Our parser against Foundation's `JSONSerialization` on generated documents, valid and broken: both must
 /// accept the same documents, and read the same values from them.
 @Suite("JSON parser vs JSONSerialization (property tests, fixed seed)")
 struct JSONParserPropertyTests {
     /// Number spellings at the edges: huge, tiny, negative zero, exponents, beyond 64 bits.
-    static let numbers = ["0", "-0", "-0.0", "1", "-1", "1e3", "1E+2", "0.1e-2", "1e308", "-1e308", "1e309", "2.5e-308",
-                          "4.9e-324", "1e-400", "9223372036854775807", "-9223372036854775808", "9223372036854775808",
-                          "123456789012345678901234567890", "1.7976931348623157e308", "0.30000000000000004",
-                          "9007199254740993", "1589288354", "1589288354.5", "01", "1.", ".5", "+1", "-", "1e", "0x1F"]
+    static let numbers = [
+        "0", "-0", "-0.0", "1", "-1", "1e3", "1E+2", "0.1e-2", "1e308", "-1e308", "1e309", "2.5e-308",
+        "4.9e-324", "1e-400", "9223372036854775807", "-9223372036854775808", "9223372036854775808",
+        "123456789012345678901234567890", "1.7976931348623157e308", "0.30000000000000004",
+        "9007199254740993", "1589288354", "1589288354.5", "01", "1.", ".5", "+1", "-", "1e", "0x1F",
+    ]
     /// String bodies: escapes, surrogate pairs, lone surrogates, raw non-ASCII, and ill-formed UTF-8.
     static let strings: [[UInt8]] = [
         Array("plain".utf8), Array("é😀".utf8), Array(#"\"\\\/\b\f\n\r\t"#.utf8), Array(#"\u00e9\ud83d\ude00"#.utf8),
@@ -38,7 +39,9 @@ struct JSONParserPropertyTests {
                 bytes.append(UInt8(ascii: "["))
                 for index in 0..<Int.random(in: 0..<4, using: &generator) {
                     if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                    whitespace(); value(depth: depth + 1); whitespace()
+                    whitespace()
+                    value(depth: depth + 1)
+                    whitespace()
                 }
                 bytes.append(UInt8(ascii: "]"))
             default:
@@ -47,7 +50,9 @@ struct JSONParserPropertyTests {
                 for (index, key) in keys.enumerated() {  // "a" twice: duplicate keys
                     if index > 0 { bytes.append(UInt8(ascii: ",")) }
                     bytes += Array("\"\(key)\"".utf8)
-                    whitespace(); bytes.append(UInt8(ascii: ":")); whitespace()
+                    whitespace()
+                    bytes.append(UInt8(ascii: ":"))
+                    whitespace()
                     value(depth: depth + 1)
                 }
                 bytes.append(UInt8(ascii: "}"))
@@ -77,7 +82,12 @@ struct JSONParserPropertyTests {
 
     /// Foundation's value in our terms; numbers as Double (compared with a relative tolerance).
     enum Shape: Equatable {
-        case null, bool(Bool), number(Double), string(String), array([Shape]), object([String: Shape])
+        case null
+        case bool(Bool)
+        case number(Double)
+        case string(String)
+        case array([Shape])
+        case object([String: Shape])
 
         static func from(foundation value: Any) -> Shape {
             switch value {
@@ -118,7 +128,8 @@ struct JSONParserPropertyTests {
     @Test("20,000 generated documents (a third of them damaged): same verdict, same values")
     func agreesWithFoundation() throws {
         var writer = Writer(generator: SeededGenerator(seed: 8259))
-        var accepted = 0, refused = 0
+        var accepted = 0
+        var refused = 0
         for round in 0..<20_000 {
             writer.bytes = []
             writer.whitespace()
@@ -155,7 +166,9 @@ struct JSONParserPropertyTests {
             if bytes[index] == UInt8(ascii: ",") {
                 var next = index + 1
                 while next < bytes.count, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[next]) { next += 1 }
-                if next < bytes.count, bytes[next] == UInt8(ascii: "]") || bytes[next] == UInt8(ascii: "}") { return true }
+                if next < bytes.count, bytes[next] == UInt8(ascii: "]") || bytes[next] == UInt8(ascii: "}") {
+                    return true
+                }
             }
             index += 1
         }
@@ -171,10 +184,13 @@ struct JSONParserPropertyTests {
         #expect(throws: JSONParseError.self) { try JSONParser.parse(deep) }
     }
 
-    @Test("ill-formed UTF-8 is refused at the offending byte", arguments: [
-        ([0xC3, 0x28], 1), ([0xED, 0xA0, 0x80], 1), ([0xF4, 0x90, 0x80, 0x80], 1), ([0xC0, 0xAF], 1), ([0xE2, 0x82], 1),
-        ([0x61, 0x80], 2), ([0x61, 0x5C, 0x6E, 0xFF], 4), ([0xF8, 0x88, 0x80, 0x80, 0x80], 1),
-    ] as [([UInt8], Int)])
+    @Test(
+        "ill-formed UTF-8 is refused at the offending byte",
+        arguments: [
+            ([0xC3, 0x28], 1), ([0xED, 0xA0, 0x80], 1), ([0xF4, 0x90, 0x80, 0x80], 1), ([0xC0, 0xAF], 1),
+            ([0xE2, 0x82], 1),
+            ([0x61, 0x80], 2), ([0x61, 0x5C, 0x6E, 0xFF], 4), ([0xF8, 0x88, 0x80, 0x80, 0x80], 1),
+        ] as [([UInt8], Int)])
     func invalidUTF8(body: [UInt8], offset: Int) {
         let document = Data([0x22] + body + [0x22])
         do {

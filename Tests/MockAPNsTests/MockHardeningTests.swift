@@ -1,17 +1,16 @@
-import TestSupport
 import APNsClient
 import APNsCore
 import AsyncHTTPClient
-import EnrichmentCore
+import Essentials
 import Foundation
 import MockAPNs
-import NIOCore
-import NIOPosix
 import NIOConcurrencyHelpers
-import NIOSSL
-import Testing
-import Essentials
+import NIOCore
 import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import TestSupport
+import Testing
 
 /// The mock must survive whatever a client sends, like the service it stands in for.
 @Suite("Mock APNs: hostile clients")
@@ -42,16 +41,24 @@ struct MockHardeningTests {
             let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: context, serverHostname: "localhost"))
+                        try channel.pipeline.syncOperations.addHandler(
+                            try NIOSSLClientHandler(context: context, serverHostname: "localhost"))
                         try channel.pipeline.syncOperations.addHandler(Collector(received: received))
                     }
                 }
                 .connect(host: "127.0.0.1", port: port).get()
             // Not the HTTP/2 connection preface: a protocol error.
-            try await channel.writeAndFlush(ByteBuffer(string: "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + String(repeating: "z", count: 100)))
+            try await channel.writeAndFlush(
+                ByteBuffer(string: "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + String(repeating: "z", count: 100)))
             let closed = try await withThrowingTaskGroup(of: Bool.self) { group in
-                group.addTask { try await channel.closeFuture.get(); return true }
-                group.addTask { try await Task.sleep(for: .seconds(5)); return false }
+                group.addTask {
+                    try await channel.closeFuture.get()
+                    return true
+                }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(5))
+                    return false
+                }
                 let first = try await group.next()!
                 group.cancelAll()
                 return first
@@ -89,17 +96,21 @@ struct MockHardeningTests {
         try await withMock { base, state in
             var tls = TLSConfiguration.makeClientConfiguration()
             tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(authority.caCertificatePEM.utf8)))
-            let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
-                                    configuration: .init(tlsConfiguration: tls))
+            let client = HTTPClient(
+                eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
+                configuration: .init(tlsConfiguration: tls))
             defer { _ = client.shutdown() }
-            let script = #"{"token":"\#(token64)","status":410,"reason":"Unregistered","timestamp":1700000000000,"note":"\#(String(repeating: "x", count: 8_000))"}"#
+            let script =
+                #"{"token":"\#(token64)","status":410,"reason":"Unregistered","timestamp":1700000000000,"note":"\#(String(repeating: "x", count: 8_000))"}"#
             var request = HTTPClientRequest(url: base + "/control/scripts")
             request.method = .POST
             request.body = .bytes(ByteBuffer(string: script))
             let response = try await client.execute(request, timeout: .seconds(10))
             let body = try await response.body.collect(upTo: 1 << 20)
             #expect(response.status.code == 200, "\(String(buffer: body))")
-            let sent = try await withSender(try makeSender(base, retry: RetryPolicy(maxAttempts: 1))) { await $0.send(push()) }
+            let sent = try await withSender(try makeSender(base, retry: RetryPolicy(maxAttempts: 1))) {
+                await $0.send(push())
+            }
             #expect(sent.status == 410)
             #expect(sent.timestamp == 1_700_000_000_000)
             _ = state

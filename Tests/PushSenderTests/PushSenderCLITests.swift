@@ -1,17 +1,20 @@
 import APNsClient
+import EnrichmentCore
 import Foundation
 import MockAPNs
-import Testing
 import TestSupport
-import EnrichmentCore
+import Testing
 
 /// Runs the real `push-sender` executable built next to the test bundle.
 func runPushSender(_ arguments: [String], stdin: String? = nil) throws -> (status: Int32, out: String, err: String) {
     let process = Process()
-    process.executableURL = try #require(builtExecutable(named: "push-sender"), "push-sender must be built next to the tests")
+    let executable = try #require(builtExecutable(named: "push-sender"), "push-sender must be built next to the tests")
+    process.executableURL = executable
     process.arguments = arguments
     process.currentDirectoryURL = repositoryRoot
-    let out = Pipe(), err = Pipe(), input = Pipe()
+    let out = Pipe()
+    let err = Pipe()
+    let input = Pipe()
     process.standardOutput = out
     process.standardError = err
     process.standardInput = input
@@ -21,10 +24,13 @@ func runPushSender(_ arguments: [String], stdin: String? = nil) throws -> (statu
     let outData = out.fileHandleForReading.readDataToEndOfFile()
     let errData = err.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+    return (
+        process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self)
+    )
 }
 
-let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
 
 @Suite("push-sender command line")
 struct PushSenderCLITests {
@@ -67,22 +73,30 @@ struct PushSenderCLITests {
         bytes += [0xFF, 0xFE, 0x41, 0x0A]
         bytes += Array((String(repeating: "cd", count: 32) + "\n").utf8)
         try Data(bytes).write(to: file)
-        let result = try runPushSender(["send", "--dry-run", "--topic", "com.example.app", "--payload", "payloads/location.json",
-                                        "--tokens-file", file.path])
+        let result = try runPushSender([
+            "send", "--dry-run", "--topic", "com.example.app", "--payload", "payloads/location.json",
+            "--tokens-file", file.path,
+        ])
         #expect(result.out.contains("2 of 3 tokens are well-formed"), "\(result.out) \(result.err)")
     }
 
     @Test("send --dry-run: byte-exact size check and header rules without a server")
     func dryRun() throws {
         let token = String(repeating: "ab", count: 32)
-        let oversize = try runPushSender(["send", "--dry-run", "--topic", "com.example.app", "--payload", "payloads/oversize.json", "--token", token])
+        let oversize = try runPushSender([
+            "send", "--dry-run", "--topic", "com.example.app", "--payload", "payloads/oversize.json", "--token", token,
+        ])
         #expect(oversize.status == 1)
         #expect(oversize.err.contains("PayloadTooLarge"))
-        let ok = try runPushSender(["send", "--dry-run", "--topic", "com.example.app", "--payload", "payloads/location.json", "--token", token])
+        let ok = try runPushSender([
+            "send", "--dry-run", "--topic", "com.example.app", "--payload", "payloads/location.json", "--token", token,
+        ])
         #expect(ok.status == 0)
         #expect(ok.out.contains("1 of 1 tokens are well-formed"))
-        let background = try runPushSender(["send", "--dry-run", "--topic", "a.b", "--push-type", "background", "--priority", "10",
-                                            "--payload", "payloads/background.json", "--token", token])
+        let background = try runPushSender([
+            "send", "--dry-run", "--topic", "a.b", "--push-type", "background", "--priority", "10",
+            "--payload", "payloads/background.json", "--token", token,
+        ])
         #expect(background.status == 64)
         #expect(background.err.contains("background pushes need --priority 5"))
     }

@@ -1,11 +1,11 @@
 import ArgumentParser
+import EnrichmentCore
 import EnrichmentRuntime
 import Essentials
 import Foundation
 import Testing
 
 @testable import push_sender
-import EnrichmentCore
 
 /// Parsing and validation of push-sender's commands in-process (no binary spawned).
 @Suite("push-sender argument parsing (parseAsRoot)")
@@ -26,8 +26,11 @@ struct PushSenderParseTests {
     @Test("send: a well-formed command parses into its options")
     func sendParses() throws {
         let command = try PushSender.parseAsRoot(
-            ["send", "--topic", "com.example.app", "--payload", "p.json", "--token", Self.token, "--connections", "4",
-             "--concurrency", "100", "--push-type", "background", "--priority", "5"] + Self.auth)
+            [
+                "send", "--topic", "com.example.app", "--payload", "p.json", "--token", Self.token, "--connections",
+                "4",
+                "--concurrency", "100", "--push-type", "background", "--priority", "5",
+            ] + Self.auth)
         let send = try #require(command as? Send)
         #expect(send.connection.connections == 4)
         #expect(send.connection.concurrency == 100)
@@ -39,26 +42,33 @@ struct PushSenderParseTests {
     @Test("send: conflicting or incomplete options are refused with what to do")
     func sendRefusals() {
         let base = ["send", "--topic", "t", "--payload", "p.json", "--token", Self.token]
-        #expect(refusal(base + ["--sandbox", "--production"] + Self.auth)?.contains("choose one of --sandbox, --production or --host") == true)
+        #expect(
+            refusal(base + ["--sandbox", "--production"] + Self.auth)?.contains(
+                "choose one of --sandbox, --production or --host") == true)
         #expect(refusal(base + ["--host", "http://127.0.0.1:1"] + Self.auth)?.contains("https://") == true)
         #expect(refusal(base + ["--connections", "0"] + Self.auth)?.contains("--connections must be 1 to 64") == true)
         #expect(refusal(base + ["--attempts", "11"] + Self.auth)?.contains("--attempts must be 1 to 10") == true)
         #expect(refusal(base + ["--key", "k.p8"])?.contains("needs all of --key") == true)
         #expect(refusal(base + ["--push-type", "weird"] + Self.auth)?.contains("is not one of") == true)
-        #expect(refusal(base + ["--push-type", "background", "--priority", "10"] + Self.auth)?.contains("--priority 5") == true)
+        #expect(
+            refusal(base + ["--push-type", "background", "--priority", "10"] + Self.auth)?.contains("--priority 5")
+                == true)
         #expect(refusal(["send", "--topic", "t", "--token", Self.token] + Self.auth)?.contains("--payload") == true)
     }
 
     @Test("simulate: the device id and the server URL are checked before anything runs")
     func simulateRefusals() {
         #expect(refusal(["simulate", "p.json", "--device", ""]) != nil)
-        #expect(refusal(["simulate", "p.json", "--device", "d1", "--server", "localhost:8080"])?.contains("http(s) URL") == true)
+        #expect(
+            refusal(["simulate", "p.json", "--device", "d1", "--server", "localhost:8080"])?.contains("http(s) URL")
+                == true)
         #expect(refusal(["simulate", "p.json", "--device", "d1"]) == nil)
     }
 
     @Test("simulate in-process reads every ENRICH_* setting, with --db and --mode over them")
     func simulateConfiguration() throws {
-        let command = try #require(try PushSender.parseAsRoot(["simulate", "p.json", "--device", "d1", "--db", "x.sqlite"]) as? Simulate)
+        let command = try #require(
+            try PushSender.parseAsRoot(["simulate", "p.json", "--device", "d1", "--db", "x.sqlite"]) as? Simulate)
         let configuration = try command.configuration(environment: [
             "ENRICH_BODY_TEMPLATE": "Hey {{name}}", "ENRICH_STALENESS_WINDOW": "10", "ENRICH_DB": "ignored.sqlite",
             "ENRICH_MODE": "woosmap",
@@ -67,9 +77,12 @@ struct PushSenderParseTests {
         #expect(configuration.stalenessWindow == 10)
         #expect(configuration.databasePath == "x.sqlite")
         #expect(configuration.mode == .woosmap)
-        let withMode = try #require(try PushSender.parseAsRoot(["simulate", "p.json", "--device", "d1", "--mode", "default"]) as? Simulate)
+        let withMode = try #require(
+            try PushSender.parseAsRoot(["simulate", "p.json", "--device", "d1", "--mode", "default"]) as? Simulate)
         #expect(try withMode.configuration(environment: ["ENRICH_MODE": "woosmap"]).mode == .default)
-        #expect(throws: ValidationError.self) { try withMode.configuration(environment: ["ENRICH_STALENESS_WINDOW": "-1"]) }
+        #expect(throws: ValidationError.self) {
+            try withMode.configuration(environment: ["ENRICH_STALENESS_WINDOW": "-1"])
+        }
     }
 
     @Test("--version prints the project version")

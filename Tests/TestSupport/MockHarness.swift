@@ -1,13 +1,13 @@
 public import APNsClient
 public import APNsCore
 public import Crypto
+public import Essentials
 public import Foundation
 import Logging
 public import MockAPNs
+public import NIOCore
 import NIOSSL
 import Synchronization
-public import NIOCore
-public import Essentials
 
 /// Shared throwaway certificates (generating them costs a few milliseconds; sharing keeps tests quick).
 public let authority = try! LocalCertificateAuthority()
@@ -21,7 +21,8 @@ public func withMock<T: Sendable>(
     clock: any WallClock = SystemWallClock(),
     _ body: @Sendable (String, MockAPNsState) async throws -> T
 ) async throws -> T {
-    var configuration = MockAPNsConfiguration(certificateChainPEM: authority.serverCertificatePEM, privateKeyPEM: authority.serverKeyPEM)
+    var configuration = MockAPNsConfiguration(
+        certificateChainPEM: authority.serverCertificatePEM, privateKeyPEM: authority.serverKeyPEM)
     configuration.port = 0
     configuration.tokenPublicKeyPEM = signingKey.publicKey.pemRepresentation
     configuration.expectedKeyID = "KEYID12345"
@@ -47,20 +48,26 @@ public func withMock<T: Sendable>(
 }
 
 /// A sender with token auth that trusts the throwaway CA.
-public func makeSender(_ base: String, key: P256.Signing.PrivateKey = signingKey, keyID: String = "KEYID12345",
-                connections: Int = 1, retry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseDelay: 0.05, maxDelay: 0.2),
-                credentials: APNsCredentials? = nil, requestTimeout: TimeAmount = .seconds(10)) throws -> APNsSender {
-    try APNsSender(configuration: APNsSenderConfiguration(
-        environment: .custom(base),
-        credentials: credentials ?? .token(APNsTokenManager(keyID: keyID, teamID: "TEAMID6789", key: key)),
-        additionalTrustRootsPEM: authority.caCertificatePEM, connections: connections,
-        connectTimeout: .seconds(5), requestTimeout: requestTimeout, retry: retry))
+public func makeSender(
+    _ base: String, key: P256.Signing.PrivateKey = signingKey, keyID: String = "KEYID12345",
+    connections: Int = 1, retry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseDelay: 0.05, maxDelay: 0.2),
+    credentials: APNsCredentials? = nil, requestTimeout: TimeAmount = .seconds(10)
+) throws -> APNsSender {
+    try APNsSender(
+        configuration: APNsSenderConfiguration(
+            environment: .custom(base),
+            credentials: credentials ?? .token(APNsTokenManager(keyID: keyID, teamID: "TEAMID6789", key: key)),
+            additionalTrustRootsPEM: authority.caCertificatePEM, connections: connections,
+            connectTimeout: .seconds(5), requestTimeout: requestTimeout, retry: retry))
 }
 
-public func push(token: String = token64, topic: String = "com.example.app", pushType: String = "alert", priority: Int? = 10,
-          collapseID: String? = nil, apnsID: String? = nil, payload: [UInt8] = Array(#"{"aps":{"alert":"hi"}}"#.utf8)) -> APNsRequest {
-    APNsRequest(deviceToken: token, topic: topic, pushType: pushType, priority: priority, collapseID: collapseID,
-                apnsID: apnsID, payload: payload)
+public func push(
+    token: String = token64, topic: String = "com.example.app", pushType: String = "alert", priority: Int? = 10,
+    collapseID: String? = nil, apnsID: String? = nil, payload: [UInt8] = Array(#"{"aps":{"alert":"hi"}}"#.utf8)
+) -> APNsRequest {
+    APNsRequest(
+        deviceToken: token, topic: topic, pushType: pushType, priority: priority, collapseID: collapseID,
+        apnsID: apnsID, payload: payload)
 }
 
 /// A valid JSON payload of exactly `size` bytes.

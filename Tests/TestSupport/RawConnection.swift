@@ -60,7 +60,10 @@ public final class RawConnection: @unchecked Sendable {
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
             let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count > 0 { received += buffer[0..<count]; continue }
+            if count > 0 {
+                received += buffer[0..<count]
+                continue
+            }
             return (received, count == 0 || errno == ECONNRESET)
         }
     }
@@ -72,11 +75,12 @@ public final class RawConnection: @unchecked Sendable {
         while true {
             if let end = received.firstRange(of: Array("\r\n\r\n".utf8)) {
                 let head = String(decoding: received[..<end.lowerBound], as: UTF8.self)
-                let length = head.split(separator: "\r\n").compactMap { line -> Int? in
-                    let parts = line.split(separator: ":", maxSplits: 1)
-                    guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
-                    return Int(parts[1].trimmingCharacters(in: .whitespaces))
-                }.first ?? 0
+                let length =
+                    head.split(separator: "\r\n").compactMap { line -> Int? in
+                        let parts = line.split(separator: ":", maxSplits: 1)
+                        guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
+                        return Int(parts[1].trimmingCharacters(in: .whitespaces))
+                    }.first ?? 0
                 if received.count - end.upperBound >= length {
                     return (head, Array(received[end.upperBound..<end.upperBound + length]))
                 }

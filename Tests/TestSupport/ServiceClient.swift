@@ -1,9 +1,9 @@
-public import AsyncHTTPClient
+import AsyncHTTPClient
 public import Essentials
 public import Foundation
 import NIOCore
+import NIOFoundationCompat
 public import NIOHTTP1
-import NIOFoundationEssentialsCompat
 
 /// A small JSON client for tests, over AsyncHTTPClient (real HTTP on loopback).
 public struct ServiceClient: Sendable {
@@ -20,8 +20,10 @@ public struct ServiceClient: Sendable {
         public var errorReason: String? { json?["error"]?["reason"]?.stringValue }
     }
 
-    public func request(_ method: HTTPMethod, _ path: String, body: Data? = nil, contentType: String = "application/json",
-                 headers: [String: String] = [:]) async throws -> Reply {
+    public func request(
+        _ method: HTTPMethod, _ path: String, body: Data? = nil, contentType: String = "application/json",
+        headers: [String: String] = [:]
+    ) async throws -> Reply {
         var request = HTTPClientRequest(url: base + path)
         request.method = method
         if let body {
@@ -40,6 +42,7 @@ public struct ServiceClient: Sendable {
         try await request(.POST, path, body: Data(json.utf8), headers: headers)
     }
 
-    public func get(_ path: String, headers: [String: String] = [:]) async throws -> Reply { try await request(.GET, path, headers: headers) }
+    public func get(_ path: String, headers: [String: String] = [:]) async throws -> Reply {
+        try await request(.GET, path, headers: headers)
+    }
 }
-

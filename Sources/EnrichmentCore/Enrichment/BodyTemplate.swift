@@ -26,7 +26,9 @@ public struct BodyTemplate: Sendable {
         locationTemplate = try Self.compile(location, which: "location", variables: Self.locationVariables)
     }
 
-    private static func compile(_ source: String, which: String, variables: Set<String>) throws(TemplateError) -> TextTemplate {
+    private static func compile(_ source: String, which: String, variables: Set<String>) throws(TemplateError)
+        -> TextTemplate
+    {
         do {
             return try TextTemplate(source, variables: variables)
         } catch {

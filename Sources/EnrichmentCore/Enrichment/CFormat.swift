@@ -14,7 +14,9 @@ enum CFormat {
             let format = "%.\(decimals)f"
             let count = withVaList([value]) { vsnprintf(buffer.baseAddress!, buffer.count, format, $0) }
             let length = min(Int(count), buffer.count - 1)
-            return String(decoding: UnsafeRawBufferPointer(start: buffer.baseAddress!, count: length).bindMemory(to: UInt8.self), as: UTF8.self)
+            return String(
+                decoding: UnsafeRawBufferPointer(start: buffer.baseAddress!, count: length).bindMemory(to: UInt8.self),
+                as: UTF8.self)
         }
     }
 }

@@ -1,6 +1,6 @@
+public import Essentials
 public import Foundation
 import Logging
-public import Essentials
 
 /// Settings of the enrichment flow.
 public struct EnrichmentSettings: Sendable {
@@ -13,8 +13,10 @@ public struct EnrichmentSettings: Sendable {
     /// The whole places step must finish within this; after it the result is `degraded`.
     public var deadline: Duration
 
-    public init(mode: BodyMode = .default, staleness: StalenessPolicy = StalenessPolicy(), fixMaxAge: Double = 3600,
-                placesQuery: PlacesQuery = PlacesQuery(), deadline: Duration = .seconds(2)) {
+    public init(
+        mode: BodyMode = .default, staleness: StalenessPolicy = StalenessPolicy(), fixMaxAge: Double = 3600,
+        placesQuery: PlacesQuery = PlacesQuery(), deadline: Duration = .seconds(2)
+    ) {
         self.mode = mode
         self.staleness = staleness
         self.fixMaxAge = fixMaxAge
@@ -34,8 +36,10 @@ public struct Enricher: Sendable {
     public let template: BodyTemplate
     public let clock: any WallClock
 
-    public init(settings: EnrichmentSettings, fixes: any FixStore, places: (any PlacesProvider)?,
-                map: StaticMapBuilder?, template: BodyTemplate, clock: any WallClock = SystemWallClock()) {
+    public init(
+        settings: EnrichmentSettings, fixes: any FixStore, places: (any PlacesProvider)?,
+        map: StaticMapBuilder?, template: BodyTemplate, clock: any WallClock = SystemWallClock()
+    ) {
         self.settings = settings
         self.fixes = fixes
         self.places = places
@@ -51,8 +55,10 @@ public struct Enricher: Sendable {
     ///
     /// Throws only for input that can never be delivered (payload over 4096 bytes); upstream failures produce a
     /// `degraded` result instead.
-    public func enrich(deviceId: String, payload: NotificationPayload, at: Date? = nil,
-                       mode modeOverride: BodyMode? = nil) async throws -> EnrichmentResult {
+    public func enrich(
+        deviceId: String, payload: NotificationPayload, at: Date? = nil,
+        mode modeOverride: BodyMode? = nil
+    ) async throws -> EnrichmentResult {
         let now = at ?? clock.now()
         let mode = modeOverride ?? settings.mode
         let inputSize = payload.encodedSize
@@ -121,7 +127,8 @@ public struct Enricher: Sendable {
                 draft.mapURL = map?.url(user: user, poi: nil)
                 return try draft.finish(.noPOI, rule: "no_poi_found")
             }
-            draft.body = mode == .woosmap
+            draft.body =
+                mode == .woosmap
                 ? WoosmapBody.body(user: user, poi: nearest, mapConfigured: map != nil)
                 : template.render(poi: nearest, user: user)
             draft.mapURL = map?.url(user: user, poi: nearest.poi.coordinate)
@@ -130,15 +137,20 @@ public struct Enricher: Sendable {
     }
 
     /// Runs the places search under the total deadline.
-    private func search(_ places: any PlacesProvider, near point: Coordinate) async -> Result<[PlaceMatch], PlacesError> {
+    private func search(_ places: any PlacesProvider, near point: Coordinate) async -> Result<[PlaceMatch], PlacesError>
+    {
         let query = settings.placesQuery
         let deadline = settings.deadline
         if places.answersImmediately {
-            do throws(PlacesError) { return .success(try await places.nearest(to: point, query: query)) } catch { return .failure(error) }
+            do throws(PlacesError) { return .success(try await places.nearest(to: point, query: query)) } catch {
+                return .failure(error)
+            }
         }
         return await withTaskGroup(of: Result<[PlaceMatch], PlacesError>?.self) { group in
             group.addTask {
-                do throws(PlacesError) { return .success(try await places.nearest(to: point, query: query)) } catch { return .failure(error) }
+                do throws(PlacesError) { return .success(try await places.nearest(to: point, query: query)) } catch {
+                    return .failure(error)
+                }
             }
             group.addTask {
                 try? await Task.sleep(for: deadline)
@@ -192,8 +204,9 @@ struct Draft {
         return EnrichmentResult(
             outcome: outcome, rule: rule, mode: mode, staleness: staleness, legacyShape: legacyShape,
             payload: output.json, payloadBytes: size, bodyTruncated: truncated,
-            notification: .init(title: alert.title, subtitle: alert.subtitle, body: alert.body,
-                                attachmentURL: mapURL),
+            notification: .init(
+                title: alert.title, subtitle: alert.subtitle, body: alert.body,
+                attachmentURL: mapURL),
             fix: fix, pois: pois, staticMapURL: mapURL, placesProvider: placesProvider, degraded: degraded,
             evaluatedAt: now.timeIntervalSince1970, placesMilliseconds: placesMilliseconds)
     }

@@ -1,5 +1,5 @@
-import Foundation
 public import Essentials
+import Foundation
 
 /// What happened to a payload, and the enriched payload to send.
 public struct EnrichmentResult: Sendable {
@@ -44,7 +44,6 @@ public struct EnrichmentResult: Sendable {
         public var countryCode: String?
         public var types: [String]
         public var tags: [String]
-
 
         init(_ match: PlaceMatch) {
             storeId = match.poi.storeId

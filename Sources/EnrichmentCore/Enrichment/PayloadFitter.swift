@@ -1,5 +1,5 @@
-import Foundation
 import Essentials
+import Foundation
 
 /// Writes a body into a payload, shortening it (never the rest of the payload) to stay within APNs' limit.
 public enum PayloadFitter {
@@ -10,8 +10,10 @@ public enum PayloadFitter {
     ///
     /// The payload is encoded once with an empty body; since the body is one string value, the size with any
     /// body is that size plus the body's escaped length, which makes the search for the longest prefix cheap.
-    public static func fit(body: String, into payload: NotificationPayload,
-                           limit: Int = NotificationPayload.maximumSize) throws -> (payload: NotificationPayload, truncated: Bool, size: Int) {
+    public static func fit(
+        body: String, into payload: NotificationPayload,
+        limit: Int = NotificationPayload.maximumSize
+    ) throws -> (payload: NotificationPayload, truncated: Bool, size: Int) {
         let emptySize = payload.replacingBody("").encodedSize
         let fullSize = emptySize + JSONWriter.escapedLength(body)
         if fullSize <= limit { return (payload.replacingBody(body), false, fullSize) }

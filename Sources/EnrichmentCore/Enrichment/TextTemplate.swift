@@ -57,7 +57,10 @@ public struct TextTemplate: Sendable {
             var text = ""
             while index < source.count {
                 if source[index] == "{", index + 1 < source.count, source[index + 1] == "{" {
-                    if !text.isEmpty { nodes.append(.text(text)); text = "" }
+                    if !text.isEmpty {
+                        nodes.append(.text(text))
+                        text = ""
+                    }
                     let tag = try readTag()
                     switch tag.first {
                     case "!": continue

@@ -52,7 +52,9 @@ public final class CachingFixStore: FixStore {
 
     public func latestFix(deviceId: String) async throws -> LocationFix? {
         let stripe = Self.stripe(deviceId)
-        let (cached, generation): (LocationFix??, UInt64) = state.withLock { ($0.entries[deviceId], $0.stripes[stripe]) }
+        let (cached, generation): (LocationFix??, UInt64) = state.withLock {
+            ($0.entries[deviceId], $0.stripes[stripe])
+        }
         if let cached { return cached }
         let fix = try await base.latestFix(deviceId: deviceId)
         // Only devices that have a fix are remembered: ids that were never reported (anyone can send them) must

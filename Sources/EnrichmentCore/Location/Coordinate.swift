@@ -15,9 +15,11 @@ public struct Coordinate: Sendable, Hashable {
 
     /// Great-circle distance in metres (haversine).
     public func distance(to other: Coordinate) -> Double {
-        let lat1 = Self.radians(latitude), lat2 = Self.radians(other.latitude)
-        return Self.haversine(lat1: lat1, cosLat1: cos(lat1), lng1: longitude,
-                              lat2: lat2, cosLat2: cos(lat2), lng2: other.longitude)
+        let lat1 = Self.radians(latitude)
+        let lat2 = Self.radians(other.latitude)
+        return Self.haversine(
+            lat1: lat1, cosLat1: cos(lat1), lng1: longitude,
+            lat2: lat2, cosLat2: cos(lat2), lng2: other.longitude)
     }
 
     /// Degrees to radians, the one conversion every distance here uses.
@@ -27,7 +29,9 @@ public struct Coordinate: Sendable, Hashable {
     ///
     /// Latitudes in radians with their cosines precomputed; longitudes in degrees.
     @inline(__always)
-    static func haversine(lat1: Double, cosLat1: Double, lng1: Double, lat2: Double, cosLat2: Double, lng2: Double) -> Double {
+    static func haversine(lat1: Double, cosLat1: Double, lng1: Double, lat2: Double, cosLat2: Double, lng2: Double)
+        -> Double
+    {
         let halfLat = sin((lat2 - lat1) / 2)
         let halfLng = sin(radians(lng2 - lng1) / 2)
         let a = halfLat * halfLat + cosLat1 * cosLat2 * halfLng * halfLng

@@ -6,7 +6,9 @@ public enum DeviceID {
     /// Returns nil when `id` is acceptable, else a sentence saying what is wrong.
     public static func problem(with id: String) -> String? {
         if id.isEmpty { return "device id is empty" }
-        if id.utf8.count > maximumLength { return "device id is \(id.utf8.count) bytes; at most \(maximumLength) are allowed" }
+        if id.utf8.count > maximumLength {
+            return "device id is \(id.utf8.count) bytes; at most \(maximumLength) are allowed"
+        }
         let allowed = id.unicodeScalars.allSatisfy { scalar in
             (scalar.value >= 0x30 && scalar.value <= 0x39) || (scalar.value >= 0x41 && scalar.value <= 0x5A)
                 || (scalar.value >= 0x61 && scalar.value <= 0x7A) || "-_.:".unicodeScalars.contains(scalar)

@@ -13,8 +13,10 @@ public struct LocationFix: Sendable, Equatable {
     /// When the service stored it, epoch seconds.
     public var receivedAt: Double
 
-    public init(deviceId: String, coordinate: Coordinate, fixTime: Double, horizontalAccuracy: Double? = nil,
-                context: String? = nil, receivedAt: Double) {
+    public init(
+        deviceId: String, coordinate: Coordinate, fixTime: Double, horizontalAccuracy: Double? = nil,
+        context: String? = nil, receivedAt: Double
+    ) {
         self.deviceId = deviceId
         self.coordinate = coordinate
         self.fixTime = fixTime

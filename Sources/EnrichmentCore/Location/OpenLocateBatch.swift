@@ -1,5 +1,5 @@
-import Foundation
 public import Essentials
+import Foundation
 
 /// Parses an OpenLocate batch (`{"locations": [...]}`) into fixes, with a reason for every rejected item.
 public struct OpenLocateBatch: Sendable {
@@ -24,8 +24,10 @@ public struct OpenLocateBatch: Sendable {
     ///
     /// Latitude and longitude may be numbers or numeric strings; `utc_timestamp` is epoch seconds (number or
     /// numeric string); fixes more than `maxFutureSeconds` ahead of `receivedAt` are rejected as clock errors.
-    public static func parse(_ document: JSONValue, deviceId: String, receivedAt: Double,
-                             maxFutureSeconds: Double = 86_400) throws(OpenLocateError) -> OpenLocateBatch {
+    public static func parse(
+        _ document: JSONValue, deviceId: String, receivedAt: Double,
+        maxFutureSeconds: Double = 86_400
+    ) throws(OpenLocateError) -> OpenLocateBatch {
         guard case .object = document else { throw .notAnObject(found: document.typeName) }
         guard let locationsValue = document["locations"] else { throw .missingLocations }
         guard case .array(let items) = locationsValue else { throw .locationsNotArray(found: locationsValue.typeName) }
@@ -43,22 +45,36 @@ public struct OpenLocateBatch: Sendable {
 
     struct ItemProblem: Error { var message: String }
 
-    static func parseItem(_ item: JSONValue, deviceId: String, receivedAt: Double,
-                          maxFutureSeconds: Double) -> Result<LocationFix, ItemProblem> {
+    static func parseItem(
+        _ item: JSONValue, deviceId: String, receivedAt: Double,
+        maxFutureSeconds: Double
+    ) -> Result<LocationFix, ItemProblem> {
         guard case .object(let fields) = item else {
             return .failure(ItemProblem(message: "item must be an object, found \(item.typeName)"))
         }
         func number(_ key: String) -> Result<Double, ItemProblem> {
             guard let raw = fields[key] else { return .failure(ItemProblem(message: "\(key) is missing")) }
             guard let value = raw.lenientDouble else {
-                return .failure(ItemProblem(message: "\(key) must be a number or numeric string, found \(raw.typeName)"))
+                return .failure(
+                    ItemProblem(message: "\(key) must be a number or numeric string, found \(raw.typeName)"))
             }
             return .success(value)
         }
-        let latitude: Double, longitude: Double, time: Double
-        switch number("latitude") { case .success(let v): latitude = v; case .failure(let e): return .failure(e) }
-        switch number("longitude") { case .success(let v): longitude = v; case .failure(let e): return .failure(e) }
-        switch number("utc_timestamp") { case .success(let v): time = v; case .failure(let e): return .failure(e) }
+        let latitude: Double
+        let longitude: Double
+        let time: Double
+        switch number("latitude") {
+        case .success(let v): latitude = v
+        case .failure(let e): return .failure(e)
+        }
+        switch number("longitude") {
+        case .success(let v): longitude = v
+        case .failure(let e): return .failure(e)
+        }
+        switch number("utc_timestamp") {
+        case .success(let v): time = v
+        case .failure(let e): return .failure(e)
+        }
         guard (-90...90).contains(latitude) else {
             return .failure(ItemProblem(message: "latitude \(latitude) is outside [-90, 90]"))
         }
@@ -86,8 +102,10 @@ public struct OpenLocateBatch: Sendable {
             }
             context = value
         }
-        return .success(LocationFix(deviceId: deviceId, coordinate: Coordinate(latitude: latitude, longitude: longitude),
-                                    fixTime: time, horizontalAccuracy: accuracy, context: context, receivedAt: receivedAt))
+        return .success(
+            LocationFix(
+                deviceId: deviceId, coordinate: Coordinate(latitude: latitude, longitude: longitude),
+                fixTime: time, horizontalAccuracy: accuracy, context: context, receivedAt: receivedAt))
     }
 }
 
@@ -101,7 +119,8 @@ public enum OpenLocateError: Error, Equatable, Sendable, CustomStringConvertible
     public var description: String {
         switch self {
         case .notAnObject(let found): "body must be a JSON object {\"locations\": [...]}, found \(found)"
-        case .missingLocations: "body.locations is missing; send {\"locations\": [{\"latitude\", \"longitude\", \"utc_timestamp\"}]}"
+        case .missingLocations:
+            "body.locations is missing; send {\"locations\": [{\"latitude\", \"longitude\", \"utc_timestamp\"}]}"
         case .locationsNotArray(let found): "body.locations must be an array, found \(found)"
         case .tooManyItems(let count, let limit): "batch has \(count) locations; at most \(limit) per request"
         }

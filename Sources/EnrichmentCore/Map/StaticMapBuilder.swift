@@ -1,6 +1,6 @@
 public import Crypto
-public import Foundation
 import Essentials
+public import Foundation
 
 /// Builds Google Static Maps URLs the way the SDK does, with the current base by default and optional signing.
 public struct StaticMapBuilder: Sendable {
@@ -29,8 +29,10 @@ public struct StaticMapBuilder: Sendable {
     private var signingSecret: Data?
 
     /// Creates a builder; `signingSecret` is Google's URL-safe base64 secret.
-    public init(style: Style = .current, baseURL: String? = nil, apiKey: String? = nil,
-                signingSecret: String? = nil) throws(MapConfigurationError) {
+    public init(
+        style: Style = .current, baseURL: String? = nil, apiKey: String? = nil,
+        signingSecret: String? = nil
+    ) throws(MapConfigurationError) {
         self.style = style
         self.baseURL = baseURL ?? style.defaultBaseURL
         baseHasQuery = self.baseURL.contains("?")
@@ -48,7 +50,8 @@ public struct StaticMapBuilder: Sendable {
     public func url(user: Coordinate, poi: Coordinate?) -> String {
         var query: String
         if let poi {
-            query = "markers=color:red%7C\(Self.format(user))&markers=color:blue%7C\(Self.format(poi))&zoom=14&size=400x400"
+            query =
+                "markers=color:red%7C\(Self.format(user))&markers=color:blue%7C\(Self.format(poi))&zoom=14&size=400x400"
         } else {
             query = "markers=color:blue%7C\(Self.format(user))&zoom=15&size=400x400"
         }
@@ -88,8 +91,10 @@ public enum MapConfigurationError: Error, Equatable, Sendable, CustomStringConve
 
     public var description: String {
         switch self {
-        case .invalidBaseURL(let url): "map base URL '\(url)' is not an absolute URL (expected e.g. https://maps.googleapis.com/maps/api/staticmap)"
-        case .invalidSigningSecret: "map signing secret is not URL-safe base64 (copy it exactly from the Google Cloud console)"
+        case .invalidBaseURL(let url):
+            "map base URL '\(url)' is not an absolute URL (expected e.g. https://maps.googleapis.com/maps/api/staticmap)"
+        case .invalidSigningSecret:
+            "map signing secret is not URL-safe base64 (copy it exactly from the Google Cloud console)"
         }
     }
 }

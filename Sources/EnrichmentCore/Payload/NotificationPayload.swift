@@ -1,5 +1,5 @@
-public import Foundation
 public import Essentials
+public import Foundation
 
 /// An APNs payload (the whole JSON document), with the reads and writes the extension flow needs.
 public struct NotificationPayload: Sendable, Equatable {
@@ -45,8 +45,9 @@ public struct NotificationPayload: Sendable, Equatable {
         switch aps["alert"] {
         case .string(let body): Alert(title: nil, subtitle: nil, body: body)
         case .object(let object):
-            Alert(title: object["title"]?.stringValue, subtitle: object["subtitle"]?.stringValue,
-                  body: object["body"]?.stringValue)
+            Alert(
+                title: object["title"]?.stringValue, subtitle: object["subtitle"]?.stringValue,
+                body: object["body"]?.stringValue)
         default: Alert(title: nil, subtitle: nil, body: nil)
         }
     }
@@ -71,22 +72,28 @@ public struct NotificationPayload: Sendable, Equatable {
         case (.woosmap, .some(let other)):
             return TimestampReading(
                 timestamp: nil, source: nil,
-                problem: "aps.timestamp is a \(other.typeName == "number" ? "non-integral number" : other.typeName); woosmap mode reads only a JSON integer")
+                problem:
+                    "aps.timestamp is a \(other.typeName == "number" ? "non-integral number" : other.typeName); woosmap mode reads only a JSON integer"
+            )
         case (.default, .some(let other)):
             if let seconds = Self.lenientSeconds(other) {
-                return TimestampReading(timestamp: seconds, source: other.stringValue != nil ? .apsString : .apsNumber, problem: nil)
+                return TimestampReading(
+                    timestamp: seconds, source: other.stringValue != nil ? .apsString : .apsNumber, problem: nil)
             }
-            return TimestampReading(timestamp: nil, source: nil,
-                                    problem: "aps.timestamp is a \(other.typeName) that is not epoch seconds")
+            return TimestampReading(
+                timestamp: nil, source: nil,
+                problem: "aps.timestamp is a \(other.typeName) that is not epoch seconds")
         case (.default, nil):
             if let legacy = json["timestamp"] {
                 if let seconds = Self.lenientSeconds(legacy) {
                     return TimestampReading(timestamp: seconds, source: .legacyTopLevel, problem: nil)
                 }
-                return TimestampReading(timestamp: nil, source: nil,
-                                        problem: "top-level timestamp is a \(legacy.typeName) that is not epoch seconds")
+                return TimestampReading(
+                    timestamp: nil, source: nil,
+                    problem: "top-level timestamp is a \(legacy.typeName) that is not epoch seconds")
             }
-            return TimestampReading(timestamp: nil, source: nil, problem: "neither aps.timestamp nor a top-level timestamp is present")
+            return TimestampReading(
+                timestamp: nil, source: nil, problem: "neither aps.timestamp nor a top-level timestamp is present")
         }
     }
 

@@ -24,23 +24,27 @@ public struct StalenessPolicy: Sendable, Equatable {
     public func evaluate(_ reading: TimestampReading, now: Date) -> StalenessVerdict {
         let nowSeconds = Self.flooredSeconds(now)
         guard let timestamp = reading.timestamp else {
-            return StalenessVerdict(state: .noTimestamp, rule: .missingTimestamp, timestamp: nil, ageSeconds: nil,
-                                    source: reading.source, detail: reading.problem)
+            return StalenessVerdict(
+                state: .noTimestamp, rule: .missingTimestamp, timestamp: nil, ageSeconds: nil,
+                source: reading.source, detail: reading.problem)
         }
         let age = Int128(nowSeconds) - Int128(timestamp)
         // The age is reported when it fits in 64 bits (it does unless the timestamp is within about 2^63 s of
         // Int64.min); the verdict itself never depends on that.
         let reportedAge = Int64(exactly: age)
         if age > Int128(window) {
-            return StalenessVerdict(state: .stale, rule: .olderThanWindow, timestamp: timestamp, ageSeconds: reportedAge,
-                                    source: reading.source, detail: "timestamp + \(window) < \(nowSeconds)")
+            return StalenessVerdict(
+                state: .stale, rule: .olderThanWindow, timestamp: timestamp, ageSeconds: reportedAge,
+                source: reading.source, detail: "timestamp + \(window) < \(nowSeconds)")
         }
         if let skew = maxFutureSkew, -age > Int128(skew) {
-            return StalenessVerdict(state: .stale, rule: .futureSkew, timestamp: timestamp, ageSeconds: reportedAge,
-                                    source: reading.source, detail: "timestamp - \(skew) > \(nowSeconds)")
+            return StalenessVerdict(
+                state: .stale, rule: .futureSkew, timestamp: timestamp, ageSeconds: reportedAge,
+                source: reading.source, detail: "timestamp - \(skew) > \(nowSeconds)")
         }
-        return StalenessVerdict(state: .fresh, rule: age < 0 ? .futureAccepted : .withinWindow, timestamp: timestamp,
-                                ageSeconds: reportedAge, source: reading.source, detail: nil)
+        return StalenessVerdict(
+            state: .fresh, rule: age < 0 ? .futureAccepted : .withinWindow, timestamp: timestamp,
+            ageSeconds: reportedAge, source: reading.source, detail: nil)
     }
 
     /// `floor(now)` in whole epoch seconds, clamped into `evaluableSeconds` (NaN counts as 0).
@@ -55,7 +59,10 @@ public struct StalenessPolicy: Sendable, Equatable {
 /// The outcome of a staleness check, with the rule that decided it.
 public struct StalenessVerdict: Sendable, Equatable {
     /// Fresh, stale, or no usable timestamp.
-    public enum State: String, Sendable { case fresh, stale, noTimestamp = "no_timestamp" }
+    public enum State: String, Sendable {
+        case fresh, stale
+        case noTimestamp = "no_timestamp"
+    }
     /// Which rule fired.
     public enum Rule: String, Sendable {
         case withinWindow = "within_window"

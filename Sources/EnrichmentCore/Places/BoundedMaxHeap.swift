@@ -42,10 +42,13 @@ struct BoundedMaxHeap {
             entries[0] = entry
             var parent = 0
             while true {
-                let left = 2 * parent + 1, right = left + 1
+                let left = 2 * parent + 1
+                let right = left + 1
                 var largest = parent
                 if left < entries.count, entries[left].chordSquared > entries[largest].chordSquared { largest = left }
-                if right < entries.count, entries[right].chordSquared > entries[largest].chordSquared { largest = right }
+                if right < entries.count, entries[right].chordSquared > entries[largest].chordSquared {
+                    largest = right
+                }
                 if largest == parent { break }
                 entries.swapAt(parent, largest)
                 parent = largest

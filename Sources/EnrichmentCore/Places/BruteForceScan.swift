@@ -19,7 +19,8 @@ public struct BruteForceScan: Sendable {
 
     /// The `query.limit` nearest POIs passing the query, nearest first.
     public func nearest(to point: Coordinate, query: PlacesQuery) -> [PlaceMatch] {
-        let qLat = Coordinate.radians(point.latitude), qCos = cos(qLat)
+        let qLat = Coordinate.radians(point.latitude)
+        let qCos = cos(qLat)
         let k = query.limit
         guard k > 0 else { return [] }
         var best: [(metres: Double, index: Int)] = []
@@ -28,8 +29,9 @@ public struct BruteForceScan: Sendable {
             a.metres != b.metres ? a.metres < b.metres : pois[a.index].storeId < pois[b.index].storeId
         }
         for i in 0..<pois.count {
-            let metres = Coordinate.haversine(lat1: qLat, cosLat1: qCos, lng1: point.longitude,
-                                              lat2: lats[i], cosLat2: cosLats[i], lng2: lngs[i])
+            let metres = Coordinate.haversine(
+                lat1: qLat, cosLat1: qCos, lng1: point.longitude,
+                lat2: lats[i], cosLat2: cosLats[i], lng2: lngs[i])
             if let radius = query.radius, metres > radius { continue }
             if best.count == k, metres > best[k - 1].metres { continue }
             if let filter = query.filter, !filter.matches(pois[i]) { continue }

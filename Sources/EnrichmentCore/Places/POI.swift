@@ -1,4 +1,5 @@
 public import Essentials
+
 /// A point of interest in the Woosmap store shape.
 public struct POI: Sendable, Equatable {
     /// Postal address of a POI.
@@ -27,8 +28,10 @@ public struct POI: Sendable, Equatable {
     /// Free-form `user_properties` object, kept as given.
     public var userProperties: JSONValue?
 
-    public init(storeId: String, name: String, coordinate: Coordinate, address: Address = Address(),
-                types: [String] = [], tags: [String] = [], contact: JSONValue? = nil, userProperties: JSONValue? = nil) {
+    public init(
+        storeId: String, name: String, coordinate: Coordinate, address: Address = Address(),
+        types: [String] = [], tags: [String] = [], contact: JSONValue? = nil, userProperties: JSONValue? = nil
+    ) {
         self.storeId = storeId
         self.name = name
         self.coordinate = coordinate

@@ -1,5 +1,5 @@
-public import Foundation
 public import Essentials
+public import Foundation
 
 /// POIs read from one import file, and the rows that could not be read.
 ///
@@ -43,7 +43,9 @@ public struct POIBatch: Sendable, Equatable {
     /// Reads a whole file in `format`; rows that cannot be read are reported, not fatal.
     ///
     /// GeoJSON features are read one at a time (the document is never held as a tree).
-    public static func read(_ data: Data, format: Format, rowLimit: Int = maximumRows) throws(POIImportError) -> POIBatch {
+    public static func read(_ data: Data, format: Format, rowLimit: Int = maximumRows) throws(POIImportError)
+        -> POIBatch
+    {
         switch format {
         case .csv(let mapping):
             return try POICSV.parse(data, mapping: mapping, rowLimit: rowLimit)
@@ -67,10 +69,11 @@ public struct POIBatch: Sendable, Equatable {
 
     /// What an import did, for people and scripts alike.
     public func report(total: Int, seconds: Double, format: Format) -> POIImportReport {
-        POIImportReport(upserted: pois.count, total: total, rejectedCount: rejectedCount, rejectedByReason: rejectedByReason,
-                               rejected: rejected,
-                               repeatedStoreIds: repeatedStoreIds, seconds: seconds,
-                               indexKind: format == .geoJSON ? "feature" : "line")
+        POIImportReport(
+            upserted: pois.count, total: total, rejectedCount: rejectedCount, rejectedByReason: rejectedByReason,
+            rejected: rejected,
+            repeatedStoreIds: repeatedStoreIds, seconds: seconds,
+            indexKind: format == .geoJSON ? "feature" : "line")
     }
 }
 
@@ -102,9 +105,12 @@ public struct POIImportReport: Sendable, Equatable, JSONObjectRepresentable {
 
     /// Lines for a terminal: the totals, then each skip reason with its count and first example.
     public var humanLines: [String] {
-        var lines = ["Upserted \(upserted) POIs in \(String(format: "%.2f", seconds)) s; \(total) stored; \(rejectedCount) rows skipped."]
+        var lines = [
+            "Upserted \(upserted) POIs in \(String(format: "%.2f", seconds)) s; \(total) stored; \(rejectedCount) rows skipped."
+        ]
         if repeatedStoreIds > 0 {
-            lines.append("  \(repeatedStoreIds) rows repeat a store id used earlier in the file; the last one was kept.")
+            lines.append(
+                "  \(repeatedStoreIds) rows repeat a store id used earlier in the file; the last one was kept.")
         }
         for (reason, count) in rejectedByReason.sorted(by: { ($1.value, $0.key) < ($0.value, $1.key) }) {
             let example = rejected.first { $0.reason == reason }

@@ -1,12 +1,15 @@
-public import Foundation
 import Essentials
+public import Foundation
 
 /// Reads POIs from CSV with a header row (RFC 4180 quoting), through a column mapping.
 ///
 /// Without a mapping the header must already be in store terms (see `POIColumnMapping.inferred`): `store_id` (or
 /// `id`), `lat`/`latitude`, `lng`/`lon`/`longitude` are required; other columns are ignored.
 public struct POICSV {
-    private enum Input { case column(Int), row }
+    private enum Input {
+        case column(Int)
+        case row
+    }
     private let inputs: [(field: POIColumnMapping.Field, input: Input)]
     private let idPrefix: String
 
@@ -15,10 +18,15 @@ public struct POICSV {
         let names = header.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
         var mapping = mapping ?? POIColumnMapping.headerNames()
         if mapping.fields.isEmpty {
-            mapping = POIColumnMapping(fields: POIColumnMapping.inferred(from: header).fields, idPrefix: mapping.idPrefix)
+            mapping = POIColumnMapping(
+                fields: POIColumnMapping.inferred(from: header).fields, idPrefix: mapping.idPrefix)
         }
         if mapping.fields.isEmpty || !mapping.fields.contains(where: { $0.field == .storeId }) {
-            throw .csv(line: 1, reason: "header has no store_id column; required columns are store_id, lat, lng (or pass a column mapping, e.g. --map geonames)")
+            throw .csv(
+                line: 1,
+                reason:
+                    "header has no store_id column; required columns are store_id, lat, lng (or pass a column mapping, e.g. --map geonames)"
+            )
         }
         var inputs: [(field: POIColumnMapping.Field, input: Input)] = []
         for (field, source) in mapping.fields {
@@ -26,7 +34,9 @@ public struct POICSV {
             case .rowNumber: inputs.append((field, .row))
             case .column(let name):
                 guard let index = names.firstIndex(of: name.lowercased()) else {
-                    throw .csv(line: 1, reason: "header has no \(name) column (the header is: \(header.joined(separator: ",")))")
+                    throw .csv(
+                        line: 1,
+                        reason: "header has no \(name) column (the header is: \(header.joined(separator: ",")))")
                 }
                 inputs.append((field, .column(index)))
             }
@@ -41,8 +51,14 @@ public struct POICSV {
 
     /// Converts one data record (1-based data row `row`) into a POI, or a reason it cannot be.
     public func poi(from record: [String], row: Int) -> Result<POI, WoosmapFormat.FeatureProblem> {
-        var id = "", name = "", latText = "", lngText = ""
-        var address = POI.Address(), types: [String] = [], tags: [String] = [], user: [String: JSONValue] = [:]
+        var id = ""
+        var name = ""
+        var latText = ""
+        var lngText = ""
+        var address = POI.Address()
+        var types: [String] = []
+        var tags: [String] = []
+        var user: [String: JSONValue] = [:]
         func list(_ value: String, _ separator: Character) -> [String] {
             value.split(separator: separator).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         }
@@ -76,9 +92,11 @@ public struct POICSV {
         guard let lng = Double(lngText), lng.isFinite else { return skip("lng is not a decimal number", lngText) }
         guard (-90...90).contains(lat) else { return skip("lat is outside [-90, 90]", latText) }
         guard (-180...180).contains(lng) else { return skip("lng is outside [-180, 180]", lngText) }
-        return .success(POI(storeId: idPrefix + id, name: name, coordinate: Coordinate(latitude: lat, longitude: lng),
-                            address: address, types: types, tags: tags,
-                            userProperties: user.isEmpty ? nil : .object(user)))
+        return .success(
+            POI(
+                storeId: idPrefix + id, name: name, coordinate: Coordinate(latitude: lat, longitude: lng),
+                address: address, types: types, tags: tags,
+                userProperties: user.isEmpty ? nil : .object(user)))
     }
 
     /// JSON-number text becomes a number (so `user.population:>1000` compares numerically); the rest stays text.
@@ -90,10 +108,14 @@ public struct POICSV {
     }
 
     /// Parses a whole CSV document; bad rows are reported with their 1-based line number, not fatal.
-    public static func parse(_ data: Data, mapping: POIColumnMapping? = nil,
-                             rowLimit: Int = POIBatch.maximumRows) throws(POIImportError) -> POIBatch {
+    public static func parse(
+        _ data: Data, mapping: POIColumnMapping? = nil,
+        rowLimit: Int = POIBatch.maximumRows
+    ) throws(POIImportError) -> POIBatch {
         var reader = CSVRecordReader(data: data)
-        guard let header = try reader.next() else { throw .csv(line: 1, reason: "file is empty; expected a header row") }
+        guard let header = try reader.next() else {
+            throw .csv(line: 1, reason: "file is empty; expected a header row")
+        }
         let csv = try POICSV(header: header.fields, mapping: mapping)
         var batch = POIBatch()
         batch.rowLimit = rowLimit
@@ -104,7 +126,8 @@ public struct POICSV {
             row += 1
             switch csv.poi(from: record.fields, row: row) {
             case .success(let poi): batch.pois.append(poi)
-            case .failure(let problem): batch.reject(.init(index: record.line, reason: problem.reason, value: problem.value))
+            case .failure(let problem):
+                batch.reject(.init(index: record.line, reason: problem.reason, value: problem.value))
             }
         }
         return batch
@@ -130,15 +153,20 @@ public struct CSVRecordReader {
     public mutating func next() throws(POIImportError) -> (fields: [String], line: Int)? {
         guard position < bytes.count else { return nil }
         let startLine = line
-        var fields: [String] = [], field: [UInt8] = [], quoted = false
+        var fields: [String] = []
+        var field: [UInt8] = []
+        var quoted = false
         while position < bytes.count {
             let byte = bytes[position]
             position += 1
             if quoted {
                 if byte == UInt8(ascii: "\"") {
                     if position < bytes.count, bytes[position] == UInt8(ascii: "\"") {
-                        field.append(byte); position += 1
-                    } else { quoted = false }
+                        field.append(byte)
+                        position += 1
+                    } else {
+                        quoted = false
+                    }
                 } else {
                     if byte == UInt8(ascii: "\n") { line += 1 }
                     field.append(byte)
@@ -149,9 +177,14 @@ public struct CSVRecordReader {
             case UInt8(ascii: "\""): quoted = true
             case UInt8(ascii: ","):
                 guard fields.count < Self.maximumFields else {
-                    throw .csv(line: startLine, reason: "a record has more than \(Self.maximumFields) fields; check the separator (a comma) and the quoting")
+                    throw .csv(
+                        line: startLine,
+                        reason:
+                            "a record has more than \(Self.maximumFields) fields; check the separator (a comma) and the quoting"
+                    )
                 }
-                fields.append(String(decoding: field, as: UTF8.self)); field.removeAll(keepingCapacity: true)
+                fields.append(String(decoding: field, as: UTF8.self))
+                field.removeAll(keepingCapacity: true)
             case UInt8(ascii: "\r"): continue
             case UInt8(ascii: "\n"):
                 line += 1

@@ -1,4 +1,5 @@
 import Foundation
+
 /// Which CSV column fills which store field, for files whose header is not already in store terms.
 ///
 /// Written as `FIELD=SOURCE` pairs separated by commas, e.g.
@@ -52,11 +53,12 @@ public struct POIColumnMapping: Sendable, Equatable {
     }
 
     /// GeoNames cities (`rg_cities1000.csv`): each place is its own city; ids are `gn-<row>`.
-    public static let geonames = POIColumnMapping(fields: [
-        (.storeId, .rowNumber), (.name, .column("name")), (.lat, .column("lat")), (.lng, .column("lon")),
-        (.city, .column("name")), (.countryCode, .column("cc")),
-        (.user("admin1"), .column("admin1")), (.user("admin2"), .column("admin2")),
-    ], idPrefix: "gn-")
+    public static let geonames = POIColumnMapping(
+        fields: [
+            (.storeId, .rowNumber), (.name, .column("name")), (.lat, .column("lat")), (.lng, .column("lon")),
+            (.city, .column("name")), (.countryCode, .column("cc")),
+            (.user("admin1"), .column("admin1")), (.user("admin2"), .column("admin2")),
+        ], idPrefix: "gn-")
 
     /// Named mappings accepted in place of a pair list.
     public static let presets: [String: POIColumnMapping] = ["geonames": geonames]
@@ -72,12 +74,18 @@ public struct POIColumnMapping: Sendable, Equatable {
         for pair in trimmed.split(separator: ",") {
             let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
             guard parts.count == 2, !parts[1].isEmpty else {
-                throw .mapping("'\(pair)' is not FIELD=SOURCE (e.g. lng=lon), and \(trimmed.isEmpty ? "an empty mapping" : "not a preset") (presets: \(presets.keys.sorted().joined(separator: ", ")))")
+                throw .mapping(
+                    "'\(pair)' is not FIELD=SOURCE (e.g. lng=lon), and \(trimmed.isEmpty ? "an empty mapping" : "not a preset") (presets: \(presets.keys.sorted().joined(separator: ", ")))"
+                )
             }
             guard let field = Field.named(parts[0]) else {
-                throw .mapping("unknown store field '\(parts[0])'; fields are store_id, name, lat, lng, city, zipcode, country_code, address, types, tags, user.NAME")
+                throw .mapping(
+                    "unknown store field '\(parts[0])'; fields are store_id, name, lat, lng, city, zipcode, country_code, address, types, tags, user.NAME"
+                )
             }
-            guard !fields.contains(where: { $0.field == field }) else { throw .mapping("store field '\(parts[0])' is mapped twice") }
+            guard !fields.contains(where: { $0.field == field }) else {
+                throw .mapping("store field '\(parts[0])' is mapped twice")
+            }
             fields.append((field, parts[1] == "@row" ? .rowNumber : .column(parts[1])))
         }
         for required in [Field.storeId, .lat, .lng] where !fields.contains(where: { $0.field == required }) {
@@ -98,19 +106,20 @@ public struct POIColumnMapping: Sendable, Equatable {
         var fields: [(field: Field, source: Source)] = []
         for raw in header {
             let name = raw.trimmingCharacters(in: .whitespaces).lowercased()
-            let field: Field? = switch name {
-            case "store_id", "id": .storeId
-            case "name": .name
-            case "lat", "latitude": .lat
-            case "lng", "lon", "long", "longitude": .lng
-            case "city": .city
-            case "zipcode", "zip", "postcode": .zipcode
-            case "country_code", "cc", "country": .countryCode
-            case "address", "lines": .address
-            case "types", "type": .types
-            case "tags": .tags
-            default: nil
-            }
+            let field: Field? =
+                switch name {
+                case "store_id", "id": .storeId
+                case "name": .name
+                case "lat", "latitude": .lat
+                case "lng", "lon", "long", "longitude": .lng
+                case "city": .city
+                case "zipcode", "zip", "postcode": .zipcode
+                case "country_code", "cc", "country": .countryCode
+                case "address", "lines": .address
+                case "types", "type": .types
+                case "tags": .tags
+                default: nil
+                }
             if let field, !fields.contains(where: { $0.field == field }) { fields.append((field, .column(name))) }
         }
         return POIColumnMapping(fields: fields)

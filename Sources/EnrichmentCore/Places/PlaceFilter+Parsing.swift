@@ -24,7 +24,8 @@ extension PlaceFilter {
     public static func parse(_ text: String) throws(PlaceFilterSyntaxError) -> PlaceFilter {
         var parser = Parser(characters: Array(text))
         guard parser.characters.count <= maximumLength else {
-            throw PlaceFilterSyntaxError(position: maximumLength + 1, message: "query is longer than \(maximumLength) characters")
+            throw PlaceFilterSyntaxError(
+                position: maximumLength + 1, message: "query is longer than \(maximumLength) characters")
         }
         parser.skipSpaces()
         guard !parser.atEnd else { throw parser.error("query is empty; expected a clause such as type:\"cafe\"") }
@@ -113,7 +114,8 @@ extension PlaceFilter {
             while let c = peek, Self.isWordCharacter(c) { index += 1 }
             let name = String(characters[fieldStart..<index])
             guard !name.isEmpty else {
-                throw error("expected a field name (type, tag, city, country, name, idstore or user.NAME), found '\(peek!)'")
+                throw error(
+                    "expected a field name (type, tag, city, country, name, idstore or user.NAME), found '\(peek!)'")
             }
             let field = try Self.field(named: name, at: fieldStart)
             guard peek == ":" else { throw error("expected ':' after the field name \(name)") }
@@ -127,8 +129,9 @@ extension PlaceFilter {
             }
             let valueStart = index
             let value = try parseValue()
-            try Self.check(field: field, comparison: comparison, value: value,
-                           operatorAt: operatorStart, valueAt: valueStart, name: name)
+            try Self.check(
+                field: field, comparison: comparison, value: value,
+                operatorAt: operatorStart, valueAt: valueStart, name: name)
             return Clause(field: field, comparison: comparison, value: value)
         }
 
@@ -141,25 +144,31 @@ extension PlaceFilter {
             case "name": return .name
             case "idstore": return .idstore
             case "last_updated", "localized":
-                throw PlaceFilterSyntaxError(position: position + 1,
-                                             message: "field \(name) is not supported by the local index")
+                throw PlaceFilterSyntaxError(
+                    position: position + 1,
+                    message: "field \(name) is not supported by the local index")
             default:
                 if name.hasPrefix("user.") {
-                    let path = name.dropFirst(5).split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+                    let path = name.dropFirst(5).split(separator: ".", omittingEmptySubsequences: false).map(
+                        String.init)
                     if path.allSatisfy({ !$0.isEmpty }) { return .user(path) }
                 }
                 throw PlaceFilterSyntaxError(
                     position: position + 1,
-                    message: "unknown field '\(name)'; fields are type, tag, city, country, name, idstore and user.NAME")
+                    message: "unknown field '\(name)'; fields are type, tag, city, country, name, idstore and user.NAME"
+                )
             }
         }
 
-        static func check(field: Field, comparison: Comparison, value: Value, operatorAt: Int, valueAt: Int,
-                          name: String) throws(PlaceFilterSyntaxError) {
+        static func check(
+            field: Field, comparison: Comparison, value: Value, operatorAt: Int, valueAt: Int,
+            name: String
+        ) throws(PlaceFilterSyntaxError) {
             if case .user = field {
                 if case .bool = value, comparison != .equal {
-                    throw PlaceFilterSyntaxError(position: operatorAt + 1,
-                                                 message: "\(comparison.rawValue) cannot compare with true or false; use ':'")
+                    throw PlaceFilterSyntaxError(
+                        position: operatorAt + 1,
+                        message: "\(comparison.rawValue) cannot compare with true or false; use ':'")
                 }
                 return
             }
@@ -169,7 +178,8 @@ extension PlaceFilter {
                     message: "\(name) takes no comparison operator; only user.NAME fields accept >, <, >=, <=")
             }
             guard case .string = value else {
-                throw PlaceFilterSyntaxError(position: valueAt + 1, message: "\(name) needs a quoted string value, e.g. \(name):\"value\"")
+                throw PlaceFilterSyntaxError(
+                    position: valueAt + 1, message: "\(name) needs a quoted string value, e.g. \(name):\"value\"")
             }
         }
 
@@ -205,7 +215,9 @@ extension PlaceFilter {
             default:
                 if Self.isNumber(word), let number = Double(word), number.isFinite { return .number(number) }
                 if word.isEmpty { throw error("expected a value: a \"quoted string\", a number, true or false") }
-                throw error("'\(word)' is not a value; put text in double quotes (\"\(word)\"), or write a number, true or false", at: start)
+                throw error(
+                    "'\(word)' is not a value; put text in double quotes (\"\(word)\"), or write a number, true or false",
+                    at: start)
             }
         }
 
@@ -219,7 +231,10 @@ extension PlaceFilter {
                 return count > 0
             }
             guard digits() else { return false }
-            if s.first == "." { s = s.dropFirst(); guard digits() else { return false } }
+            if s.first == "." {
+                s = s.dropFirst()
+                guard digits() else { return false }
+            }
             if s.first == "e" || s.first == "E" {
                 s = s.dropFirst()
                 if s.first == "+" || s.first == "-" { s = s.dropFirst() }

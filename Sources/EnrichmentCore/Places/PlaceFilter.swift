@@ -1,4 +1,5 @@
 import Essentials
+
 /// A parsed Woosmap Search API `query` filter: clauses on store fields joined by `AND`, `OR` and `NOT`.
 ///
 /// Supported clauses (Woosmap semantics):
@@ -118,16 +119,19 @@ public indirect enum PlaceFilter: Sendable, Equatable, CustomStringConvertible {
 
 extension PlaceFilter.Clause: CustomStringConvertible {
     public var description: String {
-        let op: String = switch field {
-        case .type, .tag: ""
-        case .user: comparison == .equal ? "" : comparison.rawValue
-        default: "="
-        }
+        let op: String =
+            switch field {
+            case .type, .tag: ""
+            case .user: comparison == .equal ? "" : comparison.rawValue
+            default: "="
+            }
         return "\(field.queryName):\(op)\(value.literal)"
     }
 
     func matches(at poi: UnsafePointer<POI>) -> Bool {
-        if case .user(let path) = field { return Self.compare(poi.pointee.userProperties?[path: path], comparison, value) }
+        if case .user(let path) = field {
+            return Self.compare(poi.pointee.userProperties?[path: path], comparison, value)
+        }
         // The parser gives the store's own fields string values only.
         guard case .string(let text) = value else { return false }
         switch field {
@@ -143,7 +147,9 @@ extension PlaceFilter.Clause: CustomStringConvertible {
 
     /// A user property passes when it (or, for an array, any element) compares true with the literal;
     /// values of another JSON type never match.
-    static func compare(_ property: JSONValue?, _ comparison: PlaceFilter.Comparison, _ value: PlaceFilter.Value) -> Bool {
+    static func compare(_ property: JSONValue?, _ comparison: PlaceFilter.Comparison, _ value: PlaceFilter.Value)
+        -> Bool
+    {
         guard let property else { return false }
         if case .array(let elements) = property { return elements.contains { compare($0, comparison, value) } }
         switch (property, value) {

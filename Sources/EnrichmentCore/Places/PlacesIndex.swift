@@ -17,11 +17,13 @@ public final class PlacesIndex: Sendable {
 
     /// Builds the index over `pois` (later duplicates of a store id replace earlier ones).
     public init(pois: [POI] = []) {
-        snapshot = Mutex(Self.makeSnapshot(merging: pois, into: Snapshot(pois: [], positions: [:], tree: SpatialIndex(points: []))))
+        snapshot = Mutex(
+            Self.makeSnapshot(merging: pois, into: Snapshot(pois: [], positions: [:], tree: SpatialIndex(points: []))))
     }
 
     private static func makeSnapshot(merging new: [POI], into old: Snapshot) -> Snapshot {
-        var pois = old.pois, positions = old.positions
+        var pois = old.pois
+        var positions = old.positions
         for poi in new {
             if let index = positions[poi.storeId] {
                 pois[index] = poi
@@ -66,25 +68,32 @@ public final class PlacesIndex: Sendable {
     }
 
     /// The `k` nearest POIs passing `query`, ties by store id.
-    private static func nearest(in tree: SpatialIndex, _ pois: UnsafeBufferPointer<POI>, to point: Coordinate,
-                                query: PlacesQuery, k: Int) -> [PlaceMatch] {
-        tree.nearest(to: point, k: k, maxMetres: query.radius, accept: accept(query, pois),
-                     precedes: { pois[$0].storeId < pois[$1].storeId })
-            .map { PlaceMatch(poi: pois[$0.item], distance: $0.metres) }
+    private static func nearest(
+        in tree: SpatialIndex, _ pois: UnsafeBufferPointer<POI>, to point: Coordinate,
+        query: PlacesQuery, k: Int
+    ) -> [PlaceMatch] {
+        tree.nearest(
+            to: point, k: k, maxMetres: query.radius, accept: accept(query, pois),
+            precedes: { pois[$0].storeId < pois[$1].storeId }
+        )
+        .map { PlaceMatch(poi: pois[$0.item], distance: $0.metres) }
     }
 }
 
 extension PlacesIndex {
     /// One page of a Woosmap-style search and the number of pages the matches fill, counting at most
     /// `reach` matches (results past it cannot be paged to).
-    public func search(near point: Coordinate, query: PlacesQuery, page: Int,
-                       reach: Int = .max) -> (matches: [PlaceMatch], pageCount: Int) {
+    public func search(
+        near point: Coordinate, query: PlacesQuery, page: Int,
+        reach: Int = .max
+    ) -> (matches: [PlaceMatch], pageCount: Int) {
         let current = snapshot.withLock { $0 }
         return current.pois.withUnsafeBufferPointer { pois in
             let perPage = max(1, query.limit)
             let skip = (max(1, page) - 1) * perPage
             let found = Self.nearest(in: current.tree, pois, to: point, query: query, k: skip + perPage)
-            let total = current.tree.count(near: point, maxMetres: query.radius, accept: Self.accept(query, pois), limit: reach)
+            let total = current.tree.count(
+                near: point, maxMetres: query.radius, accept: Self.accept(query, pois), limit: reach)
             return (Array(found.dropFirst(skip)), max(1, (total + perPage - 1) / perPage))
         }
     }

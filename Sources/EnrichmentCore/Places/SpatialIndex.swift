@@ -24,23 +24,36 @@ public struct SpatialIndex: Sendable {
     public init(points: [Coordinate]) {
         let n = points.count
         precondition(n < Int(Int32.max), "too many points for the index")
-        var xs = [Double](repeating: 0, count: n), ys = xs, zs = xs
+        var xs = [Double](repeating: 0, count: n)
+        var ys = xs
+        var zs = xs
         var items = [Int32](repeating: 0, count: n)
         var axes = [UInt8](repeating: 0, count: n)
         for (i, p) in points.enumerated() {
             let v = Self.unitVector(p)
-            xs[i] = v.0; ys[i] = v.1; zs[i] = v.2; items[i] = Int32(i)
+            xs[i] = v.0
+            ys[i] = v.1
+            zs[i] = v.2
+            items[i] = Int32(i)
         }
         Self.build(&xs, &ys, &zs, &items, &axes, 0, n)
-        var lats = [Double](repeating: 0, count: n), cosLats = lats, lngs = lats
+        var lats = [Double](repeating: 0, count: n)
+        var cosLats = lats
+        var lngs = lats
         for slot in 0..<n {
             let p = points[Int(items[slot])]
             lats[slot] = Coordinate.radians(p.latitude)
             cosLats[slot] = cos(lats[slot])
             lngs[slot] = p.longitude
         }
-        self.xs = xs; self.ys = ys; self.zs = zs; self.items = items; self.axes = axes
-        self.lats = lats; self.cosLats = cosLats; self.lngs = lngs
+        self.xs = xs
+        self.ys = ys
+        self.zs = zs
+        self.items = items
+        self.axes = axes
+        self.lats = lats
+        self.cosLats = cosLats
+        self.lngs = lngs
     }
 
     /// Makes each slot's item number the slot itself; returns the former item number of each slot, so the caller
@@ -55,7 +68,8 @@ public struct SpatialIndex: Sendable {
     public var count: Int { items.count }
 
     static func unitVector(_ p: Coordinate) -> (Double, Double, Double) {
-        let lat = p.latitude * .pi / 180, lng = p.longitude * .pi / 180
+        let lat = p.latitude * .pi / 180
+        let lng = p.longitude * .pi / 180
         let c = cos(lat)
         return (c * cos(lng), c * sin(lng), sin(lat))
     }
@@ -67,15 +81,25 @@ public struct SpatialIndex: Sendable {
         return chord * chord
     }
 
-    private static func build(_ xs: inout [Double], _ ys: inout [Double], _ zs: inout [Double], _ items: inout [Int32],
-                              _ axes: inout [UInt8], _ lo: Int, _ hi: Int) {
+    private static func build(
+        _ xs: inout [Double], _ ys: inout [Double], _ zs: inout [Double], _ items: inout [Int32],
+        _ axes: inout [UInt8], _ lo: Int, _ hi: Int
+    ) {
         guard hi - lo > leafSize else { return }
         // Split on the axis with the widest spread.
-        var minX = Double.infinity, maxX = -Double.infinity, minY = minX, maxY = maxX, minZ = minX, maxZ = maxX
+        var minX = Double.infinity
+        var maxX = -Double.infinity
+        var minY = minX
+        var maxY = maxX
+        var minZ = minX
+        var maxZ = maxX
         for i in lo..<hi {
-            minX = min(minX, xs[i]); maxX = max(maxX, xs[i])
-            minY = min(minY, ys[i]); maxY = max(maxY, ys[i])
-            minZ = min(minZ, zs[i]); maxZ = max(maxZ, zs[i])
+            minX = min(minX, xs[i])
+            maxX = max(maxX, xs[i])
+            minY = min(minY, ys[i])
+            maxY = max(maxY, ys[i])
+            minZ = min(minZ, zs[i])
+            maxZ = max(maxZ, zs[i])
         }
         let spreads = [maxX - minX, maxY - minY, maxZ - minZ]
         let axis = spreads.firstIndex(of: spreads.max()!)!
@@ -87,13 +111,19 @@ public struct SpatialIndex: Sendable {
     }
 
     /// Quickselect: puts the element of rank `k` (by `axis`) at `k`, smaller ones before, larger after.
-    private static func select(_ xs: inout [Double], _ ys: inout [Double], _ zs: inout [Double], _ items: inout [Int32],
-                               _ lo: Int, _ hi: Int, _ k: Int, _ axis: Int) {
+    private static func select(
+        _ xs: inout [Double], _ ys: inout [Double], _ zs: inout [Double], _ items: inout [Int32],
+        _ lo: Int, _ hi: Int, _ k: Int, _ axis: Int
+    ) {
         func key(_ i: Int) -> Double { axis == 0 ? xs[i] : (axis == 1 ? ys[i] : zs[i]) }
         func swapAt(_ a: Int, _ b: Int) {
-            xs.swapAt(a, b); ys.swapAt(a, b); zs.swapAt(a, b); items.swapAt(a, b)
+            xs.swapAt(a, b)
+            ys.swapAt(a, b)
+            zs.swapAt(a, b)
+            items.swapAt(a, b)
         }
-        var left = lo, right = hi - 1
+        var left = lo
+        var right = hi - 1
         while left < right {
             // Median of three pivots keeps sorted inputs fast.
             let m = (left + right) / 2
@@ -101,11 +131,16 @@ public struct SpatialIndex: Sendable {
             if key(right) < key(left) { swapAt(right, left) }
             if key(right) < key(m) { swapAt(right, m) }
             let pivot = key(m)
-            var i = left, j = right
+            var i = left
+            var j = right
             while i <= j {
                 while key(i) < pivot { i += 1 }
                 while key(j) > pivot { j -= 1 }
-                if i <= j { swapAt(i, j); i += 1; j -= 1 }
+                if i <= j {
+                    swapAt(i, j)
+                    i += 1
+                    j -= 1
+                }
             }
             if k <= j { right = j } else if k >= i { left = i } else { return }
         }
@@ -114,9 +149,11 @@ public struct SpatialIndex: Sendable {
     /// The `k` nearest items to `point` (nearest first) within `maxMetres`, skipping items `accept` refuses.
     ///
     /// Items at exactly equal distance are ordered by `precedes` (by item number when nil).
-    public func nearest(to point: Coordinate, k: Int, maxMetres: Double? = nil,
-                        accept: ((Int) -> Bool)? = nil,
-                        precedes: ((Int, Int) -> Bool)? = nil) -> [(item: Int, metres: Double)] {
+    public func nearest(
+        to point: Coordinate, k: Int, maxMetres: Double? = nil,
+        accept: ((Int) -> Bool)? = nil,
+        precedes: ((Int, Int) -> Bool)? = nil
+    ) -> [(item: Int, metres: Double)] {
         guard k > 0, !items.isEmpty else { return [] }
         var heap = BoundedMaxHeap(capacity: k)
         // Candidates that left the heap or just missed it but lie within the rounding margin of its worst.
@@ -147,7 +184,9 @@ public struct SpatialIndex: Sendable {
 
     /// How many items lie within `maxMetres` (haversine, inclusive) of `point` and pass `accept`, counting no
     /// further than `limit` (so a broad filter stops early).
-    public func count(near point: Coordinate, maxMetres: Double?, accept: ((Int) -> Bool)? = nil, limit: Int = .max) -> Int {
+    public func count(near point: Coordinate, maxMetres: Double?, accept: ((Int) -> Bool)? = nil, limit: Int = .max)
+        -> Int
+    {
         var total = 0
         guard let maxMetres else {
             guard let accept else { return min(items.count, limit) }
@@ -179,22 +218,30 @@ public struct SpatialIndex: Sendable {
 
     /// Haversine metres from `origin` to the point in `slot`, bit-identical to `Coordinate.distance(to:)`.
     @inline(__always) private func metres(from origin: Origin, toSlot slot: Int) -> Double {
-        Coordinate.haversine(lat1: origin.latitude, cosLat1: origin.cosLatitude, lng1: origin.longitude,
-                             lat2: lats[slot], cosLat2: cosLats[slot], lng2: lngs[slot])
+        Coordinate.haversine(
+            lat1: origin.latitude, cosLat1: origin.cosLatitude, lng1: origin.longitude,
+            lat2: lats[slot], cosLat2: cosLats[slot], lng2: lngs[slot])
     }
 
     /// Runs `body` with a tree walker for `point` over the index's buffers.
-    private func withSearch(around point: Coordinate, limit: Double, accept: ((Int) -> Bool)?, _ body: (inout Search) -> Void) {
+    private func withSearch(
+        around point: Coordinate, limit: Double, accept: ((Int) -> Bool)?, _ body: (inout Search) -> Void
+    ) {
         let q = Self.unitVector(point)
         xs.withUnsafeBufferPointer { xs in
-        ys.withUnsafeBufferPointer { ys in
-        zs.withUnsafeBufferPointer { zs in
-        items.withUnsafeBufferPointer { items in
-        axes.withUnsafeBufferPointer { axes in
-            var search = Search(xs: xs, ys: ys, zs: zs, items: items, axes: axes,
+            ys.withUnsafeBufferPointer { ys in
+                zs.withUnsafeBufferPointer { zs in
+                    items.withUnsafeBufferPointer { items in
+                        axes.withUnsafeBufferPointer { axes in
+                            var search = Search(
+                                xs: xs, ys: ys, zs: zs, items: items, axes: axes,
                                 qx: q.0, qy: q.1, qz: q.2, limit: limit, accept: accept)
-            body(&search)
-        }}}}}
+                            body(&search)
+                        }
+                    }
+                }
+            }
+        }
     }
 
     private struct Search {
@@ -207,7 +254,9 @@ public struct SpatialIndex: Sendable {
         let accept: ((Int) -> Bool)?
 
         @inline(__always) func chordSquared(_ i: Int) -> Double {
-            let dx = xs[i] - qx, dy = ys[i] - qy, dz = zs[i] - qz
+            let dx = xs[i] - qx
+            let dy = ys[i] - qy
+            let dz = zs[i] - qz
             return dx * dx + dy * dy + dz * dz
         }
 
@@ -219,12 +268,16 @@ public struct SpatialIndex: Sendable {
             }
         }
 
-        @inline(__always) func consider(_ i: Int, _ heap: inout BoundedMaxHeap, _ nearMisses: inout [BoundedMaxHeap.Entry]) {
+        @inline(__always) func consider(
+            _ i: Int, _ heap: inout BoundedMaxHeap, _ nearMisses: inout [BoundedMaxHeap.Entry]
+        ) {
             let d = chordSquared(i)
             guard d <= limit, d <= heap.chordBound else { return }
             if let accept, !accept(Int(items[i])) { return }
             // A dropped point can still rank only if it ties the worst kept one within the margin: rare.
-            if let dropped = heap.insert(.init(slot: Int32(i), chordSquared: d)), dropped.chordSquared <= heap.chordBound {
+            if let dropped = heap.insert(.init(slot: Int32(i), chordSquared: d)),
+                dropped.chordSquared <= heap.chordBound
+            {
                 nearMisses.append(dropped)
             }
         }

@@ -1,5 +1,5 @@
-public import Foundation
 public import Essentials
+public import Foundation
 
 /// Reads and writes the Woosmap store GeoJSON shape (search responses and POI imports).
 public enum WoosmapFormat {
@@ -60,15 +60,21 @@ public enum WoosmapFormat {
     }
 
     /// Parses a FeatureCollection into POIs; features that cannot be read are reported, not fatal.
-    public static func parseFeatureCollection(_ document: JSONValue) throws(POIImportError) -> (pois: [POI], distances: [Double?], rejected: [FeatureProblem]) {
-        guard case .object = document else { throw .notAFeatureCollection("body must be a JSON object, found \(document.typeName)") }
+    public static func parseFeatureCollection(_ document: JSONValue) throws(POIImportError) -> (
+        pois: [POI], distances: [Double?], rejected: [FeatureProblem]
+    ) {
+        guard case .object = document else {
+            throw .notAFeatureCollection("body must be a JSON object, found \(document.typeName)")
+        }
         guard document["type"]?.stringValue == "FeatureCollection" || document["type"] == nil else {
             throw .notAFeatureCollection("type must be \"FeatureCollection\"")
         }
         guard case .array(let features)? = document["features"] else {
             throw .notAFeatureCollection("features must be an array of GeoJSON Features")
         }
-        var pois: [POI] = [], distances: [Double?] = [], rejected: [FeatureProblem] = []
+        var pois: [POI] = []
+        var distances: [Double?] = []
+        var rejected: [FeatureProblem] = []
         pois.reserveCapacity(features.count)
         for (index, feature) in features.enumerated() {
             switch parseFeature(feature) {
@@ -84,7 +90,9 @@ public enum WoosmapFormat {
 
     /// Reads a FeatureCollection import from bytes, one feature at a time: only the POIs are kept, so memory
     /// follows what is stored rather than the size of the JSON tree.
-    public static func readFeatureCollection(_ data: Data, rowLimit: Int = POIBatch.maximumRows) throws(POIImportError) -> POIBatch {
+    public static func readFeatureCollection(_ data: Data, rowLimit: Int = POIBatch.maximumRows) throws(POIImportError)
+        -> POIBatch
+    {
         var batch = POIBatch()
         batch.rowLimit = rowLimit
         var failure: POIImportError?
@@ -97,14 +105,16 @@ public enum WoosmapFormat {
                 }
                 switch parseFeature(feature) {
                 case .success(let (poi, _)): batch.pois.append(poi)
-                case .failure(let problem): batch.reject(FeatureProblem(index: index, reason: problem.reason, value: problem.value))
+                case .failure(let problem):
+                    batch.reject(FeatureProblem(index: index, reason: problem.reason, value: problem.value))
                 }
                 return true
             }
         } catch {
             if let failure { throw failure }
             if error.message == JSONParser.StreamedObject.notAnObject {
-                throw .notAFeatureCollection("body must be a JSON object with \"type\": \"FeatureCollection\" and \"features\"")
+                throw .notAFeatureCollection(
+                    "body must be a JSON object with \"type\": \"FeatureCollection\" and \"features\"")
             }
             throw .notAFeatureCollection("not valid JSON: \(error.description)")
         }
@@ -120,14 +130,19 @@ public enum WoosmapFormat {
     }
 
     static func parseFeature(_ feature: JSONValue) -> Result<(POI, Double?), FeatureProblem> {
-        func fail(_ reason: String) -> Result<(POI, Double?), FeatureProblem> { .failure(FeatureProblem(index: 0, reason: reason)) }
+        func fail(_ reason: String) -> Result<(POI, Double?), FeatureProblem> {
+            .failure(FeatureProblem(index: 0, reason: reason))
+        }
         guard case .object(let properties)? = feature["properties"] else { return fail("properties must be an object") }
         guard case .array(let coordinates)? = feature["geometry"]?["coordinates"], coordinates.count >= 2,
-              let lng = coordinates[0].lenientDouble, let lat = coordinates[1].lenientDouble
+            let lng = coordinates[0].lenientDouble, let lat = coordinates[1].lenientDouble
         else { return fail("geometry.coordinates must be [longitude, latitude]") }
         let coordinate = Coordinate(latitude: lat, longitude: lng)
         guard coordinate.isValid else {
-            return .failure(FeatureProblem(index: 0, reason: "coordinates are outside lng [-180, 180], lat [-90, 90]", value: "[\(lng), \(lat)]"))
+            return .failure(
+                FeatureProblem(
+                    index: 0, reason: "coordinates are outside lng [-180, 180], lat [-90, 90]",
+                    value: "[\(lng), \(lat)]"))
         }
         let storeId: String
         switch properties["store_id"] {
@@ -146,8 +161,9 @@ public enum WoosmapFormat {
             storeId: storeId,
             name: properties["name"]?.stringValue ?? "",
             coordinate: coordinate,
-            address: POI.Address(lines: lines, countryCode: address?["country_code"]?.stringValue,
-                                 city: address?["city"]?.stringValue, zipcode: address?["zipcode"]?.stringValue),
+            address: POI.Address(
+                lines: lines, countryCode: address?["country_code"]?.stringValue,
+                city: address?["city"]?.stringValue, zipcode: address?["zipcode"]?.stringValue),
             types: strings("types"), tags: strings("tags"),
             contact: properties["contact"].flatMap { $0 == .null ? nil : $0 },
             userProperties: properties["user_properties"].flatMap { $0 == .null ? nil : $0 })

@@ -1,8 +1,8 @@
 import EnrichmentCore
+import EnrichmentRuntime
 import Essentials
 import Foundation
 import Hummingbird
-import EnrichmentRuntime
 
 /// Location reports and per-device data: `/v1/devices/{deviceId}/...`.
 struct DeviceRoutes {
@@ -49,9 +49,12 @@ struct DeviceRoutes {
         let raw = try context.parameters.require("deviceId")
         // Path segments arrive percent-encoded (`a%3Ab` is `a:b`); the id is checked once decoded.
         guard let id = raw.removingPercentEncoding else {
-            throw APIError.invalid("invalid_device_id", "device id '\(raw)' is not valid percent-encoding", field: "deviceId")
+            throw APIError.invalid(
+                "invalid_device_id", "device id '\(raw)' is not valid percent-encoding", field: "deviceId")
         }
-        if let problem = DeviceID.problem(with: id) { throw APIError.invalid("invalid_device_id", problem, field: "deviceId") }
+        if let problem = DeviceID.problem(with: id) {
+            throw APIError.invalid("invalid_device_id", problem, field: "deviceId")
+        }
         return id
     }
 
@@ -60,12 +63,15 @@ struct DeviceRoutes {
         devices.post(":deviceId/locations") { request, context in
             let id = try Self.deviceId(context)
             let document = try await JSONIO.readJSON(request, limit: state.configuration.maxBodyBytes)
-            let batch = try OpenLocateBatch.parse(document, deviceId: id, receivedAt: state.clock.now().timeIntervalSince1970)
+            let batch = try OpenLocateBatch.parse(
+                document, deviceId: id, receivedAt: state.clock.now().timeIntervalSince1970)
             // Stored (and committed) before we acknowledge: an accepted fix is never lost.
             try await state.fixes.insert(batch.accepted)
             state.metrics.fixes(accepted: batch.accepted.count, rejected: batch.rejected.count)
-            let status: HTTPResponse.Status = batch.accepted.isEmpty && !batch.rejected.isEmpty ? .unprocessableContent : .ok
-            return JSONIO.response(IngestResult(accepted: batch.accepted.count, rejected: batch.rejected), status: status)
+            let status: HTTPResponse.Status =
+                batch.accepted.isEmpty && !batch.rejected.isEmpty ? .unprocessableContent : .ok
+            return JSONIO.response(
+                IngestResult(accepted: batch.accepted.count, rejected: batch.rejected), status: status)
         }
         devices.get(":deviceId/location") { _, context in
             let id = try Self.deviceId(context)

@@ -1,8 +1,8 @@
 import EnrichmentCore
+import EnrichmentRuntime
+import Essentials
 import Foundation
 import Hummingbird
-import Essentials
-import EnrichmentRuntime
 
 /// `POST /v1/enrich`: the extension flow for one payload and device.
 struct EnrichRoutes {
@@ -13,8 +13,9 @@ struct EnrichRoutes {
             let document = try await JSONIO.readJSON(request, limit: state.configuration.maxBodyBytes)
             let input = try EnrichRequest(document)
             let started = ContinuousClock.now
-            let result = try await state.enricher.enrich(deviceId: input.deviceId, payload: input.payload,
-                                                         at: input.at, mode: input.mode)
+            let result = try await state.enricher.enrich(
+                deviceId: input.deviceId, payload: input.payload,
+                at: input.at, mode: input.mode)
             state.metrics.enrichDuration(ContinuousClock.now - started)
             if let ms = result.placesMilliseconds { state.metrics.placesDuration(.microseconds(Int64(ms * 1000))) }
             state.metrics.outcome(result.outcome.rawValue, provider: result.placesProvider ?? "none")
@@ -32,9 +33,12 @@ struct EnrichRequest {
 
     init(_ document: JSONValue) throws {
         guard case .object(let fields) = document else {
-            throw APIError.invalid("invalid_request", "body must be a JSON object {\"device_id\", \"payload\", \"at\"?}")
+            throw APIError.invalid(
+                "invalid_request", "body must be a JSON object {\"device_id\", \"payload\", \"at\"?}")
         }
-        guard let idValue = fields["device_id"] else { throw APIError.invalid("invalid_request", "device_id is required") }
+        guard let idValue = fields["device_id"] else {
+            throw APIError.invalid("invalid_request", "device_id is required")
+        }
         guard let id = idValue.stringValue else {
             throw APIError.invalid("invalid_request", "device_id must be a string, found \(idValue.typeName)")
         }
@@ -51,8 +55,9 @@ struct EnrichRequest {
         case .int(let seconds)?: at = try Self.instant(Double(seconds), raw: String(seconds))
         case .double(let seconds)?: at = try Self.instant(seconds, raw: "\(seconds)")
         case let other?:
-            throw APIError.invalid("invalid_request", "at must be epoch seconds (a number), found \(other.typeName)",
-                                   field: "at")
+            throw APIError.invalid(
+                "invalid_request", "at must be epoch seconds (a number), found \(other.typeName)",
+                field: "at")
         }
         switch fields["mode"] {
         case nil, .null?: mode = nil

@@ -24,12 +24,15 @@ struct OpsRoutes {
 
     func register(on router: RouteRecorder) {
         router.get("/health") { _, _ in
-            JSONIO.response(Health(pois: state.index.count, places: state.configuration.places.rawValue,
-                                       mode: state.configuration.mode.rawValue))
+            JSONIO.response(
+                Health(
+                    pois: state.index.count, places: state.configuration.places.rawValue,
+                    mode: state.configuration.mode.rawValue))
         }
         router.get("/metrics") { _, _ in
-            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                     body: .init(byteBuffer: ByteBuffer(string: state.metrics.exposition())))
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(string: state.metrics.exposition())))
         }
     }
 }

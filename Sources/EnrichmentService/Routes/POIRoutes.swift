@@ -1,7 +1,7 @@
 import EnrichmentCore
+import EnrichmentRuntime
 import Foundation
 import Hummingbird
-import EnrichmentRuntime
 
 /// POI import (`POST /v1/pois`) and the Woosmap-compatible search (`GET /stores/search/`).
 struct POIRoutes {
@@ -16,8 +16,9 @@ struct POIRoutes {
             // wait on the network instead of each holding its file and POIs in memory.
             let report = try await imports.run {
                 // The body is dropped as soon as it is parsed: only the POIs go on to the store and the index.
-                let batch = try POIBatch.read(try await JSONIO.readBody(request, limit: state.configuration.maxImportBytes),
-                                              format: format)
+                let batch = try POIBatch.read(
+                    try await JSONIO.readBody(request, limit: state.configuration.maxImportBytes),
+                    format: format)
                 try await state.runtime.importer.importPOIs(batch.pois)
                 let seconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1e6
                 return batch.report(total: state.index.count, seconds: seconds, format: format)
@@ -27,9 +28,11 @@ struct POIRoutes {
 
         router.get("/stores/search") { request, _ in
             let search = try StoreSearchRequest(request)
-            let result = state.index.search(near: search.point, query: search.query, page: search.page,
-                                            reach: StoreSearchRequest.maximumReach)
-            return JSONIO.response(json: WoosmapFormat.searchResponse(result.matches, page: search.page, pageCount: result.pageCount))
+            let result = state.index.search(
+                near: search.point, query: search.query, page: search.page,
+                reach: StoreSearchRequest.maximumReach)
+            return JSONIO.response(
+                json: WoosmapFormat.searchResponse(result.matches, page: search.page, pageCount: result.pageCount))
         }
     }
 }
@@ -39,17 +42,20 @@ extension POIRoutes {
     static func format(of request: Request) throws -> POIBatch.Format {
         let contentType = request.headers[.contentType]?.lowercased() ?? "application/json"
         let parameters = try request.formQuery()
-        let map = parameters["map"], prefix = parameters["id_prefix"]
+        let map = parameters["map"]
+        let prefix = parameters["id_prefix"]
         if contentType.hasPrefix("text/csv") {
             guard let map else { return .csv(prefix.map { POIColumnMapping.headerNames(idPrefix: $0) }) }
             return .csv(try POIColumnMapping.parse(map, idPrefix: prefix))
         }
         guard contentType.hasPrefix("application/json") || contentType.hasPrefix("application/geo+json") else {
-            throw APIError(.unsupportedMediaType, reason: "unsupported_media_type",
-                           message: "send GeoJSON as application/json (or application/geo+json), or CSV as text/csv")
+            throw APIError(
+                .unsupportedMediaType, reason: "unsupported_media_type",
+                message: "send GeoJSON as application/json (or application/geo+json), or CSV as text/csv")
         }
         guard map == nil, prefix == nil else {
-            throw APIError.invalid("invalid_query", "map and id_prefix apply to CSV imports (Content-Type: text/csv) only")
+            throw APIError.invalid(
+                "invalid_query", "map and id_prefix apply to CSV imports (Content-Type: text/csv) only")
         }
         return .geoJSON
     }

@@ -29,7 +29,10 @@ struct StoreSearchRequest {
         func integer(_ name: String, _ range: ClosedRange<Int>, default fallback: Int) throws -> Int {
             guard let raw = text(name) else { return fallback }
             guard let value = Int(raw), range.contains(value) else {
-                throw APIError.invalid("invalid_query", "query parameter \(name)='\(raw)' must be an integer from \(range.lowerBound) to \(range.upperBound)")
+                throw APIError.invalid(
+                    "invalid_query",
+                    "query parameter \(name)='\(raw)' must be an integer from \(range.lowerBound) to \(range.upperBound)"
+                )
             }
             return value
         }
@@ -43,7 +46,10 @@ struct StoreSearchRequest {
         let perPage = try integer("stores_by_page", 1...Self.maximumPerPage, default: Self.defaultPerPage)
         page = try integer("page", 1...Self.maximumReach, default: 1)
         guard page * perPage <= Self.maximumReach else {
-            throw APIError.invalid("invalid_query", "page \(page) x stores_by_page \(perPage) goes past result \(Self.maximumReach), the deepest reachable; narrow the search with radius or query")
+            throw APIError.invalid(
+                "invalid_query",
+                "page \(page) x stores_by_page \(perPage) goes past result \(Self.maximumReach), the deepest reachable; narrow the search with radius or query"
+            )
         }
         let radius = try number("radius")
         if let radius, radius <= 0 { throw APIError.invalid("invalid_query", "radius must be > 0 metres") }
@@ -51,7 +57,8 @@ struct StoreSearchRequest {
             text(name).map { $0.split(separator: ",").map(String.init) } ?? []
         }
         let parsed = try text("query").map { raw throws(PlaceFilterSyntaxError) in try PlaceFilter.parse(raw) }
-        query = PlacesQuery(limit: perPage, radius: radius,
-                            filter: PlaceFilter.combining(types: list("types"), tags: list("tags"), query: parsed))
+        query = PlacesQuery(
+            limit: perPage, radius: radius,
+            filter: PlaceFilter.combining(types: list("types"), tags: list("tags"), query: parsed))
     }
 }

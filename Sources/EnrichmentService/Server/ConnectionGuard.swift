@@ -37,7 +37,8 @@ struct GuardedHTTP1Channel: ServerChildChannel {
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         do {
             // First in the pipeline, so it sees raw bytes before the HTTP decoder does.
-            try channel.pipeline.syncOperations.addHandler(ConnectionDeadlineHandler(registry: registry), position: .first)
+            try channel.pipeline.syncOperations.addHandler(
+                ConnectionDeadlineHandler(registry: registry), position: .first)
         } catch {
             return channel.eventLoop.makeFailedFuture(error)
         }
@@ -88,7 +89,9 @@ final class ConnectionRegistry: Sendable {
             return (true, victim)
         }
         if let victim {
-            logger.debug("connection cap reached: closing the longest-waiting connection", metadata: ["cap": "\(limits.maxConnections)"])
+            logger.debug(
+                "connection cap reached: closing the longest-waiting connection",
+                metadata: ["cap": "\(limits.maxConnections)"])
             victim.close(promise: nil)
         }
         return admitted
@@ -135,13 +138,17 @@ final class ConnectionDeadlineHandler: ChannelDuplexHandler, RemovableChannelHan
         self.context = context
         guard registry.admit(id, channel: context.channel) else {
             // Every connection is busy: say so, in the API's shape, and close.
-            let body = #"{"error":{"reason":"too_many_connections","message":"the server is at its connection limit; retry shortly"}}"#
-            let response = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
+            let body =
+                #"{"error":{"reason":"too_many_connections","message":"the server is at its connection limit; retry shortly"}}"#
+            let response =
+                "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
                 + "Content-Length: \(body.utf8.count)\r\nRetry-After: 1\r\nConnection: close\r\n\r\n\(body)"
             let buffer = context.channel.allocator.buffer(string: response)
             let channel = context.channel
-            context.writeAndFlush(wrapOutboundOut(.byteBuffer(buffer))).whenComplete { _ in channel.close(promise: nil) }
-            registry.logger.warning("connection refused at the connection cap", metadata: ["cap": "\(registry.limits.maxConnections)"])
+            context.writeAndFlush(wrapOutboundOut(.byteBuffer(buffer))).whenComplete { _ in channel.close(promise: nil)
+            }
+            registry.logger.warning(
+                "connection refused at the connection cap", metadata: ["cap": "\(registry.limits.maxConnections)"])
             phase = .handling
             return
         }
@@ -211,7 +218,8 @@ final class ConnectionDeadlineHandler: ChannelDuplexHandler, RemovableChannelHan
     private func arm(_ duration: Duration, reason: String) {
         timer?.cancel()
         guard let context else { return }
-        let nanoseconds = Int64(clamping: duration.components.seconds) &* 1_000_000_000
+        let nanoseconds =
+            Int64(clamping: duration.components.seconds) &* 1_000_000_000
             &+ duration.components.attoseconds / 1_000_000_000
         let expected = phase
         timer = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) { [weak self] in
@@ -267,14 +275,21 @@ final class RequestPartObserver: ChannelDuplexHandler, RemovableChannelHandler {
             context.close(promise: nil)
             return
         }
-        let (status, reason, message): (HTTPResponse.Status, String, String) = switch parserError {
-        case .headerOverflow:
-            (.requestHeaderFieldsTooLarge, "headers_too_large",
-             "the request line and headers are larger than the server accepts (80 KiB); send less")
-        default:
-            (.badRequest, "malformed_request", "the request is not valid HTTP/1.1 (\(parserError)); check the client")
-        }
-        let body = JSONWriter.bytes(.object(["error": .object(["reason": .string(reason), "message": .string(message)])]))
+        let (status, reason, message): (HTTPResponse.Status, String, String) =
+            switch parserError {
+            case .headerOverflow:
+                (
+                    .requestHeaderFieldsTooLarge, "headers_too_large",
+                    "the request line and headers are larger than the server accepts (80 KiB); send less"
+                )
+            default:
+                (
+                    .badRequest, "malformed_request",
+                    "the request is not valid HTTP/1.1 (\(parserError)); check the client"
+                )
+            }
+        let body = JSONWriter.bytes(
+            .object(["error": .object(["reason": .string(reason), "message": .string(message)])]))
         var head = HTTPResponse(status: status)
         head.headerFields[.contentType] = "application/json; charset=utf-8"
         head.headerFields[.contentLength] = String(body.count)

@@ -1,7 +1,7 @@
 import EnrichmentCore
+public import Essentials
 import Foundation
 public import Hummingbird
-public import Essentials
 import Logging
 
 /// The one error shape of the API: `{"error": {"reason": "...", "message": "..."}}` with an HTTP status.
@@ -31,8 +31,9 @@ public struct APIError: Error, HTTPResponseError, Sendable {
         let body = JSONValue.object(["error": .object(error)])
         var headers = self.headers
         headers[.contentType] = "application/json; charset=utf-8"
-        return Response(status: status, headers: headers,
-                        body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(body))))
+        return Response(
+            status: status, headers: headers,
+            body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(body))))
     }
 
     /// A 400; `field` names the request member at fault (also given as `field` in the error object).
@@ -55,28 +56,38 @@ public struct APIError: Error, HTTPResponseError, Sendable {
         case let error as OpenLocateError:
             return APIError(.badRequest, reason: "invalid_batch", message: error.description)
         case let error as PlaceFilterSyntaxError:
-            return APIError(.badRequest, reason: "invalid_query", message: error.description,
-                            details: ["parameter": .string("query"), "position": .int(Int64(error.position))])
+            return APIError(
+                .badRequest, reason: "invalid_query", message: error.description,
+                details: ["parameter": .string("query"), "position": .int(Int64(error.position))])
         case let error as POIImportError:
             if case .tooManyRows = error {
                 return APIError(.contentTooLarge, reason: "too_many_rows", message: error.description)
             }
             return APIError(.badRequest, reason: "invalid_import", message: error.description)
         case let error as JSONParseError:
-            return APIError(.badRequest, reason: "invalid_json", message: "not valid JSON: \(error.description)",
-                            details: ["byte_offset": .int(Int64(error.offset))])
+            return APIError(
+                .badRequest, reason: "invalid_json", message: "not valid JSON: \(error.description)",
+                details: ["byte_offset": .int(Int64(error.offset))])
         case let error as any HTTPResponseError where error.status == .contentTooLarge:
             return APIError(.contentTooLarge, reason: "body_too_large", message: "request body too large")
         case let error as HTTPError:
             switch error.status {
-            case .notFound: return APIError(.notFound, reason: "not_found", message: "no such endpoint; see the README for the API")
-            case .contentTooLarge: return APIError(.contentTooLarge, reason: "body_too_large", message: error.body ?? "request body too large")
-            case .methodNotAllowed: return APIError(.methodNotAllowed, reason: "method_not_allowed", message: "method not allowed on this endpoint")
-            default: return APIError(error.status, reason: "http_\(error.status.code)", message: error.body ?? error.status.reasonPhrase)
+            case .notFound:
+                return APIError(.notFound, reason: "not_found", message: "no such endpoint; see the README for the API")
+            case .contentTooLarge:
+                return APIError(
+                    .contentTooLarge, reason: "body_too_large", message: error.body ?? "request body too large")
+            case .methodNotAllowed:
+                return APIError(
+                    .methodNotAllowed, reason: "method_not_allowed", message: "method not allowed on this endpoint")
+            default:
+                return APIError(
+                    error.status, reason: "http_\(error.status.code)", message: error.body ?? error.status.reasonPhrase)
             }
         default:
-            return APIError(.internalServerError, reason: "internal_error",
-                            message: "the server failed to handle the request; the log has details")
+            return APIError(
+                .internalServerError, reason: "internal_error",
+                message: "the server failed to handle the request; the log has details")
         }
     }
 }
@@ -86,7 +97,9 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     /// The routes, to tell "no such path" (404) from "not with this method" (405 with `Allow`).
     let routes: RouteTable
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
         do {
             return try await next(request, context)
         } catch {
@@ -94,8 +107,11 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             if mapped.status == .notFound, mapped.reason == "not_found" {
                 let allowed = routes.allowedMethods(for: request.uri.path)
                 if !allowed.isEmpty {
-                    mapped = APIError(.methodNotAllowed, reason: "method_not_allowed",
-                                      message: "\(request.method.rawValue) is not supported on \(request.uri.path); use \(allowed.joined(separator: ", "))")
+                    mapped = APIError(
+                        .methodNotAllowed, reason: "method_not_allowed",
+                        message:
+                            "\(request.method.rawValue) is not supported on \(request.uri.path); use \(allowed.joined(separator: ", "))"
+                    )
                     mapped.headers[.allow] = allowed.joined(separator: ", ")
                 }
             }

@@ -10,7 +10,9 @@ struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
 
     init(apiKey: String) { keyDigest = Array(SHA256.hash(data: Data(apiKey.utf8))) }
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
         // Compared as the router matches paths: `/health/` and `//health` are `/health`.
         let path = "/" + RouteTable.segments(request.uri.path).joined(separator: "/")
         if Self.openPaths.contains(path) { return try await next(request, context) }
@@ -26,8 +28,9 @@ struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
         }
         // Compare digests so the comparison time does not depend on how much of the key matched.
         guard let presented, Array(SHA256.hash(data: Data(presented.utf8))) == keyDigest else {
-            var error = APIError(.unauthorized, reason: "unauthorized",
-                                 message: "send the service's API key as 'Authorization: Bearer <key>'")
+            var error = APIError(
+                .unauthorized, reason: "unauthorized",
+                message: "send the service's API key as 'Authorization: Bearer <key>'")
             error.headers[.wwwAuthenticate] = "Bearer"
             throw error
         }

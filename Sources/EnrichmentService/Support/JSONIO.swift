@@ -1,8 +1,8 @@
 import EnrichmentCore
 import Essentials
-import NIOCore
 import Foundation
 import Hummingbird
+import NIOCore
 
 /// Reading JSON request bodies and writing JSON responses, with the API's error reasons.
 enum JSONIO {
@@ -14,8 +14,9 @@ enum JSONIO {
         do {
             return try JSONValue.decode(data)
         } catch {
-            throw APIError(.badRequest, reason: "invalid_json", message: "request body is not valid JSON: \(error.description)",
-                           details: ["byte_offset": .int(Int64(error.offset))])
+            throw APIError(
+                .badRequest, reason: "invalid_json", message: "request body is not valid JSON: \(error.description)",
+                details: ["byte_offset": .int(Int64(error.offset))])
         }
     }
 
@@ -23,25 +24,33 @@ enum JSONIO {
     /// Content-Type at all is read as JSON.
     static func requireJSONContentType(_ request: Request) throws {
         guard let declared = request.headers[.contentType] else { return }
-        let mediaType = declared.split(separator: ";", maxSplits: 1).first.map {
-            $0.trimmingCharacters(in: .whitespaces).lowercased()
-        } ?? ""
-        if mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json")) { return }
-        throw APIError(.unsupportedMediaType, reason: "unsupported_media_type",
-                       message: "Content-Type '\(declared)' is not accepted here; send the body as application/json")
+        let mediaType =
+            declared.split(separator: ";", maxSplits: 1).first.map {
+                $0.trimmingCharacters(in: .whitespaces).lowercased()
+            } ?? ""
+        if mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json")) {
+            return
+        }
+        throw APIError(
+            .unsupportedMediaType, reason: "unsupported_media_type",
+            message: "Content-Type '\(declared)' is not accepted here; send the body as application/json")
     }
 
     /// Collects the body, refusing more than `limit` bytes with 413.
     static func readBody(_ request: Request, limit: Int) async throws -> Data {
         if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
-            throw APIError(.contentTooLarge, reason: "body_too_large", message: "request body is \(length) bytes; at most \(limit) are accepted")
+            throw APIError(
+                .contentTooLarge, reason: "body_too_large",
+                message: "request body is \(length) bytes; at most \(limit) are accepted")
         }
         do {
             let buffer = try await request.body.collect(upTo: limit)
             return Data(buffer.readableBytesView)
         } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
             // Chunked bodies (no Content-Length) end here, with NIO's too-many-bytes error.
-            throw APIError(.contentTooLarge, reason: "body_too_large", message: "request body exceeds \(limit) bytes; at most \(limit) are accepted")
+            throw APIError(
+                .contentTooLarge, reason: "body_too_large",
+                message: "request body exceeds \(limit) bytes; at most \(limit) are accepted")
         }
     }
 
@@ -52,8 +61,9 @@ enum JSONIO {
 
     /// A JSON response from already encoded bytes.
     static func response(bytes: [UInt8], status: HTTPResponse.Status = .ok) -> Response {
-        Response(status: status, headers: [.contentType: "application/json; charset=utf-8"],
-                        body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+        Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
     /// A JSON response from a value that writes itself (the one way responses are written).

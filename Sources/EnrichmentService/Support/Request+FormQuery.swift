@@ -10,7 +10,8 @@ extension Request {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             func decode(_ raw: Substring) throws -> String {
                 guard let text = raw.replacingOccurrences(of: "+", with: " ").removingPercentEncoding else {
-                    throw APIError.invalid("invalid_query", "query parameter '\(parts[0])' is not valid percent-encoding")
+                    throw APIError.invalid(
+                        "invalid_query", "query parameter '\(parts[0])' is not valid percent-encoding")
                 }
                 return text
             }

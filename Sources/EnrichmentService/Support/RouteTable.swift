@@ -23,8 +23,10 @@ final class RouteTable: Sendable {
         let requested = Self.segments(path)
         var methods = Set<String>()
         routes.withLock { routes in
-            for route in routes where route.segments.count == requested.count
-                && zip(route.segments, requested).allSatisfy({ $0.hasPrefix(":") || $0 == $1 }) {
+            for route in routes
+            where route.segments.count == requested.count
+                && zip(route.segments, requested).allSatisfy({ $0.hasPrefix(":") || $0 == $1 })
+            {
                 methods.formUnion(route.methods)
             }
         }
@@ -50,8 +52,10 @@ struct RouteRecorder {
     }
 
     /// Adds a handler for `method` on `path` (relative to the prefix).
-    func on(_ path: String, method: HTTPRequest.Method,
-            use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response) {
+    func on(
+        _ path: String, method: HTTPRequest.Method,
+        use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response
+    ) {
         let full = path.isEmpty ? prefix : prefix + (path.hasPrefix("/") ? path : "/" + path)
         table.add(full, method: method)
         router.on(RouterPath(full), method: method, use: handler)

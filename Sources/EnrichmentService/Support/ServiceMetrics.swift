@@ -13,16 +13,20 @@ public final class ServiceMetrics: Sendable {
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
-        let buckets: [Duration] = [.microseconds(250), .milliseconds(1), .milliseconds(2.5), .milliseconds(5),
-                                   .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
-                                   .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5)]
+        let buckets: [Duration] = [
+            .microseconds(250), .milliseconds(1), .milliseconds(2.5), .milliseconds(5),
+            .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+            .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5),
+        ]
         upstreamLatency = registry.makeDurationHistogram(
-            descriptor: MetricNameDescriptor(metricName: "enrichment_places_duration", unitName: "seconds",
-                                             helpText: "Time spent in the places search per enrichment"),
+            descriptor: MetricNameDescriptor(
+                metricName: "enrichment_places_duration", unitName: "seconds",
+                helpText: "Time spent in the places search per enrichment"),
             buckets: buckets)
         enrichLatency = registry.makeDurationHistogram(
-            descriptor: MetricNameDescriptor(metricName: "enrichment_duration", unitName: "seconds",
-                                             helpText: "Time to enrich one payload"),
+            descriptor: MetricNameDescriptor(
+                metricName: "enrichment_duration", unitName: "seconds",
+                helpText: "Time to enrich one payload"),
             buckets: buckets)
     }
 
@@ -36,7 +40,8 @@ public final class ServiceMetrics: Sendable {
     func request(method: String, route: String, status: Int) {
         counter(["http", method, route, String(status)]) {
             registry.makeCounter(
-                descriptor: MetricNameDescriptor(metricName: "http_requests", unitName: "total", helpText: "HTTP requests handled"),
+                descriptor: MetricNameDescriptor(
+                    metricName: "http_requests", unitName: "total", helpText: "HTTP requests handled"),
                 labels: [("method", method), ("route", route), ("status", String(status))])
         }.increment()
     }
@@ -44,7 +49,8 @@ public final class ServiceMetrics: Sendable {
     func outcome(_ outcome: String, provider: String) {
         counter(["outcome", outcome, provider]) {
             registry.makeCounter(
-                descriptor: MetricNameDescriptor(metricName: "enrichment_outcomes", unitName: "total", helpText: "Enrichment results by outcome"),
+                descriptor: MetricNameDescriptor(
+                    metricName: "enrichment_outcomes", unitName: "total", helpText: "Enrichment results by outcome"),
                 labels: [("outcome", outcome), ("provider", provider)])
         }.increment()
     }
@@ -53,7 +59,8 @@ public final class ServiceMetrics: Sendable {
     func enrichDuration(_ duration: Duration) { enrichLatency.record(duration) }
 
     func fixes(accepted: Int, rejected: Int) {
-        let descriptor = MetricNameDescriptor(metricName: "location_fixes", unitName: "total", helpText: "Location fixes received")
+        let descriptor = MetricNameDescriptor(
+            metricName: "location_fixes", unitName: "total", helpText: "Location fixes received")
         registry.makeCounter(descriptor: descriptor, labels: [("result", "accepted")]).increment(by: Int64(accepted))
         registry.makeCounter(descriptor: descriptor, labels: [("result", "rejected")]).increment(by: Int64(rejected))
     }
@@ -66,10 +73,14 @@ public final class ServiceMetrics: Sendable {
 struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
     let metrics: ServiceMetrics
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
         do {
             let response = try await next(request, context)
-            metrics.request(method: request.method.rawValue, route: context.endpointPath ?? "unmatched", status: response.status.code)
+            metrics.request(
+                method: request.method.rawValue, route: context.endpointPath ?? "unmatched",
+                status: response.status.code)
             return response
         } catch {
             let status = (error as? any HTTPResponseError)?.status.code ?? 500

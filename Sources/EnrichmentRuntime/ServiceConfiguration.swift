@@ -76,6 +76,17 @@ public struct ServiceConfiguration: Sendable {
         try Self.settings.apply(arguments: arguments, to: &self)
     }
 
+    /// The defaults, then the `ENRICH_*` variables of `environment`, then `options` (flag name without dashes to
+    /// value; nil values are skipped): how a command that takes a few settings as its own options reads the rest.
+    public static func resolve(
+        environment: [String: String], options: KeyValuePairs<String, String?> = [:]
+    ) throws(ConfigurationError) -> ServiceConfiguration {
+        var configuration = ServiceConfiguration()
+        try configuration.apply(environment: environment)
+        for case (let name, let value?) in options { try configuration.apply(arguments: ["--\(name)", value]) }
+        return configuration
+    }
+
     /// Sets one setting by its environment variable's name.
     public mutating func set(_ variable: String, _ raw: String) throws(ConfigurationError) {
         guard let setting = Self.settings.setting(variable: variable) else {

@@ -51,14 +51,9 @@ struct ImportPOIs: AsyncParsableCommand {
     func configuration(environment: [String: String] = ProcessInfo.processInfo.environment) throws
         -> ServiceConfiguration
     {
-        var configuration = ServiceConfiguration()
-        do {
-            try configuration.apply(environment: environment)
-            if let db { try configuration.apply(arguments: ["--db", db]) }
-        } catch {
+        do { return try .resolve(environment: environment, options: ["db": db]) } catch {
             throw ValidationError(error.description)
         }
-        return configuration
     }
 
     func run() async throws {

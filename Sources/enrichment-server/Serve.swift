@@ -29,8 +29,7 @@ struct Serve: AsyncParsableCommand {
     static func configuration(
         arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(ConfigurationError) -> ServiceConfiguration {
-        var configuration = ServiceConfiguration()
-        try configuration.apply(environment: environment)
+        var configuration = try ServiceConfiguration.resolve(environment: environment)
         try configuration.apply(arguments: arguments)
         try configuration.validate()
         return configuration

@@ -152,9 +152,8 @@ struct Verify: AsyncParsableCommand {
 
         guard let db else { return }
         // The store as the service opens it (ENRICH_* settings honoured, --db over ENRICH_DB).
-        var configuration = ServiceConfiguration()
-        try configuration.apply(environment: ProcessInfo.processInfo.environment)
-        try configuration.apply(arguments: ["--db", db])
+        let configuration = try ServiceConfiguration.resolve(
+            environment: ProcessInfo.processInfo.environment, options: ["db": db])
         let store = try await EnrichmentRuntime.open(configuration, scope: .storage).pois
         var storeMismatches = 0
         var timings: [Double] = []

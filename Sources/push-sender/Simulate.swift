@@ -87,15 +87,9 @@ struct Simulate: AsyncParsableCommand {
     func configuration(environment: [String: String] = ProcessInfo.processInfo.environment) throws
         -> ServiceConfiguration
     {
-        var configuration = ServiceConfiguration()
-        do {
-            try configuration.apply(environment: environment)
-            if let db { try configuration.apply(arguments: ["--db", db]) }
-            if let mode { try configuration.apply(arguments: ["--mode", mode.rawValue]) }
-        } catch {
+        do { return try .resolve(environment: environment, options: ["db": db, "mode": mode?.rawValue]) } catch {
             throw ValidationError(error.description)
         }
-        return configuration
     }
 
     func inProcess(_ payloadValue: JSONValue, at instant: Double) async throws -> JSONValue {

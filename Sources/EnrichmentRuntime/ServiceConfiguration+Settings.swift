@@ -11,32 +11,37 @@ extension ServiceConfiguration {
     /// configuration through this table, so each honours every `ENRICH_*` variable the service does.
     public static let settings = SettingsTable<ServiceConfiguration>([
         Setting(
-            "host", "ENRICH_HOST", valueName: "address", help: "Address to listen on.", default: "127.0.0.1",
+            "host", "ENRICH_HOST", valueName: "address", help: "Address to listen on.", default: defaults.host,
             allowed: "a host name or IP address", parse: nonEmpty, store: { $0.host = $1 }),
         Setting(
-            "port", "ENRICH_PORT", valueName: "port", help: "Port to listen on; 0 picks a free port.", default: "8080",
+            "port", "ENRICH_PORT", valueName: "port", help: "Port to listen on; 0 picks a free port.",
+            default: "\(defaults.port)",
             allowed: "an integer port 0-65535 (0 picks a free port)", parse: integer(0...65535),
             store: { $0.port = $1 }),
         Setting(
             "db", "ENRICH_DB", valueName: "path", help: "SQLite file; its folder is created.",
-            default: "data/enrichment.sqlite", allowed: "a file path", parse: nonEmpty,
+            default: defaults.databasePath, allowed: "a file path", parse: nonEmpty,
             store: { $0.databasePath = $1 }),
         Setting(
             "durability", "ENRICH_DURABILITY", valueName: "normal|full",
             help: "normal survives kill -9; full also fsyncs every commit and survives power loss.",
-            default: "normal", allowed: "normal or full", parse: choice(SQLiteDatabase.Durability.self),
+            default: defaults.durability.rawValue, allowed: "normal or full",
+            parse: choice(SQLiteDatabase.Durability.self),
             store: { $0.durability = $1 }),
         Setting(
             "sample-pois", "ENRICH_SAMPLE_POIS", valueName: "true|false",
-            help: "Load the bundled sample POIs into an empty database.", default: "true", allowed: "true or false",
+            help: "Load the bundled sample POIs into an empty database.", default: "\(defaults.loadSamplePOIs)",
+            allowed: "true or false",
             parse: boolean, store: { $0.loadSamplePOIs = $1 }),
         Setting(
             "mode", "ENRICH_MODE", valueName: "default|woosmap",
-            help: "Body mode: default (human template) or woosmap (SDK-exact strings).", default: "default",
+            help: "Body mode: default (human template) or woosmap (SDK-exact strings).",
+            default: defaults.mode.rawValue,
             allowed: "default or woosmap", parse: choice(BodyMode.self), store: { $0.mode = $1 }),
         Setting(
             "staleness-window", "ENRICH_STALENESS_WINDOW", valueName: "seconds",
-            help: "A payload older than this is stale.", default: "300", allowed: "whole seconds >= 0",
+            help: "A payload older than this is stale.", default: "\(defaults.stalenessWindow)",
+            allowed: "whole seconds >= 0",
             parse: { Int64(trimmed($0)).flatMap { $0 >= 0 ? $0 : nil } }, store: { $0.stalenessWindow = $1 }),
         Setting(
             "max-future-skew", "ENRICH_MAX_FUTURE_SKEW", valueName: "seconds|off",
@@ -49,20 +54,22 @@ extension ServiceConfiguration {
             }, store: { $0.maxFutureSkew = $1 }),
         Setting(
             "fix-max-age", "ENRICH_FIX_MAX_AGE", valueName: "seconds", help: "A fix older than this counts as no fix.",
-            default: "3600", allowed: "seconds > 0", parse: positive, store: { $0.fixMaxAge = $1 }),
+            default: "\(defaults.fixMaxAge)", allowed: "seconds > 0", parse: positive, store: { $0.fixMaxAge = $1 }),
         Setting(
-            "places", "ENRICH_PLACES", valueName: "local|woosmap|none", help: "Places provider.", default: "local",
+            "places", "ENRICH_PLACES", valueName: "local|woosmap|none", help: "Places provider.",
+            default: defaults.places.rawValue,
             allowed: "local, woosmap or none", parse: choice(PlacesSource.self), store: { $0.places = $1 }),
         Setting(
             "woosmap-url", "ENRICH_WOOSMAP_URL", valueName: "url", help: "Woosmap-compatible base URL.",
-            default: "https://api.woosmap.com", allowed: "an http(s) base URL such as https://api.woosmap.com",
+            default: defaults.woosmapBaseURL, allowed: "an http(s) base URL such as https://api.woosmap.com",
             parse: httpURL, store: { $0.woosmapBaseURL = $1 }),
         Setting(
             "woosmap-key", "ENRICH_WOOSMAP_KEY", valueName: "key", help: "Woosmap private key.", default: "unset",
             allowed: "a non-empty key", secret: true, parse: { $0 }, store: { $0.woosmapKey = $1 }),
         Setting(
             "places-limit", "ENRICH_PLACES_LIMIT", valueName: "count", help: "POIs searched per enrichment.",
-            default: "5", allowed: "an integer 1-300", parse: integer(1...300), store: { $0.placesLimit = $1 }),
+            default: "\(defaults.placesLimit)", allowed: "an integer 1-300", parse: integer(1...300),
+            store: { $0.placesLimit = $1 }),
         Setting(
             "places-radius", "ENRICH_PLACES_RADIUS", valueName: "metres", help: "Only POIs within this distance.",
             default: "unlimited", allowed: "metres > 0",
@@ -85,11 +92,11 @@ extension ServiceConfiguration {
             }, store: { $0.placesQuery = $1 }),
         Setting(
             "upstream-timeout", "ENRICH_UPSTREAM_TIMEOUT", valueName: "seconds",
-            help: "Seconds one upstream request may take.", default: "1.0",
+            help: "Seconds one upstream request may take.", default: "\(defaults.upstreamTimeout)",
             allowed: "seconds > 0 and at most 600", parse: seconds(600), store: { $0.upstreamTimeout = $1 }),
         Setting(
             "deadline", "ENRICH_DEADLINE", valueName: "seconds",
-            help: "Seconds the places step may take before the result is degraded.", default: "2.0",
+            help: "Seconds the places step may take before the result is degraded.", default: "\(defaults.deadline)",
             allowed: "seconds > 0 and at most 600", parse: seconds(600), store: { $0.deadline = $1 }),
         Setting(
             "map", "ENRICH_MAP", valueName: "google|none", help: "Static map.", default: "google",
@@ -104,7 +111,8 @@ extension ServiceConfiguration {
         Setting(
             "map-style", "ENRICH_MAP_STYLE", valueName: "current|legacy",
             help: "Map URL form: current, or legacy (the SDK's http://maps.google.com with sensor=true).",
-            default: "current", allowed: "current or legacy", parse: choice(StaticMapBuilder.Style.self),
+            default: defaults.mapStyle.rawValue, allowed: "current or legacy",
+            parse: choice(StaticMapBuilder.Style.self),
             store: { $0.mapStyle = $1 }),
         Setting(
             "map-url", "ENRICH_MAP_URL", valueName: "url", help: "Static map base URL.", default: "per style",
@@ -120,41 +128,46 @@ extension ServiceConfiguration {
         Setting(
             "body-template", "ENRICH_BODY_TEMPLATE", valueName: "template",
             help: "Body template for default mode, e.g. '{{name}} is {{distance}} away'.",
-            default: BodyTemplate.defaultPOITemplate, allowed: "a template", parse: { $0 },
+            default: defaults.bodyTemplate, allowed: "a template", parse: { $0 },
             store: { $0.bodyTemplate = $1 }),
         Setting(
             "location-template", "ENRICH_LOCATION_TEMPLATE", valueName: "template",
             help: "Template for the location-only body, e.g. 'Near {{lat}}, {{lng}}'.",
-            default: BodyTemplate.defaultLocationTemplate, allowed: "a template", parse: { $0 },
+            default: defaults.locationTemplate, allowed: "a template", parse: { $0 },
             store: { $0.locationTemplate = $1 }),
         Setting(
             "api-key", "ENRICH_API_KEY", valueName: "key",
             help: "Bearer token every endpoint but /health and /metrics requires.", default: "unset (no auth)",
             allowed: "a non-empty secret", secret: true, parse: { $0 }, store: { $0.apiKey = $1 }),
         Setting(
-            "max-body", "ENRICH_MAX_BODY", valueName: "bytes", help: "Largest JSON request body.", default: "1048576",
+            "max-body", "ENRICH_MAX_BODY", valueName: "bytes", help: "Largest JSON request body.",
+            default: "\(defaults.maxBodyBytes)",
             allowed: "bytes >= 1024", parse: integer(1024...Int.max), store: { $0.maxBodyBytes = $1 }),
         Setting(
             "max-import", "ENRICH_MAX_IMPORT", valueName: "bytes", help: "Largest POI import body.",
-            default: "67108864", allowed: "bytes >= 1024", parse: integer(1024...Int.max),
+            default: "\(defaults.maxImportBytes)", allowed: "bytes >= 1024", parse: integer(1024...Int.max),
             store: { $0.maxImportBytes = $1 }),
         Setting(
-            "log-level", "ENRICH_LOG_LEVEL", valueName: "level", help: "Log level.", default: "info",
+            "log-level", "ENRICH_LOG_LEVEL", valueName: "level", help: "Log level.",
+            default: defaults.logLevel.rawValue,
             allowed: "trace, debug, info, notice, warning, error or critical", parse: choice(Logger.Level.self),
             store: { $0.logLevel = $1 }),
         Setting(
             "idle-timeout", "ENRICH_IDLE_TIMEOUT", valueName: "seconds",
-            help: "A connection with no request under way is closed after this.", default: "60",
+            help: "A connection with no request under way is closed after this.",
+            default: seconds(defaults.connections.idleTimeout),
             allowed: "seconds > 0 and at most 86400", parse: seconds(86_400),
             store: { $0.connections.idleTimeout = duration($1) }),
         Setting(
             "header-timeout", "ENRICH_HEADER_TIMEOUT", valueName: "seconds",
-            help: "A request's line and headers must arrive within this from its first byte.", default: "10",
+            help: "A request's line and headers must arrive within this from its first byte.",
+            default: seconds(defaults.connections.headerTimeout),
             allowed: "seconds > 0 and at most 3600", parse: seconds(3_600),
             store: { $0.connections.headerTimeout = duration($1) }),
         Setting(
             "body-timeout", "ENRICH_BODY_TIMEOUT", valueName: "seconds",
-            help: "A request's body must arrive within this after its headers.", default: "60",
+            help: "A request's body must arrive within this after its headers.",
+            default: seconds(defaults.connections.bodyTimeout),
             allowed: "seconds > 0 and at most 86400", parse: seconds(86_400),
             store: { $0.connections.bodyTimeout = duration($1) }),
         Setting(
@@ -163,6 +176,14 @@ extension ServiceConfiguration {
             default: "the descriptor limit less 64", allowed: "an integer 1-1000000", parse: integer(1...1_000_000),
             store: { $0.connections.maxConnections = $1 }),
     ])
+
+    /// The values a configuration starts with: the defaults shown in help come from here, not from copies.
+    private static let defaults = ServiceConfiguration()
+
+    private static func seconds(_ duration: Duration) -> String {
+        let components = duration.components
+        return "\(Double(components.seconds) + Double(components.attoseconds) / 1e18)"
+    }
 
     private static func trimmed(_ text: String) -> String { text.trimmingCharacters(in: .whitespaces) }
 

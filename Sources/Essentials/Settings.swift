@@ -135,8 +135,25 @@ public struct SettingsTable<Root>: Sendable {
                 setting.isSecret
                 ? "\(setting.variable)=<\(setting.valueName)>" : "\(setting.flag) <\(setting.valueName)>"
             let origin = setting.isSecret ? "environment only" : setting.variable
-            return "  \(head)\n        \(setting.help) (\(origin); default: \(setting.defaultValue))"
+            let text = "\(setting.help) (\(origin); default: \(setting.defaultValue))"
+            return "  \(head)\n" + Self.wrap(text, width: 70).map { "        " + $0 }.joined(separator: "\n")
         }.joined(separator: "\n")
+    }
+
+    /// Lines of at most `width` characters, broken at spaces (help is shown on 80-column terminals, and a
+    /// line that fits is not re-wrapped by the argument parser).
+    static func wrap(_ text: String, width: Int) -> [String] {
+        var lines: [String] = []
+        var line = ""
+        for word in text.split(separator: " ") {
+            if !line.isEmpty, line.count + 1 + word.count > width {
+                lines.append(line)
+                line = ""
+            }
+            line += line.isEmpty ? String(word) : " " + word
+        }
+        if !line.isEmpty { lines.append(line) }
+        return lines
     }
 
     /// The name in `names` within two edits of `name`, if one is.

@@ -3,39 +3,53 @@ public import Foundation
 
 /// Reads and writes the Woosmap store GeoJSON shape (search responses and POI imports).
 public enum WoosmapFormat {
-    /// A search response: a FeatureCollection with `distance` in each feature's properties, plus pagination.
-    public static func searchResponse(_ matches: [PlaceMatch], page: Int = 1, pageCount: Int = 1) -> JSONValue {
-        .object([
-            "type": .string("FeatureCollection"),
-            "features": .array(matches.map { feature($0.poi, distance: $0.distance) }),
-            "pagination": .object(["page": .int(Int64(page)), "pageCount": .int(Int64(pageCount))]),
-        ])
+    /// The Woosmap Search API answer for `matches` (keys in alphabetical order, as the API writes them).
+    public struct SearchResponse: JSONObjectRepresentable {
+        public var matches: [PlaceMatch]
+        public var page: Int
+        public var pageCount: Int
+
+        public init(_ matches: [PlaceMatch], page: Int = 1, pageCount: Int = 1) {
+            self.matches = matches
+            self.page = page
+            self.pageCount = pageCount
+        }
+
+        public func writeJSON(into object: inout JSONObjectWriter) {
+            object.array("features", matches) { match, feature in
+                WoosmapFormat.writeFeature(match.poi, distance: match.distance, into: &feature)
+            }
+            object.object("pagination") { pagination in
+                pagination.field("page", page)
+                pagination.field("pageCount", pageCount)
+            }
+            object.field("type", "FeatureCollection")
+        }
     }
 
     /// One store as a GeoJSON Feature.
-    public static func feature(_ poi: POI, distance: Double?) -> JSONValue {
-        var address: [String: JSONValue] = ["lines": .array(poi.address.lines.map(JSONValue.string))]
-        address["country_code"] = poi.address.countryCode.map(JSONValue.string) ?? .null
-        address["city"] = poi.address.city.map(JSONValue.string) ?? .null
-        address["zipcode"] = poi.address.zipcode.map(JSONValue.string) ?? .null
-        var properties: [String: JSONValue] = [
-            "store_id": .string(poi.storeId),
-            "name": .string(poi.name),
-            "address": .object(address),
-            "contact": poi.contact ?? .object([:]),
-            "types": .array(poi.types.map(JSONValue.string)),
-            "tags": .array(poi.tags.map(JSONValue.string)),
-            "user_properties": poi.userProperties ?? .object([:]),
-        ]
-        if let distance { properties["distance"] = .double(distance) }
-        return .object([
-            "type": .string("Feature"),
-            "properties": .object(properties),
-            "geometry": .object([
-                "type": .string("Point"),
-                "coordinates": .array([.double(poi.coordinate.longitude), .double(poi.coordinate.latitude)]),
-            ]),
-        ])
+    static func writeFeature(_ poi: POI, distance: Double?, into feature: inout JSONObjectWriter) {
+        feature.object("geometry") { geometry in
+            geometry.field(
+                "coordinates", json: .array([.double(poi.coordinate.longitude), .double(poi.coordinate.latitude)]))
+            geometry.field("type", "Point")
+        }
+        feature.object("properties") { properties in
+            properties.object("address") { address in
+                address.field("city", json: poi.address.city.map(JSONValue.string) ?? .null)
+                address.field("country_code", json: poi.address.countryCode.map(JSONValue.string) ?? .null)
+                address.field("lines", strings: poi.address.lines)
+                address.field("zipcode", json: poi.address.zipcode.map(JSONValue.string) ?? .null)
+            }
+            properties.field("contact", json: poi.contact ?? .object([:]))
+            properties.field("distance", distance)
+            properties.field("name", poi.name)
+            properties.field("store_id", poi.storeId)
+            properties.field("tags", strings: poi.tags)
+            properties.field("types", strings: poi.types)
+            properties.field("user_properties", json: poi.userProperties ?? .object([:]))
+        }
+        feature.field("type", "Feature")
     }
 
     /// A problem with one feature of an import or response.

@@ -32,7 +32,7 @@ struct POIRoutes {
                 near: search.point, query: search.query, page: search.page,
                 reach: StoreSearchRequest.maximumReach)
             return JSONIO.response(
-                json: WoosmapFormat.searchResponse(result.matches, page: search.page, pageCount: result.pageCount))
+                WoosmapFormat.SearchResponse(result.matches, page: search.page, pageCount: result.pageCount))
         }
     }
 }

@@ -138,8 +138,11 @@ final class ConnectionDeadlineHandler: ChannelDuplexHandler, RemovableChannelHan
         self.context = context
         guard registry.admit(id, channel: context.channel) else {
             // Every connection is busy: say so, in the API's shape, and close.
-            let body =
-                #"{"error":{"reason":"too_many_connections","message":"the server is at its connection limit; retry shortly"}}"#
+            let body = String(
+                decoding: APIError(
+                    .serviceUnavailable, reason: "too_many_connections",
+                    message: "the server is at its connection limit; retry shortly"
+                ).jsonBytes, as: UTF8.self)
             let response =
                 "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
                 + "Content-Length: \(body.utf8.count)\r\nRetry-After: 1\r\nConnection: close\r\n\r\n\(body)"
@@ -288,8 +291,7 @@ final class RequestPartObserver: ChannelDuplexHandler, RemovableChannelHandler {
                     "the request is not valid HTTP/1.1 (\(parserError)); check the client"
                 )
             }
-        let body = JSONWriter.bytes(
-            .object(["error": .object(["reason": .string(reason), "message": .string(message)])]))
+        let body = APIError(status, reason: reason, message: message).jsonBytes
         var head = HTTPResponse(status: status)
         head.headerFields[.contentType] = "application/json; charset=utf-8"
         head.headerFields[.contentLength] = String(body.count)

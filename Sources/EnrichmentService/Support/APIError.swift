@@ -7,7 +7,7 @@ import Logging
 /// The one error shape of the API: `{"error": {"reason": "...", "message": "..."}}` with an HTTP status.
 ///
 /// Domain errors know nothing about HTTP; `APIError.from(_:)` is the single place that maps them to statuses.
-public struct APIError: Error, HTTPResponseError, Sendable {
+public struct APIError: Error, HTTPResponseError, Sendable, JSONObjectRepresentable {
     public var status: HTTPResponse.Status
     /// Machine-readable reason (`invalid_json`, `payload_too_large`, `not_found`...).
     public var reason: String
@@ -25,15 +25,19 @@ public struct APIError: Error, HTTPResponseError, Sendable {
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        var error = details
-        error["reason"] = .string(reason)
-        error["message"] = .string(message)
-        let body = JSONValue.object(["error": .object(error)])
         var headers = self.headers
         headers[.contentType] = "application/json; charset=utf-8"
-        return Response(
-            status: status, headers: headers,
-            body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(body))))
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: jsonBytes)))
+    }
+
+    /// `{"error": {...details, "message", "reason"}}`, members in alphabetical order.
+    public func writeJSON(into object: inout JSONObjectWriter) {
+        var members = details
+        members["reason"] = .string(reason)
+        members["message"] = .string(message)
+        object.object("error") { error in
+            for (name, value) in members.sorted(by: { $0.key < $1.key }) { error.field(name, json: value) }
+        }
     }
 
     /// A 400; `field` names the request member at fault (also given as `field` in the error object).

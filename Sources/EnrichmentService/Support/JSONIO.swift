@@ -54,11 +54,6 @@ enum JSONIO {
         }
     }
 
-    /// A JSON response from a `JSONValue` (the fast path: no Codable).
-    static func response(json: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
-        response(bytes: JSONWriter.bytes(json), status: status)
-    }
-
     /// A JSON response from already encoded bytes.
     static func response(bytes: [UInt8], status: HTTPResponse.Status = .ok) -> Response {
         Response(

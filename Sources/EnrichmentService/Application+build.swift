@@ -8,17 +8,30 @@ public import Logging
 /// The request context of the service.
 public typealias ServiceContext = BasicRequestContext
 
-/// Everything the handlers share: the engine, and what only the HTTP layer has.
+/// Everything the handlers share: the engine's parts (stored, so a request reads them without copying the
+/// runtime or the configuration), and what only the HTTP layer has.
 struct ServiceState: Sendable {
-    let runtime: EnrichmentRuntime
+    let configuration: ServiceConfiguration
+    let maxBodyBytes: Int
+    let enricher: Enricher
+    let fixes: any FixStore
+    let pois: any POIStore
+    let index: PlacesIndex
+    let importer: POIImporter
+    let clock: any WallClock
     let metrics: ServiceMetrics
 
-    var configuration: ServiceConfiguration { runtime.configuration }
-    var enricher: Enricher { runtime.enricher }
-    var fixes: any FixStore { runtime.fixes }
-    var pois: any POIStore { runtime.pois }
-    var index: PlacesIndex { runtime.index }
-    var clock: any WallClock { runtime.clock }
+    init(runtime: EnrichmentRuntime, metrics: ServiceMetrics) {
+        configuration = runtime.configuration
+        maxBodyBytes = runtime.configuration.maxBodyBytes
+        enricher = runtime.enricher
+        fixes = runtime.fixes
+        pois = runtime.pois
+        index = runtime.index
+        importer = runtime.importer
+        clock = runtime.clock
+        self.metrics = metrics
+    }
 }
 
 /// Builds the service from its configuration; the executable and the tests both call this.

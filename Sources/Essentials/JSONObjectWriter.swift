@@ -1,54 +1,67 @@
 /// Streams one JSON object straight to bytes, in the order fields are written (no intermediate dictionary).
 ///
 /// Nil values are left out, as `JSONEncoder` does.
+///
+/// The writing methods are `@inlinable`: a response writes dozens of members from other modules, and each call
+/// must compile down to appends into one buffer, as it did when the writer lived next to its callers.
 public struct JSONObjectWriter {
-    public private(set) var bytes: [UInt8]
-    private var first = true
+    /// The bytes written so far (the object is still open).
+    @usableFromInline var bytes: [UInt8]
+    @usableFromInline var first = true
 
+    @inlinable
     public init(capacity: Int = 1024) {
         bytes = []
         bytes.reserveCapacity(capacity)
         bytes.append(UInt8(ascii: "{"))
     }
 
-    private mutating func key(_ key: String) {
+    @inlinable
+    mutating func key(_ key: String) {
         if !first { bytes.append(UInt8(ascii: ",")) }
         first = false
         JSONWriter.writeString(key, into: &bytes)
         bytes.append(UInt8(ascii: ":"))
     }
 
+    @inlinable
     public mutating func field(_ name: String, _ value: String?) {
         guard let value else { return }
         key(name)
         JSONWriter.writeString(value, into: &bytes)
     }
 
+    @inlinable
     public mutating func field(_ name: String, _ value: Double?) {
         guard let value else { return }
         key(name)
         JSONWriter.write(.double(value), into: &bytes)
     }
 
+    @inlinable
     public mutating func field(_ name: String, _ value: Int64?) {
         guard let value else { return }
         key(name)
         bytes.append(contentsOf: String(value).utf8)
     }
 
+    @inlinable
     public mutating func field(_ name: String, _ value: Int) { field(name, Int64(value)) }
 
+    @inlinable
     public mutating func field(_ name: String, _ value: Bool) {
         key(name)
         bytes.append(contentsOf: value ? Array("true".utf8) : Array("false".utf8))
     }
 
+    @inlinable
     public mutating func field(_ name: String, json value: JSONValue?) {
         guard let value else { return }
         key(name)
         JSONWriter.write(value, into: &bytes)
     }
 
+    @inlinable
     public mutating func field(_ name: String, strings: [String]) {
         key(name)
         bytes.append(UInt8(ascii: "["))
@@ -60,12 +73,14 @@ public struct JSONObjectWriter {
     }
 
     /// A nested object, written by `body` into the same buffer.
+    @inlinable
     public mutating func object(_ name: String, _ body: (inout JSONObjectWriter) -> Void) {
         key(name)
         nested(body)
     }
 
-    private mutating func nested(_ body: (inout JSONObjectWriter) -> Void) {
+    @inlinable
+    mutating func nested(_ body: (inout JSONObjectWriter) -> Void) {
         bytes.append(UInt8(ascii: "{"))
         first = true
         body(&self)
@@ -74,6 +89,7 @@ public struct JSONObjectWriter {
     }
 
     /// An array of objects, each written by `body`.
+    @inlinable
     public mutating func array<T>(_ name: String, _ items: [T], _ body: (T, inout JSONObjectWriter) -> Void) {
         key(name)
         bytes.append(UInt8(ascii: "["))
@@ -85,6 +101,7 @@ public struct JSONObjectWriter {
     }
 
     /// The object's bytes, closed.
+    @inlinable
     public consuming func finished() -> [UInt8] {
         bytes.append(UInt8(ascii: "}"))
         return bytes
@@ -110,17 +127,20 @@ extension JSONObjectRepresentable {
 
 extension JSONObjectWriter {
     /// A nested object from a value that writes itself.
+    @inlinable
     public mutating func field(_ name: String, object value: (some JSONObjectRepresentable)?) {
         guard let value else { return }
         object(name) { value.writeJSON(into: &$0) }
     }
 
     /// An array of objects that write themselves.
+    @inlinable
     public mutating func field(_ name: String, objects items: [some JSONObjectRepresentable]) {
         array(name, items) { item, object in item.writeJSON(into: &object) }
     }
 
     /// An object of integer counts, keys sorted.
+    @inlinable
     public mutating func field(_ name: String, counts: [String: Int]) {
         object(name) { object in
             for (key, count) in counts.sorted(by: { $0.key < $1.key }) { object.field(key, count) }

@@ -16,6 +16,7 @@ public enum JSONValue: Sendable, Hashable {
 
 extension JSONValue {
     /// The member named `key` when this is an object.
+    @inlinable
     public subscript(key: String) -> JSONValue? {
         get {
             if case .object(let object) = self { return object[key] }
@@ -29,12 +30,14 @@ extension JSONValue {
     }
 
     /// The string value, if this is a string.
+    @inlinable
     public var stringValue: String? {
         if case .string(let value) = self { return value }
         return nil
     }
 
     /// The object members, if this is an object.
+    @inlinable
     public var objectValue: [String: JSONValue]? {
         if case .object(let value) = self { return value }
         return nil

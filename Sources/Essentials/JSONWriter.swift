@@ -45,7 +45,7 @@ public enum JSONWriter {
         }
     }
 
-    static let hex = Array("0123456789abcdef".utf8)
+    @usableFromInline static let hex: [UInt8] = Array("0123456789abcdef".utf8)
 
     /// The number of bytes `string`'s contents take once escaped, without the surrounding quotes.
     public static func escapedLength(_ string: String) -> Int {
@@ -60,7 +60,8 @@ public enum JSONWriter {
         return length
     }
 
-    static func writeString(_ string: String, into output: inout [UInt8]) {
+    @inlinable
+    public static func writeString(_ string: String, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
         var string = string
         string.withUTF8 { utf8 in

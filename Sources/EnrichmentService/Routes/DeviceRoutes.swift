@@ -62,7 +62,7 @@ struct DeviceRoutes {
         let devices = router.group("/v1/devices")
         devices.post(":deviceId/locations") { request, context in
             let id = try Self.deviceId(context)
-            let document = try await JSONIO.readJSON(request, limit: state.configuration.maxBodyBytes)
+            let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
             let batch = try OpenLocateBatch.parse(
                 document, deviceId: id, receivedAt: state.clock.now().timeIntervalSince1970)
             // Stored (and committed) before we acknowledge: an accepted fix is never lost.

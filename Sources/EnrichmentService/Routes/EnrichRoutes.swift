@@ -10,7 +10,7 @@ struct EnrichRoutes {
 
     func register(on router: RouteRecorder) {
         router.post("/v1/enrich") { request, _ in
-            let document = try await JSONIO.readJSON(request, limit: state.configuration.maxBodyBytes)
+            let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
             let input = try EnrichRequest(document)
             let started = ContinuousClock.now
             let result = try await state.enricher.enrich(

@@ -19,7 +19,7 @@ struct POIRoutes {
                 let batch = try POIBatch.read(
                     try await JSONIO.readBody(request, limit: state.configuration.maxImportBytes),
                     format: format)
-                try await state.runtime.importer.importPOIs(batch.pois)
+                try await state.importer.importPOIs(batch.pois)
                 let seconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1e6
                 return batch.report(total: state.index.count, seconds: seconds, format: format)
             }

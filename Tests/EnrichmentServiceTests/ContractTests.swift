@@ -6,7 +6,7 @@ import Testing
 
 /// `docs/openapi.yaml` is valid and true: openapi-spec-validator checks the document, and schemathesis throws
 /// generated requests (valid and invalid) at a real server and checks every answer against it, with and without
-/// an API key. Both tools come from pip (`scripts/test.sh` installs them); the run is bounded by a fixed seed
+/// an API key. Both tools come from pip (`scripts/install-test-tools.sh` installs them); the run is bounded by a fixed seed
 /// and a fixed number of examples per operation.
 @Suite("OpenAPI contract (openapi-spec-validator, schemathesis)", .serialized)
 struct ContractTests {
@@ -15,7 +15,7 @@ struct ContractTests {
     static let specification = root.appendingPathComponent("docs/openapi.yaml").path
     static let settings = root.appendingPathComponent(".ci/schemathesis.toml").path
     static let install =
-        "install the contract tools with: pip install -r scripts/requirements-contract.txt (scripts/test.sh does)"
+        "install the contract tools with: pip install -r scripts/requirements-contract.txt (bash scripts/install-test-tools.sh does)"
 
     /// Runs a command, returning its exit status and combined output.
     static func run(_ arguments: [String]) async throws -> (status: Int32, output: String) {

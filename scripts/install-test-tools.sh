@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command (README and .ci/run): installs what a fresh machine lacks, then runs every test.
+# Installs what the tests need and a fresh machine lacks (run once before `swift test`; .ci/run runs it).
+# Idempotent: installs nothing when everything is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,4 +18,3 @@ if ! python3 -m pip show -q schemathesis openapi-spec-validator >/dev/null 2>&1 
     python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-contract.txt
 fi
 
-swift test "$@"

@@ -19,17 +19,22 @@ public struct APNsSenderConfiguration: Sendable {
     public var credentials: APNsCredentials
     /// Extra CA certificates (PEM) to trust, e.g. the mock's throwaway CA.
     public var additionalTrustRootsPEM: String?
-    /// HTTP/2 connections to open; requests are spread over them.
+    /// HTTP/2 connections kept open; requests go to the one with the most free streams.
     public var connections: Int
-    /// Short on purpose: an untrusted certificate otherwise only shows when the connect timeout expires.
+    /// Short on purpose: an unreachable host otherwise holds every push until it expires.
     public var connectTimeout: TimeAmount
-    /// Longest wait for one answer.
+    /// Longest wait for one answer; a request that times out has its stream reset.
     public var requestTimeout: TimeAmount
+    /// A connection that received nothing for this long sends a PING.
+    public var pingInterval: TimeAmount
+    /// A PING unanswered for this long means the connection is dead: it is replaced and its pushes go again.
+    public var pingTimeout: TimeAmount
     public var retry: RetryPolicy
 
     public init(
         environment: APNsEnvironment, credentials: APNsCredentials, additionalTrustRootsPEM: String? = nil,
         connections: Int = 1, connectTimeout: TimeAmount = .seconds(5), requestTimeout: TimeAmount = .seconds(30),
+        pingInterval: TimeAmount = .seconds(60), pingTimeout: TimeAmount = .seconds(10),
         retry: RetryPolicy = RetryPolicy()
     ) {
         self.environment = environment
@@ -38,18 +43,19 @@ public struct APNsSenderConfiguration: Sendable {
         self.connections = max(1, connections)
         self.connectTimeout = connectTimeout
         self.requestTimeout = requestTimeout
+        self.pingInterval = pingInterval
+        self.pingTimeout = pingTimeout
         self.retry = retry
     }
 }
 
-/// Sends pushes over HTTP/2 + TLS (swift-nio-http2) with bounded concurrency, retries per Apple's rules, and one
-/// JWT per key.
+/// Sends pushes over HTTP/2 + TLS (swift-nio-http2, frame by frame) with bounded concurrency, retries per Apple's
+/// rules, one JWT per key, and connections that are replaced before they go away.
 public final class APNsSender: APNsBatchSending {
     public let configuration: APNsSenderConfiguration
-    private let connections: [APNsHTTP2Connection]
-    private let authority: String
+    private let pool: APNsConnectionPool
 
-    /// Prepares TLS and the connections (they connect on first use); call `shutdown()` when done.
+    /// Prepares TLS and the pool (connections open on first use); call `shutdown()` when done.
     public init(configuration: APNsSenderConfiguration) throws {
         self.configuration = configuration
         var tls = TLSConfiguration.makeClientConfiguration()
@@ -68,18 +74,14 @@ public final class APNsSender: APNsBatchSending {
                 "the APNs base URL must be https://host[:port], got \(configuration.environment.baseURL)")
         }
         let port = url.port ?? 443
-        authority = url.port.map { "\(host):\($0)" } ?? host
-        let group = MultiThreadedEventLoopGroup.singleton
-        connections = (0..<configuration.connections).map { _ in
-            APNsHTTP2Connection(
-                eventLoop: group.next(), host: host, port: port, sslContext: sslContext,
-                connectTimeout: configuration.connectTimeout)
-        }
+        pool = APNsConnectionPool(
+            loop: MultiThreadedEventLoopGroup.singleton.next(), host: host, port: port,
+            authority: url.port.map { "\(host):\($0)" } ?? host, sslContext: sslContext, configuration: configuration)
     }
 
-    /// Closes every connection.
+    /// Closes every connection; pushes not yet answered fail.
     public func shutdown() async throws {
-        for connection in connections { try await connection.close().get() }
+        try await pool.shutdown().get()
     }
 
     /// Sends one push, retrying 429/5xx/transport failures with backoff (never BadDeviceToken, Unregistered,
@@ -88,44 +90,59 @@ public final class APNsSender: APNsBatchSending {
         await send([request], concurrency: 1)[0]
     }
 
-    /// Sends to many tokens with at most `concurrency` requests in flight (spread over the connections); results
-    /// come back in input order. Requests are issued on the connections' event loops, so the frames of many
-    /// pushes share TLS records. Requests that share a payload array share one buffer for every attempt.
+    /// Sends to many tokens with at most `concurrency` in flight; results come back in input order.
     public func send(
         _ requests: [APNsRequest], concurrency: Int,
         progress: (@Sendable (Int) -> Void)? = nil
     ) async -> [APNsSendResult] {
-        guard !requests.isEmpty else { return [] }
+        let collected = ResultCollector(count: requests.count)
+        await send(requests, concurrency: concurrency) { index, result in
+            let done = collected.set(index, result)
+            progress?(done)
+        }
+        return collected.results(for: requests)
+    }
+
+    /// Sends to many tokens with at most `concurrency` in flight, handing each result to `onResult` (on the
+    /// sender's event loop; keep it short) as soon as it is final, so a large run need not hold its results.
+    /// Several calls may run at once; they share the connections.
+    public func send(
+        _ requests: [APNsRequest], concurrency: Int,
+        onResult: @escaping @Sendable (Int, APNsSendResult) -> Void
+    ) async {
+        let pool = self.pool
         let payloads = Self.payloadBuffers(requests)
-        let done = NIOLockedValueBox(0)
-        let perConnection = max(1, (max(1, concurrency) + connections.count - 1) / connections.count)
-        var futures: [EventLoopFuture<[(Int, APNsSendResult)]>] = []
-        for (slot, connection) in connections.enumerated() {
-            let indices = Array(stride(from: slot, to: requests.count, by: connections.count))
-            guard !indices.isEmpty else { continue }
-            let run = BulkRun(
-                connection: connection, requests: requests, payloads: payloads, indices: indices,
-                concurrency: perConnection,
-                configuration: configuration, authority: authority
-            ) {
-                let count = done.withLockedValue {
-                    $0 += 1
-                    return $0
-                }
-                progress?(count)
+        let promise = pool.loop.makePromise(of: Void.self)
+        let batch = PushBatch(
+            requests: requests, payloads: payloads, concurrency: concurrency, promise: promise, onResult: onResult)
+        pool.loop.execute { pool.submit(batch) }
+        // Every request ends with a result: the promise only succeeds.
+        try? await promise.futureResult.get()
+    }
+}
+
+/// Results of one `send` call as they arrive, in input order at the end.
+private final class ResultCollector: Sendable {
+    private let state: NIOLockedValueBox<(results: [APNsSendResult?], done: Int)>
+
+    init(count: Int) { state = NIOLockedValueBox((Array(repeating: nil, count: count), 0)) }
+
+    func set(_ index: Int, _ result: APNsSendResult) -> Int {
+        state.withLockedValue {
+            $0.results[index] = result
+            $0.done += 1
+            return $0.done
+        }
+    }
+
+    func results(for requests: [APNsRequest]) -> [APNsSendResult] {
+        state.withLockedValue { state in
+            state.results.enumerated().map { index, result in
+                result
+                    ?? APNsSendResult(
+                        deviceToken: requests[index].deviceToken, status: nil, reason: nil, apnsID: nil,
+                        timestamp: nil, attempts: 0, transportError: "not sent")
             }
-            futures.append(connection.eventLoop.flatSubmit { run.start() })
-        }
-        var results = [APNsSendResult?](repeating: nil, count: requests.count)
-        for future in futures {
-            // A BulkRun never fails: every request ends with a result.
-            for (index, result) in (try? await future.get()) ?? [] { results[index] = result }
-        }
-        return results.enumerated().map { index, result in
-            result
-                ?? APNsSendResult(
-                    deviceToken: requests[index].deviceToken, status: nil, reason: nil, apnsID: nil,
-                    timestamp: nil, attempts: 0, transportError: "not sent")
         }
     }
 }
@@ -148,127 +165,6 @@ extension APNsSender {
             }
         }
         return buffers
-    }
-}
-
-/// Sends a share of the requests over one connection, keeping `concurrency` in flight, entirely on its event loop.
-private final class BulkRun: @unchecked Sendable {
-    // Mutable state is touched only on `connection.eventLoop`.
-    let connection: APNsHTTP2Connection
-    let requests: [APNsRequest]
-    let payloads: [ByteBuffer]
-    let indices: [Int]
-    let concurrency: Int
-    let configuration: APNsSenderConfiguration
-    let authority: String
-    let completed: () -> Void
-    private var next = 0
-    private var finished = 0
-    private var results: [(Int, APNsSendResult)] = []
-    private let promise: EventLoopPromise<[(Int, APNsSendResult)]>
-
-    init(
-        connection: APNsHTTP2Connection, requests: [APNsRequest], payloads: [ByteBuffer], indices: [Int],
-        concurrency: Int, configuration: APNsSenderConfiguration, authority: String, completed: @escaping () -> Void
-    ) {
-        self.connection = connection
-        self.requests = requests
-        self.payloads = payloads
-        self.indices = indices
-        self.concurrency = concurrency
-        self.configuration = configuration
-        self.authority = authority
-        self.completed = completed
-        promise = connection.eventLoop.makePromise()
-        results.reserveCapacity(indices.count)
-    }
-
-    func start() -> EventLoopFuture<[(Int, APNsSendResult)]> {
-        for _ in 0..<min(concurrency, indices.count) { launchNext() }
-        return promise.futureResult
-    }
-
-    private func launchNext() {
-        guard next < indices.count else { return }
-        let index = indices[next]
-        next += 1
-        attempt(index, number: 1, refreshedToken: false)
-    }
-
-    private func attempt(_ index: Int, number: Int, refreshedToken: Bool) {
-        let request = requests[index]
-        var authorization: String?
-        if case .token(let manager) = configuration.credentials {
-            do { authorization = "bearer \(try manager.token())" } catch {
-                finish(
-                    index,
-                    APNsSendResult(
-                        deviceToken: request.deviceToken, status: nil, reason: nil, apnsID: nil, timestamp: nil,
-                        attempts: number, transportError: "cannot sign the provider token: \(error)"))
-                return
-            }
-        }
-        connection.send(
-            request, payload: payloads[index], authorization: authorization, baseHost: authority,
-            timeout: configuration.requestTimeout
-        )
-        .whenComplete { result in
-            switch result {
-            case .success(let response):
-                if response.reason == .expiredProviderToken, !refreshedToken,
-                    case .token(let manager) = self.configuration.credentials
-                {
-                    manager.invalidate()
-                    self.attempt(index, number: number, refreshedToken: true)
-                } else if let delay = self.configuration.retry.delay(
-                    afterAttempt: number, status: response.status, reason: response.reason)
-                {
-                    self.later(delay) { self.attempt(index, number: number + 1, refreshedToken: refreshedToken) }
-                } else {
-                    self.finish(
-                        index,
-                        APNsSendResult(
-                            deviceToken: request.deviceToken, status: response.status, reason: response.reason,
-                            apnsID: response.apnsID, timestamp: response.timestamp, attempts: number,
-                            transportError: nil))
-                }
-            case .failure(let error):
-                if let delay = self.configuration.retry.delayAfterTransportError(attempt: number) {
-                    self.later(delay) { self.attempt(index, number: number + 1, refreshedToken: refreshedToken) }
-                } else {
-                    self.finish(
-                        index,
-                        APNsSendResult(
-                            deviceToken: request.deviceToken, status: nil, reason: nil, apnsID: nil,
-                            timestamp: nil, attempts: number, transportError: Self.describe(error)))
-                }
-            }
-        }
-    }
-
-    private func later(_ seconds: Double, _ body: @escaping @Sendable () -> Void) {
-        connection.eventLoop.scheduleTask(in: .nanoseconds(Int64(seconds * 1e9))) { body() }
-    }
-
-    private func finish(_ index: Int, _ result: APNsSendResult) {
-        results.append((index, result))
-        finished += 1
-        completed()
-        if finished == indices.count {
-            promise.succeed(results)
-        } else {
-            launchNext()
-        }
-    }
-
-    static func describe(_ error: any Error) -> String {
-        switch error {
-        case let error as NIOSSLError: return "TLS: \(error) (if the host's certificate is not trusted, pass --ca)"
-        case let error as BoringSSLError: return "TLS: \(error) (if the host's certificate is not trusted, pass --ca)"
-        case is ChannelError: return "connection failed: \(error)"
-        case let error as APNsTransportError: return error.description
-        default: return "\(error)"
-        }
     }
 }
 

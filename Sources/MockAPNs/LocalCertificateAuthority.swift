@@ -82,4 +82,29 @@ public struct LocalCertificateAuthority: Sendable {
             try Data(text.utf8).write(to: directory.appendingPathComponent(name))
         }
     }
+
+    /// The CA and server certificate that an earlier `write(to:)` left in `directory`, when the server certificate
+    /// still covers `hosts` for at least a day: a second mock then reuses them instead of replacing the CA that a
+    /// running mock and its senders still use.
+    public static func existing(in directory: URL, hosts: [String]) -> (ca: String, server: String, serverKey: String)?
+    {
+        func read(_ name: String) -> String? {
+            try? String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)
+        }
+        guard let ca = read("ca.pem"), let server = read("server.pem"), let key = read("server-key.pem"),
+            let certificate = try? Certificate(pemEncoded: server),
+            certificate.notValidAfter > Date().addingTimeInterval(86_400),
+            let names = try? certificate.extensions.subjectAlternativeNames
+        else { return nil }
+        var covered: Set<String> = []
+        for name in names {
+            switch name {
+            case .dnsName(let host): covered.insert(host)
+            case .ipAddress(let octets) where octets.bytes.count == 4:
+                covered.insert(octets.bytes.map(String.init).joined(separator: "."))
+            default: break
+            }
+        }
+        return hosts.allSatisfy(covered.contains) ? (ca, server, key) : nil
+    }
 }

@@ -133,8 +133,17 @@ struct MockAPNsLogic: Sendable {
                 receivedAt: now.timeIntervalSince1970))
     }
 
-    /// The control API: `GET|DELETE /control/received`, `POST|DELETE /control/scripts`.
+    /// The control API (not part of APNs): the record, failure scripts, connection behaviour and events.
     func control(method: String, path: String, body: [UInt8]) -> MockReply {
+        func parsed(_ apply: (JSONValue) throws(MockConfigurationError) -> JSONValue) -> MockReply {
+            let document: JSONValue
+            do { document = try JSONParser.parse(body) } catch {
+                return Self.json(400, .object(["error": .string("the body must be JSON: \(error)")]))
+            }
+            do { return Self.json(200, try apply(document)) } catch {
+                return Self.json(400, .object(["error": .string(error.message)]))
+            }
+        }
         switch (method, path) {
         case ("GET", "/control/received"):
             return Self.json(
@@ -143,28 +152,52 @@ struct MockAPNsLogic: Sendable {
             )
         case ("DELETE", "/control/received"):
             state.clearReceived()
-            return Self.json(200, .object(["cleared": .bool(true)]))
+            return Self.json(200, .object(["cleared": .bool(true), "count": .int(0)]))
+        case ("GET", "/control/scripts"):
+            return Self.json(200, .object(state.allScripts.mapValues(\.json)))
         case ("POST", "/control/scripts"):
-            do {
-                let document = try JSONParser.parse(body)
-                guard let token = document["token"]?.stringValue, APNsValidator.isValidDeviceToken(token) else {
-                    throw MockConfigurationError("token must be a 64-hex device token")
+            return parsed { document throws(MockConfigurationError) in
+                // One script `{"token": ..., "status": ...}`, or the --scripts file's shape `{"<token>": {...}}`.
+                if let token = document["token"] {
+                    guard let token = token.stringValue, APNsValidator.isValidDeviceToken(token) else {
+                        throw MockConfigurationError("token must be a 64-hex device token")
+                    }
+                    var single = document
+                    if case .object(var members) = single {
+                        members.removeValue(forKey: "token")
+                        single = .object(members)
+                    }
+                    state.script(try FailureScript(json: single), for: token)
+                    return .object(["scripted": .array([.string(token)])])
                 }
-                state.script(try FailureScript(json: document), for: token)
-                return Self.json(200, .object(["scripted": .string(token)]))
-            } catch let error as MockConfigurationError {
-                return Self.json(400, .object(["error": .string(error.message)]))
-            } catch {
-                return Self.json(400, .object(["error": .string("body must be JSON: \(error)")]))
+                try state.loadScripts(document)
+                guard case .object(let entries) = document else { return .object([:]) }
+                return .object(["scripted": .array(entries.keys.sorted().map(JSONValue.string))])
             }
         case ("DELETE", "/control/scripts"):
             state.clearScripts()
             return Self.json(200, .object(["cleared": .bool(true)]))
+        case ("GET", "/control/behaviour"):
+            return Self.json(200, state.behaviour.json)
+        case ("POST", "/control/behaviour"):
+            return parsed { document throws(MockConfigurationError) in
+                let behaviour = try ConnectionBehaviour(json: document)
+                state.behaviour = behaviour
+                return behaviour.json
+            }
+        case ("DELETE", "/control/behaviour"):
+            state.behaviour = ConnectionBehaviour()
+            return Self.json(200, state.behaviour.json)
+        case ("GET", "/control/connections"):
+            return Self.json(200, state.connectionEvents.json)
         default:
             return Self.json(
                 404,
                 .object([
-                    "error": .string("control endpoints: GET/DELETE /control/received, POST/DELETE /control/scripts")
+                    "error": .string(
+                        "control endpoints: GET/DELETE /control/received, GET/POST/DELETE /control/scripts, "
+                            + "GET/POST/DELETE /control/behaviour (applies to new connections), GET /control/connections"
+                    )
                 ]))
         }
     }

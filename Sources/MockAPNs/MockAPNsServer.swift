@@ -79,15 +79,26 @@ public struct MockAPNsServer: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                let state = logic.state
+                let behaviour = state.behaviour
+                state.noteConnection()
+                let connection = MockConnection(channel: channel, behaviour: behaviour, state: state)
+                var http2 = NIOHTTP2Handler.ConnectionConfiguration()
+                http2.initialSettings = [
+                    HTTP2Setting(parameter: .maxConcurrentStreams, value: behaviour.maxConcurrentStreams),
+                    HTTP2Setting(parameter: .maxHeaderListSize, value: HPACKDecoder.defaultMaxHeaderListSize),
+                ]
+                let settings = http2
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                 }.flatMap {
                     channel.configureHTTP2Pipeline(
-                        mode: .server,
+                        mode: .server, connectionConfiguration: settings,
+                        streamConfiguration: NIOHTTP2Handler.StreamConfiguration(),
                         inboundStreamInitializer: { stream in
                             stream.eventLoop.makeCompletedFuture {
                                 try stream.pipeline.syncOperations.addHandler(
-                                    APNsStreamHandler(logic: logic, logger: logger))
+                                    APNsStreamHandler(logic: logic, connection: connection, logger: logger))
                             }
                         }
                     ).flatMapThrowing { _ in
@@ -113,7 +124,9 @@ final class APNsStreamHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTP2Frame.FramePayload
 
     private let logic: MockAPNsLogic
+    private let connection: MockConnection
     private let logger: Logger
+    private var admitted = false
     private var headers: HPACKHeaders?
     private var body: [UInt8] = []
     private var tooLarge = false
@@ -126,8 +139,9 @@ final class APNsStreamHandler: ChannelInboundHandler {
         headers?.first(name: ":path")?.hasPrefix("/control/") == true ? MockAPNsLogic.controlBodyLimit : Self.bodyLimit
     }
 
-    init(logic: MockAPNsLogic, logger: Logger) {
+    init(logic: MockAPNsLogic, connection: MockConnection, logger: Logger) {
         self.logic = logic
+        self.connection = connection
         self.logger = logger
     }
 
@@ -159,6 +173,13 @@ final class APNsStreamHandler: ChannelInboundHandler {
         }
         let method = headers.first(name: ":method") ?? ""
         let path = headers.first(name: ":path") ?? ""
+        if !path.hasPrefix("/control/") {
+            let streamID = (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)) ?? 0
+            switch connection.admit(streamID: streamID, stream: context.channel) {
+            case .process: admitted = true
+            case .hold, .drop: return
+            }
+        }
         let reply = logic.respond(method: method, path: path, headers: fields, body: body, bodyTooLarge: tooLarge)
         if reply.delayMilliseconds > 0 {
             let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
@@ -174,6 +195,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
     private func write(_ reply: MockReply, context: ChannelHandlerContext) {
         guard context.channel.isActive else { return }
         written = true
+        defer { if admitted { connection.didAnswer() } }
         var head = HPACKHeaders([(":status", String(reply.status))])
         for (name, value) in reply.headers { head.add(name: name, value: value) }
         if let body = reply.body {

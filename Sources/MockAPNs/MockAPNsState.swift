@@ -49,6 +49,15 @@ public struct FailureScript: Sendable, Equatable {
         if case .int(let timestamp)? = json["timestamp"] { self.timestamp = timestamp }
     }
 
+    /// As JSON, in the shape `init(json:)` reads.
+    public var json: JSONValue {
+        var members: [String: JSONValue] = ["status": .int(Int64(status)), "delay_ms": .int(Int64(delayMilliseconds))]
+        if let reason { members["reason"] = .string(reason) }
+        if let times { members["times"] = .int(Int64(times)) }
+        if let timestamp { members["timestamp"] = .int(timestamp) }
+        return .object(members)
+    }
+
     /// The reason sent with a non-200 answer.
     var effectiveReason: String {
         if let reason { return reason }
@@ -108,16 +117,22 @@ public struct ReceivedPush: Sendable, Equatable {
     }
 }
 
-/// The mock's scripted failures and its record of received pushes; shared by the server and its control API.
+/// The mock's scripted failures, its connection behaviour, and its record of received pushes; shared by the server
+/// and its control API.
 public final class MockAPNsState: Sendable {
     private let scripts = Mutex<[String: FailureScript]>([:])
-    private let received = Mutex<[ReceivedPush]>([])
-    private let counter = Mutex<Int>(0)
+    private let received: Mutex<PushRecord>
     private let abandoned = Mutex<Int>(0)
+    private let currentBehaviour = Mutex(ConnectionBehaviour())
+    private let events = Mutex(ConnectionEvents())
     /// Most pushes kept; older ones are dropped first.
     public let capacity: Int
 
-    public init(capacity: Int = 100_000) { self.capacity = capacity }
+    public init(capacity: Int = 100_000, behaviour: ConnectionBehaviour = ConnectionBehaviour()) {
+        self.capacity = max(1, capacity)
+        received = Mutex(PushRecord(capacity: max(1, capacity)))
+        currentBehaviour.withLock { $0 = behaviour }
+    }
 
     /// Scripts a failure for a token (replacing any earlier one).
     public func script(_ script: FailureScript, for token: String) {
@@ -129,17 +144,23 @@ public final class MockAPNsState: Sendable {
         guard case .object(let entries) = document else {
             throw .init("the scripts file must be a JSON object keyed by device token")
         }
+        var parsed: [(String, FailureScript)] = []
         for (token, value) in entries {
             guard APNsValidator.isValidDeviceToken(token) else {
                 throw .init("'\(token)' is not a 64-hex device token")
             }
-            do { script(try FailureScript(json: value), for: token) } catch {
+            do { parsed.append((token, try FailureScript(json: value))) } catch {
                 throw .init("script for \(token.prefix(8))…: \(error.message)")
             }
         }
+        // All or nothing: a bad entry leaves the scripts as they were.
+        for (token, script) in parsed { self.script(script, for: token) }
     }
 
     public func clearScripts() { scripts.withLock { $0.removeAll() } }
+
+    /// Every script, by token.
+    public var allScripts: [String: FailureScript] { scripts.withLock { $0 } }
 
     /// Takes the script for a token, counting down `times`.
     func takeScript(for token: String) -> FailureScript? {
@@ -159,22 +180,70 @@ public final class MockAPNsState: Sendable {
     }
 
     func record(_ push: ReceivedPush) {
-        received.withLock { received in
-            if received.count >= capacity { received.removeFirst(received.count - capacity + 1) }
-            received.append(push)
-        }
-        counter.withLock { $0 += 1 }
+        received.withLock { $0.append(push) }
     }
 
-    /// Everything recorded, oldest first.
-    public var receivedPushes: [ReceivedPush] { received.withLock { $0 } }
-    /// How many pushes arrived since start (including dropped records).
-    public var receivedCount: Int { counter.withLock { $0 } }
-    public func clearReceived() { received.withLock { $0.removeAll() } }
+    /// Everything recorded, oldest first (at most `capacity`).
+    public var receivedPushes: [ReceivedPush] { received.withLock { $0.ordered } }
+    /// How many pushes arrived since start or the last clear (including records dropped for capacity).
+    public var receivedCount: Int { received.withLock { $0.total } }
+    /// Forgets the record and resets the count.
+    public func clearReceived() { received.withLock { $0 = PushRecord(capacity: capacity) } }
 
     /// Streams the client closed (RST_STREAM) before the mock answered, e.g. after the client's own timeout.
     public var abandonedStreams: Int { abandoned.withLock { $0 } }
     func noteAbandonedStream() { abandoned.withLock { $0 += 1 } }
+
+    /// How new connections behave.
+    public var behaviour: ConnectionBehaviour {
+        get { currentBehaviour.withLock { $0 } }
+        set { currentBehaviour.withLock { $0 = newValue } }
+    }
+
+    /// What the mock did to connections so far.
+    public var connectionEvents: ConnectionEvents { events.withLock { $0 } }
+    func noteConnection() { events.withLock { $0.accepted += 1 } }
+    func noteGoAway() { events.withLock { $0.goAways += 1 } }
+    func noteAbruptClose() { events.withLock { $0.abruptCloses += 1 } }
+    func noteSilence() { events.withLock { $0.silenced += 1 } }
+}
+
+/// Counts of what the mock did to connections.
+public struct ConnectionEvents: Sendable, Equatable {
+    public var accepted = 0
+    public var goAways = 0
+    public var abruptCloses = 0
+    public var silenced = 0
+
+    var json: JSONValue {
+        .object([
+            "accepted": .int(Int64(accepted)), "goaways": .int(Int64(goAways)),
+            "abrupt_closes": .int(Int64(abruptCloses)), "silenced": .int(Int64(silenced)),
+        ])
+    }
+}
+
+/// The last `capacity` pushes in a ring: recording costs the same at the millionth push as at the first.
+struct PushRecord {
+    private var slots: [ReceivedPush] = []
+    private var next = 0
+    let capacity: Int
+    private(set) var total = 0
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    mutating func append(_ push: ReceivedPush) {
+        total += 1
+        if slots.count < capacity {
+            slots.append(push)
+        } else {
+            slots[next] = push
+            next = (next + 1) % capacity
+        }
+    }
+
+    /// Oldest first.
+    var ordered: [ReceivedPush] { Array(slots[next...] + slots[..<next]) }
 }
 
 /// A mock configuration or script that cannot be used.

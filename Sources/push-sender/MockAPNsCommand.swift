@@ -33,8 +33,59 @@ struct MockAPNsCommand: AsyncParsableCommand {
         String?
     @Option(help: "Failure scripts per device token (JSON file).") var scripts: String?
     @Option(help: "trace, debug, info, notice, warning, error.") var logLevel = "info"
+    @Option(help: "Pushes kept in the record (GET /control/received); the oldest go first.") var recordCapacity =
+        100_000
+    @Option(help: "Per connection: after N pushes send GOAWAY, answer what was processed, then close (like nginx).")
+    var goawayAfter: Int?
+    @Option(help: "With --goaway-after: hold the last N pushes before it unprocessed, below the GOAWAY's last stream.")
+    var goawayHeldBack: Int?
+    @Option(help: "Per connection: after N pushes are answered, close the connection without GOAWAY.")
+    var closeAfter: Int?
+    @Option(help: "SETTINGS_MAX_CONCURRENT_STREAMS sent to each connection (APNs: 1000).")
+    var maxConcurrentStreams: Int?
+    @Option(help: "AFTER:LIMIT: after AFTER pushes on a connection, lower or raise its stream limit (repeatable).")
+    var streamLimit: [String] = []
+    @Option(help: "Per connection: after N pushes are answered, stop reading and answering (PINGs go unanswered).")
+    var silentAfter: Int?
+
+    /// The connection behaviour the flags ask for, checked by the same rules as POST /control/behaviour.
+    func behaviour() throws -> ConnectionBehaviour {
+        var members: [String: JSONValue] = [:]
+        if let goawayAfter { members["goaway_after"] = .int(Int64(goawayAfter)) }
+        if let goawayHeldBack { members["goaway_held_back"] = .int(Int64(goawayHeldBack)) }
+        if let closeAfter { members["close_after"] = .int(Int64(closeAfter)) }
+        if let maxConcurrentStreams { members["max_concurrent_streams"] = .int(Int64(maxConcurrentStreams)) }
+        if let silentAfter { members["silent_after"] = .int(Int64(silentAfter)) }
+        if !streamLimit.isEmpty {
+            var pairs: [JSONValue] = []
+            for text in streamLimit {
+                let parts = text.split(separator: ":")
+                guard parts.count == 2, let after = Int64(parts[0]), let limit = Int64(parts[1]) else {
+                    throw ValidationError("--stream-limit takes AFTER:LIMIT (e.g. 500:1), got '\(text)'")
+                }
+                pairs.append(.array([.int(after), .int(limit)]))
+            }
+            members["stream_limits"] = .array(pairs)
+        }
+        do { return try ConnectionBehaviour(json: .object(members)) } catch {
+            // The rules speak of the JSON keys; say the flags' names.
+            var message = error.message
+            for key in [
+                "goaway_held_back", "goaway_after", "close_after", "max_concurrent_streams", "silent_after",
+            ] {
+                message = message.replacingOccurrences(
+                    of: key, with: "--" + key.replacingOccurrences(of: "_", with: "-"))
+            }
+            throw ValidationError(message.replacingOccurrences(of: "stream_limits", with: "--stream-limit"))
+        }
+    }
 
     func validate() throws {
+        if goawayHeldBack != nil && goawayAfter == nil {
+            throw ValidationError("--goaway-held-back needs --goaway-after")
+        }
+        if recordCapacity < 1 { throw ValidationError("--record-capacity must be at least 1") }
+        _ = try behaviour()
         if (cert == nil) != (certKey == nil) { throw ValidationError("--cert and --cert-key go together") }
         if authKey != nil && authKeyPub != nil { throw ValidationError("give --auth-key or --auth-key-pub, not both") }
         if !(0...65535).contains(port) { throw ValidationError("--port must be 0 to 65535") }
@@ -53,15 +104,23 @@ struct MockAPNsCommand: AsyncParsableCommand {
             configuration = MockAPNsConfiguration(
                 certificateChainPEM: try read(cert, "--cert"), privateKeyPEM: try read(certKey, "--cert-key"))
         } else {
-            let authority = try LocalCertificateAuthority(hosts: ["localhost", "127.0.0.1", host].uniqued())
+            let hosts = ["localhost", "127.0.0.1", host].uniqued()
             let directory = URL(fileURLWithPath: certsOut)
-            try authority.write(to: directory)
-            configuration = MockAPNsConfiguration(
-                certificateChainPEM: authority.serverCertificatePEM, privateKeyPEM: authority.serverKeyPEM)
-            FileHandle.standardOutput.write(
-                Data(
-                    "Generated a throwaway CA: senders trust it with --ca \(directory.appendingPathComponent("ca.pem").path)\n"
-                        .utf8))
+            let caPath = directory.appendingPathComponent("ca.pem").path
+            if let existing = LocalCertificateAuthority.existing(in: directory, hosts: hosts) {
+                // Another mock (or an earlier run) may still use this CA: keep it rather than break its senders.
+                configuration = MockAPNsConfiguration(
+                    certificateChainPEM: existing.server, privateKeyPEM: existing.serverKey)
+                FileHandle.standardOutput.write(
+                    Data("Reusing the throwaway CA: senders trust it with --ca \(caPath)\n".utf8))
+            } else {
+                let authority = try LocalCertificateAuthority(hosts: hosts)
+                try authority.write(to: directory)
+                configuration = MockAPNsConfiguration(
+                    certificateChainPEM: authority.serverCertificatePEM, privateKeyPEM: authority.serverKeyPEM)
+                FileHandle.standardOutput.write(
+                    Data("Generated a throwaway CA: senders trust it with --ca \(caPath)\n".utf8))
+            }
         }
         configuration.host = host
         configuration.port = port
@@ -78,7 +137,7 @@ struct MockAPNsCommand: AsyncParsableCommand {
         configuration.expectedKeyID = keyId
         configuration.expectedTeamID = teamId
         if let clientCa { configuration.clientCAPEM = try read(clientCa, "--client-ca") }
-        let state = MockAPNsState()
+        let state = MockAPNsState(capacity: recordCapacity, behaviour: try behaviour())
         if let scripts {
             do { try state.loadScripts(try JSONParser.parse(Data(try read(scripts, "--scripts").utf8))) } catch {
                 throw ValidationError("--scripts '\(scripts)': \(error)")

@@ -128,7 +128,7 @@ struct SenderTimeoutTests {
             try await withSender(sender) { sender in
                 let result = await sender.send(push())
                 #expect(result.status == nil)
-                #expect(result.transportError == "no answer in time")
+                #expect(result.transportError == "no answer in time (the stream was reset)")
                 // The mock sees the stream closed before its delayed answer.
                 var waited = 0
                 while state.abandonedStreams == 0, waited < 40 {

@@ -38,7 +38,7 @@ struct PushSenderCLITests {
     func checkExitCodes() throws {
         let now = Int(Date().timeIntervalSince1970)
         #expect(try runPushSender(["check", "payloads/location.json"]).status == 0)
-        #expect(try runPushSender(["check", "payloads/location.json", "--now", String(now + 301)]).status == 1)
+        #expect(try runPushSender(["check", "payloads/location.json", "--now", String(now + 400)]).status == 1)
         #expect(try runPushSender(["check", "payloads/stale.json"]).status == 1)
         #expect(try runPushSender(["check", "payloads/missing-timestamp.json"]).status == 2)
         #expect(try runPushSender(["check", "payloads/legacy-location.json", "--mode", "woosmap"]).status == 2)

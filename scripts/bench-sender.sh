@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
-# Benchmark: push-sender to the mock APNs over HTTP/2 + TLS, over 1 and 4 connections, against aioapns (PyPI)
-# sending the same pushes to the same mock in the same run. Not a test; never run in CI.
+# Benchmark (not a test; never run in CI): push-sender against servers nobody here wrote, with independent clients
+# as the reference, in one run:
+#   servers: nghttpd --echo-upload (Debian's nghttp2-server), nginx as an APNs-like endpoint (Debian's nginx-light,
+#            scripts/nginx-apns.conf.template) without GOAWAY, and the same nginx sending GOAWAY every 1,000 requests
+#   clients: push-sender (release build), h2load (the C HTTP/2 client from nghttp2-client), aioapns (PyPI)
+#   1 and 4 connections, 100 streams in flight per connection, N pushes (default 100,000; aioapns sends N_AIOAPNS,
+#   default 20,000, because at ~3,000/s it would take minutes), 300-byte payload, token auth.
 #
-#   scripts/bench-sender.sh                  # N=20000 pushes per run
-#   N=50000 scripts/bench-sender.sh
+#   scripts/bench-sender.sh
+#   N=20000 scripts/bench-sender.sh
 #
-# Needs openssl and pip (aioapns is installed if missing) and a release build of push-sender (built if missing).
+# Prints pushes/s per client and the ratios push-sender/h2load and push-sender/aioapns. push-sender is timed as a
+# whole process (start-up, TLS handshakes and the JWT included); h2load and aioapns only while sending.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-N=${N:-20000}
-PORT=${PORT:-12297}
+N=${N:-100000}
+N_AIOAPNS=${N_AIOAPNS:-20000}
 DATA=.cache/bench-sender
-BIN=.build/release/push-sender
+BIN=${BIN:-.build-release/release/push-sender}
 
+missing=()
+command -v nghttpd >/dev/null || missing+=(nghttp2-server)
+command -v h2load >/dev/null || missing+=(nghttp2-client)
+[ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+if [ ${#missing[@]} -gt 0 ]; then apt-get update -qq && apt-get install -y -qq "${missing[@]}"; fi
 python3 -c "import aioapns" 2>/dev/null || pip install -q aioapns
-[ -x "$BIN" ] || swift build -c release --product push-sender
+[ -x "$BIN" ] || swift build -c release --scratch-path .build-release --product push-sender
 rm -rf "$DATA" && mkdir -p "$DATA"
 certs.example/make-local-certs.sh "$DATA/certs" >/dev/null
 python3 - "$N" > "$DATA/tokens.txt" <<'PY'
@@ -22,47 +33,99 @@ import sys
 for i in range(int(sys.argv[1])):
     print(f"{i:064x}")
 PY
+head -n "$N_AIOAPNS" "$DATA/tokens.txt" > "$DATA/tokens-aioapns.txt"
+# A 300-byte payload, as in the issue's measurements.
+python3 -c 'import json; p={"aps":{"alert":{"title":"Nearby","body":"bench"}},"pad":""}; p["pad"]="x"*(300-len(json.dumps(p,separators=(",",":")))); print(json.dumps(p,separators=(",",":")),end="")' > "$DATA/payload.json"
 
-"$BIN" mock-apns --port "$PORT" --cert "$DATA/certs/server.pem" --cert-key "$DATA/certs/server-key.pem" \
-  --auth-key-pub "$DATA/certs/AuthKey_TEST123456.pub.pem" --key-id TEST123456 --team-id TEAM123456 --log-level error \
-  > "$DATA/mock.log" 2>&1 &
-MOCK=$!
-trap 'kill $MOCK 2>/dev/null || true; wait $MOCK 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do grep -q listening "$DATA/mock.log" 2>/dev/null && break; sleep 0.1; done
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
 
-ours() { # connections concurrency
-  # Timed as a whole process: start-up, TLS handshakes and the first JWT are included (aioapns is timed after
-  # a warm-up), so the comparison leans against push-sender.
+start_nginx() { # name keepalive
+  local dir="$PWD/$DATA/$1" port
+  port=$(free_port)
+  mkdir -p "$dir"
+  sed -e "s#@DIR@#$dir#g; s#@PORT@#$port#; s#@CERT@#$PWD/$DATA/certs/server.pem#; s#@KEY@#$PWD/$DATA/certs/server-key.pem#; s#@KEEPALIVE@#$2#" \
+    scripts/nginx-apns.conf.template > "$dir/nginx.conf"
+  /usr/sbin/nginx -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" >/dev/null 2>&1 &
+  PIDS+=($!)
+  echo "$port"
+}
+NGHTTPD_PORT=$(free_port)
+nghttpd --echo-upload "$NGHTTPD_PORT" "$DATA/certs/server-key.pem" "$DATA/certs/server.pem" >/dev/null 2>&1 &
+PIDS+=($!)
+NGINX_PORT=$(start_nginx nginx 1000000000)
+GOAWAY_PORT=$(start_nginx nginx-goaway 1000)
+sleep 1
+
+ours() { # server port connections
   local started ended
   started=$(date +%s.%N)
-  "$BIN" send --host "https://127.0.0.1:$PORT" --ca "$DATA/certs/ca.pem" --key "$DATA/certs/AuthKey_TEST123456.p8" \
-    --key-id TEST123456 --team-id TEAM123456 --topic com.example.app --payload payloads/location.json \
-    --tokens-file "$DATA/tokens.txt" --connections "$1" --concurrency "$2" --json > "$DATA/ours-$1.json"
+  "$BIN" send --host "https://127.0.0.1:$2" --ca "$DATA/certs/ca.pem" --key "$DATA/certs/AuthKey_TEST123456.p8" \
+    --key-id TEST123456 --team-id TEAM123456 --topic com.example.app --payload "$DATA/payload.json" \
+    --tokens-file "$DATA/tokens.txt" --connections "$3" --concurrency $(( $3 * 100 )) --attempts 1 --json --quiet \
+    > "$DATA/ours.jsonl" || true
   ended=$(date +%s.%N)
-  python3 - "$DATA/ours-$1.json" "$started" "$ended" "$1" <<'PY'
+  python3 - "$DATA/ours.jsonl" "$started" "$ended" "$1" "$3" <<'PY'
 import json, sys
-results = json.load(open(sys.argv[1]))
+lines = [json.loads(l) for l in open(sys.argv[1])]
 seconds = float(sys.argv[3]) - float(sys.argv[2])
-ok = sum(1 for r in results if r.get("ok"))
-print(f"push-sender connections={sys.argv[4]} pushes={len(results)} ok={ok} seconds={seconds:.3f} rate={len(results) / seconds:.0f}")
+ok = sum(1 for r in lines if r.get("ok"))
+print(f"{sys.argv[4]} push-sender connections={sys.argv[5]} pushes={len(lines)} ok={ok} seconds={seconds:.3f} rate={len(lines) / seconds:.0f}")
 PY
 }
 
-echo "== $N pushes per run to the mock APNs on 127.0.0.1:$PORT (HTTP/2 + TLS, token auth)"
+h2() { # server port connections
+  local out
+  out=$(h2load -n "$N" -c "$3" -m 100 -t 1 -d "$DATA/payload.json" -H "apns-topic: com.example.app" \
+    "https://127.0.0.1:$2/3/device/$(head -1 "$DATA/tokens.txt")" 2>&1)
+  python3 - "$1" "$3" <<PY
+import re
+out = """$out"""
+seconds = float(re.search(r"finished in ([0-9.]+)(m?s)", out).group(1)) / (1000 if re.search(r"finished in [0-9.]+ms", out) else 1)
+done = int(re.search(r"(\d+) succeeded", out).group(1))
+status = int(re.search(r"status codes: (\d+) 2xx", out).group(1))
+print(f"$1 h2load connections=$3 pushes={done} ok={status} seconds={seconds:.3f} rate={done / seconds:.0f}")
+PY
+}
+
+aio() { # server port connections
+  python3 scripts/aioapns_bench.py "$2" "$DATA/certs/ca.pem" "$DATA/certs/AuthKey_TEST123456.p8" TEST123456 TEAM123456 \
+    "$DATA/tokens-aioapns.txt" "$3" $(( $3 * 100 )) 2>/dev/null | sed "s/^/$1 /"
+}
+
+echo "== $N pushes per run (aioapns: $N_AIOAPNS), 300-byte payload, 100 streams per connection, $(nproc) cores"
+: > "$DATA/results.txt"
 for C in 1 4; do
-  ours "$C" $(( C * 100 )) | tee -a "$DATA/results.txt"
-  python3 scripts/aioapns_bench.py "$PORT" "$DATA/certs/ca.pem" "$DATA/certs/AuthKey_TEST123456.p8" TEST123456 TEAM123456 \
-    "$DATA/tokens.txt" "$C" $(( C * 100 )) 2>/dev/null | tee -a "$DATA/results.txt"
+  ours nghttpd "$NGHTTPD_PORT" "$C" | tee -a "$DATA/results.txt"
+  h2 nghttpd "$NGHTTPD_PORT" "$C" | tee -a "$DATA/results.txt"
+  aio nghttpd "$NGHTTPD_PORT" "$C" | tee -a "$DATA/results.txt"
+  ours nginx "$NGINX_PORT" "$C" | tee -a "$DATA/results.txt"
+  h2 nginx "$NGINX_PORT" "$C" | tee -a "$DATA/results.txt"
+  aio nginx "$NGINX_PORT" "$C" | tee -a "$DATA/results.txt"
+  # h2load does not reconnect after a GOAWAY, so only the APNs clients run against this one.
+  ours nginx-goaway "$GOAWAY_PORT" "$C" | tee -a "$DATA/results.txt"
+  aio nginx-goaway "$GOAWAY_PORT" "$C" | tee -a "$DATA/results.txt"
 done
 python3 - "$DATA/results.txt" <<'PY'
 import re, sys
-rates = {}
+rates, fails = {}, {}
 for line in open(sys.argv[1]):
-    m = re.match(r"(\S+) connections=(\d+) .* rate=(\d+)", line)
+    m = re.match(r"(\S+) (\S+) connections=(\d+) pushes=(\d+) ok=(\d+) .* rate=(\d+)", line)
     if m:
-        rates[(m.group(1), int(m.group(2)))] = int(m.group(3))
-for c, target in [(1, 5), (4, 10)]:
-    ours, ref = rates.get(("push-sender", c)), rates.get(("aioapns", c))
-    if ours and ref:
-        print(f"connections={c}: push-sender {ours}/s vs aioapns {ref}/s = {ours / ref:.1f}x (target >= {target}x)")
+        key = (m.group(1), m.group(2), int(m.group(3)))
+        rates[key] = int(m.group(6))
+        fails[key] = int(m.group(4)) - int(m.group(5))
+print("== ratios")
+for server in ["nghttpd", "nginx", "nginx-goaway"]:
+    for c in [1, 4]:
+        ours = rates.get((server, "push-sender", c))
+        if not ours:
+            continue
+        parts = [f"{server:12} connections={c}: push-sender {ours}/s ({fails[(server, 'push-sender', c)]} not ok)"]
+        for ref in ["h2load", "aioapns"]:
+            if rates.get((server, ref, c)):
+                parts.append(f"{ours / rates[(server, ref, c)]:.2f}x {ref} ({rates[(server, ref, c)]}/s)")
+        print(", ".join(parts))
 PY

@@ -8,9 +8,9 @@ public import APNsCore
 /// per token, in input order.
 public struct APNsBatch: Sendable {
     /// One request per token, in input order; every request shares the same payload storage.
-    public let requests: [APNsRequest]
+    public private(set) var requests: [APNsRequest]
     /// Tokens refused locally, by request index.
-    public let localRefusals: [Int: APNsValidator.Violation]
+    public private(set) var localRefusals: [Int: APNsValidator.Violation]
     public let pushType: PushType
     /// The `apns-topic` sent (the bundle id with the push type's suffix).
     public let topic: String
@@ -19,6 +19,15 @@ public struct APNsBatch: Sendable {
     public init(
         payload: [UInt8], tokens: [String], bundle: String, pushType: PushType, priority: Int? = nil,
         expiration: String? = nil, collapseID: String? = nil, apnsID: String? = nil
+    ) throws(APNsValidator.Violation) {
+        try self.init(
+            payload: payload, tokens: tokens, bundle: bundle, pushType: pushType, priority: priority,
+            expiration: expiration, collapseID: collapseID, apnsID: apnsID, checkShared: true)
+    }
+
+    private init(
+        payload: [UInt8], tokens: [String], bundle: String, pushType: PushType, priority: Int?,
+        expiration: String?, collapseID: String?, apnsID: String?, checkShared: Bool
     ) throws(APNsValidator.Violation) {
         let topic = pushType.topic(forBundle: bundle)
         self.pushType = pushType
@@ -32,11 +41,36 @@ public struct APNsBatch: Sendable {
         let probe = APNsRequest(
             deviceToken: String(repeating: "0", count: 64), topic: topic, pushType: pushType.rawValue,
             priority: priority, expiration: expiration, collapseID: collapseID, apnsID: apnsID, payload: payload)
-        if let violation = APNsValidator.violation(of: probe) { throw violation }
+        if checkShared, let violation = APNsValidator.violation(of: probe) { throw violation }
         var local: [Int: APNsValidator.Violation] = [:]
         for (index, request) in requests.enumerated() where !APNsValidator.isValidDeviceToken(request.deviceToken) {
             local[index] = APNsValidator.violation(of: request)
         }
+        localRefusals = local
+    }
+
+    /// One request per entry, in input order: an entry with its own payload (a `TOKEN {json}` line) is sent that
+    /// payload, the others `defaultPayload`. The default payload and the headers are checked once and throw; an
+    /// entry's own payload that breaks a rule refuses that token only.
+    public init(
+        entries: [(token: String, payload: [UInt8]?)], defaultPayload: [UInt8]?, bundle: String, pushType: PushType,
+        priority: Int? = nil, expiration: String? = nil, collapseID: String? = nil, apnsID: String? = nil
+    ) throws(APNsValidator.Violation) {
+        let shared = defaultPayload ?? []
+        try self.init(
+            payload: shared, tokens: entries.map(\.token), bundle: bundle, pushType: pushType, priority: priority,
+            expiration: expiration, collapseID: collapseID, apnsID: apnsID,
+            checkShared: entries.contains { $0.payload == nil })
+        var requests = self.requests
+        var local = localRefusals
+        for (index, entry) in entries.enumerated() {
+            guard let own = entry.payload else { continue }
+            requests[index].payload = own
+            if local[index] == nil, let violation = APNsValidator.violation(of: requests[index]) {
+                local[index] = violation
+            }
+        }
+        self.requests = requests
         localRefusals = local
     }
 
@@ -53,6 +87,20 @@ public struct APNsBatch: Sendable {
                 deviceToken: request.deviceToken, status: localRefusals[index]?.status,
                 reason: localRefusals[index]?.reason, apnsID: nil, timestamp: nil, attempts: 0,
                 transportError: localRefusals[index]?.message)
+        }
+    }
+
+    /// Sends every well-formed token through `sender`, handing each result (local refusals first) to `onResult` with
+    /// its input index as soon as it is final.
+    public func stream(
+        with sender: some APNsBatchSending, concurrency: Int,
+        onResult: @escaping @Sendable (Int, APNsSendResult) -> Void
+    ) async {
+        let dry = dryRunResults
+        for index in localRefusals.keys.sorted() { onResult(index, dry[index]) }
+        let sendable = requests.indices.filter { localRefusals[$0] == nil }
+        await sender.send(sendable.map { requests[$0] }, concurrency: concurrency) { position, result in
+            onResult(sendable[position], result)
         }
     }
 

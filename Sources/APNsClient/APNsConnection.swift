@@ -211,6 +211,13 @@ final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        settle()
+        context.fireChannelInactive()
+    }
+
+    /// Hands the streams still in flight to the pool as lost, once; the connection takes nothing more.
+    private func settle() {
+        guard state != .closed else { return }
         let wasReady = state != .connecting
         state = .closed
         ticker?.cancel()
@@ -219,7 +226,14 @@ final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
         streams.removeAll()
         deadlines.removeAll()
         pool.connectionClosed(self, wasReady: wasReady, lost: lost)
-        context.fireChannelInactive()
+    }
+
+    /// Gives up on a peer that stopped answering: its pushes go elsewhere now, not when TLS finishes closing (which
+    /// waits for a peer that will not answer).
+    private func abandon(_ error: APNsTransportError) {
+        failure = failure ?? error
+        settle()
+        context?.close(promise: nil)
     }
 
     // MARK: Rules
@@ -286,8 +300,7 @@ final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
         for flight in expired { pool.failed(flight.job, by: self, error: .timeout) }
         if let pingSentAt {
             if now - pingSentAt > pool.pingTimeout {
-                failure = failure ?? APNsTransportError.pingUnanswered
-                context.close(promise: nil)
+                abandon(.pingUnanswered)
                 return
             }
         } else if now - lastInbound >= pool.pingInterval {

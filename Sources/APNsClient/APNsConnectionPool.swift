@@ -83,6 +83,8 @@ final class APNsConnectionPool: @unchecked Sendable {
     private var consecutiveConnectFailures = 0
     private var reconnectScheduled = false
     private var shutDown = false
+    /// What happened to connections so far; read with `APNsSender.statistics()`.
+    private(set) var statistics = APNsSenderStatistics()
 
     init(
         loop: any EventLoop, host: String, port: Int, authority: String, sslContext: NIOSSLContext,
@@ -222,6 +224,7 @@ final class APNsConnectionPool: @unchecked Sendable {
 
     /// The stream failed (timeout, reset by the server): a transport failure, retried per the policy.
     func failed(_ job: PushJob, by connection: APNsConnection, error: APNsTransportError) {
+        if error == .timeout { statistics.timeouts += 1 }
         if let delay = configuration.retry.delayAfterTransportError(attempt: job.attempt) {
             later(job, after: delay)
         } else {
@@ -232,6 +235,7 @@ final class APNsConnectionPool: @unchecked Sendable {
     /// Not processed by the server (GOAWAY above its last stream id, REFUSED_STREAM): sent again at once, elsewhere,
     /// not counted as an attempt.
     func refused(_ jobs: [PushJob], by connection: APNsConnection) {
+        statistics.resentUnprocessed += jobs.count
         for var job in jobs {
             job.refusals += 1
             if job.refusals > 16 {
@@ -251,6 +255,7 @@ final class APNsConnectionPool: @unchecked Sendable {
     func capacityChanged(_ connection: APNsConnection) { pump() }
 
     func connectionDraining(_ connection: APNsConnection) {
+        statistics.drained += 1
         // The replacement opens now, while the old connection still answers its streams.
         pump()
     }
@@ -263,6 +268,7 @@ final class APNsConnectionPool: @unchecked Sendable {
         }
         // In flight when the connection went: they may have been delivered, so each goes again as a new attempt
         // (never more than the policy allows), at once and on another connection.
+        statistics.lostWithConnection += lost.count
         for job in lost {
             if job.attempt < configuration.retry.maxAttempts {
                 var again = job
@@ -272,6 +278,7 @@ final class APNsConnectionPool: @unchecked Sendable {
                 finish(job, transportError: APNsTransportError.closedBeforeAnswer.description)
             }
         }
+        if connection.failure as? APNsTransportError == .pingUnanswered { statistics.unansweredPings += 1 }
         if !wasReady {
             connectFailed(connection.failure)
         }
@@ -292,6 +299,7 @@ final class APNsConnectionPool: @unchecked Sendable {
 
     private func open() {
         connectionCounter += 1
+        statistics.connectionsOpened += 1
         let connection = APNsConnection(number: connectionCounter, pool: self)
         connections.append(connection)
         let sslContext = self.sslContext
@@ -300,9 +308,10 @@ final class APNsConnectionPool: @unchecked Sendable {
         // Guards against abusive clients, not servers: a server that answers and then resets every stream (which
         // RFC 9113 8.1 allows) must not make the client give up on the connection.
         var streams = NIOHTTP2Handler.StreamConfiguration()
-        streams.streamResetFrameRateLimit.maximumCount = Int.max / 2
-        streams.streamErrorRateLimit.maximumCount = Int.max / 2
-        http2.maximumConnectionGlitches = Int.max / 2
+        // (The limiters keep one timestamp per event within their window: a window of 1 ns keeps them empty.)
+        streams.streamResetFrameRateLimit.windowLength = .nanoseconds(1)
+        streams.streamErrorRateLimit.windowLength = .nanoseconds(1)
+        http2.maximumConnectionGlitches = 1_000_000
         http2.maximumRecentlyResetStreams = 4096
         http2.initialSettings = [
             HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
@@ -410,4 +419,22 @@ final class APNsConnectionPool: @unchecked Sendable {
             return EventLoopFuture.andAllComplete(closing, on: self.loop)
         }
     }
+}
+
+/// Counts of what the sender's connections went through, for summaries and tests.
+public struct APNsSenderStatistics: Sendable, Equatable {
+    /// Connections opened (the first ones and every replacement).
+    public var connectionsOpened = 0
+    /// Connections that stopped taking new streams before closing (GOAWAY, stream ids used up).
+    public var drained = 0
+    /// Pushes the server did not process (above a GOAWAY's last stream id, or REFUSED_STREAM), sent again at once.
+    public var resentUnprocessed = 0
+    /// Pushes in flight on a connection that closed: sent again as a new attempt (they may have been delivered).
+    public var lostWithConnection = 0
+    /// Requests that got no answer in time (their streams were reset).
+    public var timeouts = 0
+    /// Connections closed because a PING went unanswered.
+    public var unansweredPings = 0
+
+    public init() {}
 }

@@ -84,6 +84,12 @@ public final class APNsSender: APNsBatchSending {
         try await pool.shutdown().get()
     }
 
+    /// What the connections went through so far (GOAWAYs, resends, losses, timeouts).
+    public func statistics() async -> APNsSenderStatistics {
+        let pool = self.pool
+        return (try? await pool.loop.submit { pool.statistics }.get()) ?? APNsSenderStatistics()
+    }
+
     /// Sends one push, retrying 429/5xx/transport failures with backoff (never BadDeviceToken, Unregistered,
     /// ExpiredToken, PayloadTooLarge). An ExpiredProviderToken answer makes a fresh JWT and tries once more.
     public func send(_ request: APNsRequest) async -> APNsSendResult {

@@ -8,8 +8,25 @@ public protocol APNsBatchSending: Sendable {
     func send(_ requests: [APNsRequest], concurrency: Int, progress: (@Sendable (Int) -> Void)?) async
         -> [APNsSendResult]
 
+    /// Sends every request with at most `concurrency` in flight, handing each result to `onResult` with its index
+    /// as soon as it is final (in any order), so a large run need not hold its results.
+    func send(
+        _ requests: [APNsRequest], concurrency: Int, onResult: @escaping @Sendable (Int, APNsSendResult) -> Void
+    ) async
+
     /// Closes connections; call once when done.
     func shutdown() async throws
+}
+
+extension APNsBatchSending {
+    /// Streams through the collecting `send` (for senders that have nothing better).
+    public func send(
+        _ requests: [APNsRequest], concurrency: Int, onResult: @escaping @Sendable (Int, APNsSendResult) -> Void
+    ) async {
+        for (index, result) in await send(requests, concurrency: concurrency, progress: nil).enumerated() {
+            onResult(index, result)
+        }
+    }
 }
 
 /// The outcome for one device token.

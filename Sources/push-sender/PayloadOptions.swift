@@ -17,14 +17,18 @@ struct PayloadOptions: ParsableArguments {
 
     func validate() throws {
         if file != nil && inline != nil { throw ValidationError("give either --payload or --payload-json, not both") }
-        if file == nil && inline == nil {
-            throw ValidationError("give the payload with --payload FILE (or - for stdin) or --payload-json TEXT")
-        }
     }
+
+    var isGiven: Bool { file != nil || inline != nil }
+
+    static let missing = ValidationError(
+        "give the payload with --payload FILE (or - for stdin) or --payload-json TEXT, or a payload after each "
+            + "token in --tokens-file (TOKEN {json})")
 
     /// The payload document with placeholders filled in.
     func load(now: Int64) throws -> JSONValue {
-        try PayloadLoader.load(file: file, inline: inline, now: now, stampNow: stampNow)
+        guard isGiven else { throw Self.missing }
+        return try PayloadLoader.load(file: file, inline: inline, now: now, stampNow: stampNow)
     }
 }
 

@@ -12,6 +12,13 @@ enum ResultPrinter {
     }
 
     static func table(_ results: [APNsSendResult]) -> String {
+        let failed = results.filter { !$0.succeeded }.count
+        return rows(results) + "\n"
+            + "\(results.count - failed) of \(results.count) accepted" + (failed > 0 ? ", \(failed) failed" : "") + "."
+    }
+
+    /// The results as aligned rows under a header.
+    static func rows(_ results: [APNsSendResult]) -> String {
         var lines = [String]()
         let header = ["TOKEN", "STATUS", "REASON", "APNS-ID", "TRIES", "NOTE"]
         var rows = [header]
@@ -36,9 +43,6 @@ enum ResultPrinter {
             }
             lines.append(line.trimmingCharacters(in: .whitespaces))
         }
-        let failed = results.filter { !$0.succeeded }.count
-        lines.append(
-            "\(results.count - failed) of \(results.count) accepted" + (failed > 0 ? ", \(failed) failed" : "") + ".")
         return lines.joined(separator: "\n")
     }
 
@@ -64,12 +68,15 @@ enum ResultPrinter {
     struct ResultView: JSONObjectRepresentable {
         var result: APNsSendResult
         var dryRun: Bool
+        /// The token's position in the input (0-based), so streamed lines can be matched to it.
+        var index: Int?
 
         func writeJSON(into object: inout JSONObjectWriter) {
             object.field("apns_id", result.apnsID)
             object.field("attempts", result.attempts)
             object.field("error", result.transportError)
             object.field("hint", result.hint)
+            if let index { object.field("index", index) }
             if !dryRun { object.field("ok", result.succeeded) }
             object.field("reason", result.reason?.rawValue)
             object.field("status", result.status.map(Int64.init))
@@ -77,6 +84,77 @@ enum ResultPrinter {
             object.field("token", result.deviceToken)
             if dryRun { object.field("valid", result.reason == nil) }
         }
+    }
+}
+
+/// Results as they arrive: JSON Lines written at once (nothing kept), or table rows kept for the end (in input
+/// order); then a summary with the elapsed time and rate.
+final class ResultOutput: Sendable {
+    private struct State {
+        var rows: [(Int, APNsSendResult)] = []
+        var done = 0
+        var failed = 0
+        var retried = 0
+    }
+
+    let json: Bool
+    let failuresOnly: Bool
+    let total: Int
+    private let state = Mutex(State())
+
+    init(json: Bool, failuresOnly: Bool, total: Int) {
+        self.json = json
+        self.failuresOnly = failuresOnly
+        self.total = total
+    }
+
+    var failed: Int { state.withLock { $0.failed } }
+
+    /// Records one result; returns how many are done.
+    @discardableResult
+    func add(_ index: Int, _ result: APNsSendResult, dryRun: Bool = false) -> Int {
+        let failed = dryRun ? result.reason != nil || result.transportError != nil : !result.succeeded
+        let shown = !failuresOnly || failed
+        let done = state.withLock { state in
+            state.done += 1
+            if failed { state.failed += 1 }
+            if result.attempts > 1 { state.retried += 1 }
+            if shown && !json { state.rows.append((index, result)) }
+            if shown && json {
+                // Under the lock, so lines from the sender's threads never interleave.
+                var line = ResultPrinter.ResultView(result: result, dryRun: dryRun, index: index).jsonBytes
+                line.append(UInt8(ascii: "\n"))
+                FileHandle.standardOutput.write(Data(line))
+            }
+            return state.done
+        }
+        return done
+    }
+
+    /// The table (human output) and the summary line.
+    func finish(elapsed: Duration, statistics: APNsSenderStatistics, quiet: Bool) {
+        let state = state.withLock { $0 }
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        var summary =
+            "\(state.done - state.failed) of \(state.done) accepted"
+            + (state.failed > 0 ? ", \(state.failed) failed" : "")
+        if state.retried > 0 { summary += ", \(state.retried) retried" }
+        summary += String(format: " in %.2f s (%.0f pushes/s)", seconds, seconds > 0 ? Double(state.done) / seconds : 0)
+        var connections = "\(statistics.connectionsOpened) connection\(statistics.connectionsOpened == 1 ? "" : "s")"
+        if statistics.drained > 0 { connections += ", \(statistics.drained) drained (GOAWAY)" }
+        if statistics.resentUnprocessed > 0 { connections += ", \(statistics.resentUnprocessed) resent unprocessed" }
+        if statistics.lostWithConnection > 0 {
+            connections += ", \(statistics.lostWithConnection) in flight on lost connections"
+        }
+        summary += "; \(connections)."
+        if json {
+            if !quiet { FileHandle.standardError.write(Data((summary + "\n").utf8)) }
+            return
+        }
+        let rows = state.rows.sorted { $0.0 < $1.0 }.map(\.1)
+        var text = rows.isEmpty ? "" : ResultPrinter.rows(rows) + "\n"
+        text += summary
+        print(text)
     }
 }
 

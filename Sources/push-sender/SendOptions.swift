@@ -1,6 +1,7 @@
 import APNsClient
 import APNsCore
 import ArgumentParser
+import Essentials
 import Foundation
 import NIOCore
 
@@ -52,9 +53,34 @@ struct ConnectionOptions: ParsableArguments {
         return production ? .production : .sandbox
     }
 
-    var hasCredentials: Bool { key != nil || cert != nil || p12 != nil }
+    var hasCredentials: Bool { key != nil || cert != nil || p12 != nil || Self.environmentKey != nil }
+
+    /// The variables `certs.example/example.env` shows, read when the matching flag is not given.
+    static var environmentKey: String? { ProcessInfo.processInfo.environment["APNS_KEY_FILE"].flatMap(nonEmpty) }
+    static func nonEmpty(_ text: String) -> String? { text.isEmpty ? nil : text }
+
+    /// The flags, with APNS_KEY_FILE / APNS_KEY_ID / APNS_TEAM_ID / APNS_P12_FILE filling the gaps (only when no
+    /// credential flag is given, so flags and environment are never mixed).
+    func withEnvironment() -> ConnectionOptions {
+        var resolved = self
+        let environment = ProcessInfo.processInfo.environment
+        guard key == nil, keyId == nil, teamId == nil, cert == nil, certKey == nil, p12 == nil else { return resolved }
+        if let file = environment["APNS_KEY_FILE"].flatMap(Self.nonEmpty) {
+            resolved.key = file
+            resolved.keyId = environment["APNS_KEY_ID"].flatMap(Self.nonEmpty)
+            resolved.teamId = environment["APNS_TEAM_ID"].flatMap(Self.nonEmpty)
+        } else if let file = environment["APNS_P12_FILE"].flatMap(Self.nonEmpty) {
+            resolved.p12 = file
+        }
+        return resolved
+    }
 
     func credentials() throws -> APNsCredentials {
+        if key != nil, keyId == nil || teamId == nil {
+            throw ValidationError(
+                "token authentication needs all of --key, --key-id and --team-id (or APNS_KEY_FILE, APNS_KEY_ID and "
+                    + "APNS_TEAM_ID)")
+        }
         if let key, let keyId, let teamId {
             guard let pem = try? String(contentsOfFile: key, encoding: .utf8) else {
                 throw ValidationError("cannot read the key file '\(key)'")
@@ -87,7 +113,8 @@ struct ConnectionOptions: ParsableArguments {
                 key: try NIOSSLCertificateLoader.key(pem: keyPEM))
         }
         throw ValidationError(
-            "no credentials: give --key, --key-id and --team-id (token auth) or --cert/--cert-key or --p12")
+            "no credentials: give --key, --key-id and --team-id (token auth) or --cert/--cert-key or --p12, or set "
+                + "APNS_KEY_FILE, APNS_KEY_ID and APNS_TEAM_ID (see certs.example/example.env)")
     }
 
     func senderConfiguration() throws -> APNsSenderConfiguration {
@@ -107,12 +134,17 @@ struct ConnectionOptions: ParsableArguments {
 
 /// The APNs headers.
 struct HeaderOptions: ParsableArguments {
-    @Option(help: "The app's bundle id; the push type's suffix (.voip, .complication, ...) is added when missing.")
-    var topic: String
+    @Option(
+        help: """
+            The app's bundle id; the push type's suffix (.voip, .complication, ...) is added when missing. Default: \
+            APNS_TOPIC, else an .apns file's "Simulator Target Bundle".
+            """)
+    var topic: String?
     @Option(help: "apns-push-type: \(PushType.allCases.map(\.rawValue).joined(separator: ", ")).") var pushType:
         String = "alert"
-    @Option(help: "apns-priority: 10 (immediate), 5 (power-considerate; required for background) or 1.") var priority:
-        Int?
+    @Option(
+        help: "apns-priority: 10 (immediate), 5 (power-considerate; background pushes default to it) or 1.")
+    var priority: Int?
     @Option(help: "apns-expiration: epoch seconds, or 0 to deliver once or never.") var expiration: String?
     @Option(help: "apns-collapse-id (at most 64 bytes).") var collapseId: String?
     @Option(help: "apns-id: a UUID for this push (default: APNs assigns one).") var apnsId: String?
@@ -127,31 +159,86 @@ struct HeaderOptions: ParsableArguments {
             throw ValidationError("background pushes need --priority 5")
         }
     }
+
+    /// The priority sent: background pushes get 5 when none is given (APNs reads a missing header as 10, which it
+    /// refuses for background pushes).
+    var effectivePriority: Int? {
+        priority ?? (pushType == PushType.background.rawValue ? 5 : nil)
+    }
+
+    /// The bundle id: --topic, else APNS_TOPIC, else the payload file's "Simulator Target Bundle".
+    func bundle(simulatorTarget: String?) throws -> String {
+        if let topic { return topic }
+        if let topic = ProcessInfo.processInfo.environment["APNS_TOPIC"], !topic.isEmpty { return topic }
+        if let simulatorTarget { return simulatorTarget }
+        throw ValidationError("give --topic with the app's bundle id (or set APNS_TOPIC)")
+    }
 }
 
 /// Which device tokens to send to.
 struct TokenOptions: ParsableArguments {
     @Option(name: .customLong("token"), help: "A device token (64 hex characters); repeat for several.") var tokens:
         [String] = []
-    @Option(help: "A file with one device token per line (# starts a comment).") var tokensFile: String?
+    @Option(
+        help: """
+            A file with one device token per line, or - for standard input; a line TOKEN {json} sends that payload \
+            to that token (# starts a comment line).
+            """)
+    var tokensFile: String?
 
-    func all() throws -> [String] {
-        var result = tokens
+    /// One token with, when its line carried one, its own payload.
+    struct Entry {
+        var token: String
+        var payload: JSONValue?
+        /// Why the line's payload cannot be used (the token is then refused locally).
+        var problem: String?
+    }
+
+    func entries() throws -> [Entry] {
+        var result = tokens.map { Entry(token: $0) }
         if let tokensFile {
-            // Read as bytes: one ill-formed line (a stray byte) must fail that token only, not the whole run.
-            guard let bytes = FileManager.default.contents(atPath: tokensFile) else {
-                throw ValidationError("cannot read --tokens-file '\(tokensFile)'")
+            let bytes: Data
+            if tokensFile == "-" {
+                bytes = FileHandle.standardInput.readDataToEndOfFile()
+            } else {
+                // Read as bytes: one ill-formed line (a stray byte) must fail that token only, not the whole run.
+                guard let contents = FileManager.default.contents(atPath: tokensFile) else {
+                    throw ValidationError("cannot read --tokens-file '\(tokensFile)'")
+                }
+                bytes = contents
             }
             for line in bytes.split(separator: UInt8(ascii: "\n")) {
-                var token = line.prefix { $0 != UInt8(ascii: "#") }
-                while let first = token.first, first == 0x20 || first == 0x09 || first == 0x0D {
-                    token = token.dropFirst()
-                }
-                while let last = token.last, last == 0x20 || last == 0x09 || last == 0x0D { token = token.dropLast() }
-                if !token.isEmpty { result.append(String(decoding: token, as: UTF8.self)) }
+                if let entry = Self.entry(line) { result.append(entry) }
             }
         }
         if result.isEmpty { throw ValidationError("give at least one --token HEX or a --tokens-file") }
         return result
+    }
+
+    private static func isBlank(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D }
+
+    /// `TOKEN`, `TOKEN # comment` or `TOKEN {json}`; nil for a blank or comment line.
+    static func entry(_ line: Data.SubSequence) -> Entry? {
+        var rest = line.drop(while: isBlank)
+        guard let first = rest.first, first != UInt8(ascii: "#") else { return nil }
+        let token = rest.prefix { !isBlank($0) && $0 != UInt8(ascii: "#") && $0 != UInt8(ascii: "{") }
+        rest = rest.dropFirst(token.count).drop(while: isBlank)
+        var entry = Entry(token: String(decoding: token, as: UTF8.self))
+        while let last = rest.last, isBlank(last) { rest = rest.dropLast() }
+        if let brace = rest.first, brace == UInt8(ascii: "{") {
+            do {
+                let value = try JSONParser.parse(Array(rest))
+                if case .object = value {
+                    entry.payload = value
+                } else {
+                    entry.problem = "the payload must be a JSON object"
+                }
+            } catch {
+                entry.problem = "the payload on this line is not valid JSON: \(error.description)"
+            }
+        } else if let next = rest.first, next != UInt8(ascii: "#") {
+            entry.problem = "after the token a line may hold only a {json} payload or a # comment"
+        }
+        return entry
     }
 }

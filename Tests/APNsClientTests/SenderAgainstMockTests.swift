@@ -215,11 +215,34 @@ struct SenderAgainstMockTests {
                     connectTimeout: .seconds(2), retry: RetryPolicy(maxAttempts: 1)))
             try await withSender(sender) { sender in
                 let started = ContinuousClock.now
-                let result = await sender.send(push())
-                #expect(result.status == nil)
-                #expect(result.transportError != nil)
+                let results = await sender.send([push(), push()], concurrency: 2)
+                #expect(results.allSatisfy { $0.status == nil })
+                // Says what is wrong and what to do, and is not retried.
+                #expect(results[0].transportError?.contains("is not trusted") == true)
+                #expect(results[0].transportError?.contains("--ca") == true)
+                #expect(results.allSatisfy { $0.attempts <= 1 })
+                #expect(await sender.statistics().connectionsOpened == 1)
                 #expect(ContinuousClock.now - started < .seconds(10))
             }
+        }
+    }
+}
+
+@Suite("Sender connection failures")
+struct ConnectFailureTests {
+    @Test("a refused connection names the host and port, fails at once, and is not retried")
+    func refused() async throws {
+        // A port that was free a moment ago: nothing listens there.
+        let port = try await freePort()
+        let sender = try makeSender("https://127.0.0.1:\(port)")
+        try await withSender(sender) { sender in
+            let started = ContinuousClock.now
+            let result = await sender.send(push())
+            #expect(result.status == nil)
+            #expect(result.transportError?.contains("127.0.0.1:\(port)") == true)
+            #expect(result.transportError?.contains("connection refused") == true)
+            #expect(await sender.statistics().connectionsOpened == 1)
+            #expect(ContinuousClock.now - started < .seconds(3))
         }
     }
 }
@@ -241,9 +264,13 @@ struct CertificateAuthTests {
     @Test("without a client certificate the TLS handshake fails")
     func noClientCertificate() async throws {
         try await withMock(clientCA: true) { base, state in
-            try await withSender(try makeSender(base, retry: RetryPolicy(maxAttempts: 1))) { sender in
+            try await withSender(try makeSender(base)) { sender in
                 let result = await sender.send(push())
                 #expect(result.status == nil)
+                #expect(result.transportError?.contains("requires a client certificate") == true)
+                #expect(result.transportError?.contains("--cert") == true)
+                // Not retried: the same handshake would fail the same way.
+                #expect(await sender.statistics().connectionsOpened == 1)
                 #expect(state.receivedCount == 0)
             }
         }

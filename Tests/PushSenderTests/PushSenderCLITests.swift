@@ -1,5 +1,7 @@
 import APNsClient
+import APNsCore
 import EnrichmentCore
+import Essentials
 import Foundation
 import MockAPNs
 import TestSupport
@@ -28,9 +30,6 @@ func runPushSender(_ arguments: [String], stdin: String? = nil) throws -> (statu
         process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self)
     )
 }
-
-let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent()
 
 @Suite("push-sender command line")
 struct PushSenderCLITests {
@@ -99,5 +98,58 @@ struct PushSenderCLITests {
         ])
         #expect(background.status == 64)
         #expect(background.err.contains("background pushes need --priority 5"))
+    }
+
+    @Test("send: TOKEN {json} lines from stdin, the topic from an .apns file (never sent), JSON Lines and a summary")
+    func sendFromStandardInput() async throws {
+        try await withMock { base, state in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(UUID().uuidString)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let key = directory.appendingPathComponent("AuthKey.p8").path
+            let ca = directory.appendingPathComponent("ca.pem").path
+            let apns = directory.appendingPathComponent("push.apns").path
+            try Data(signingKeyPEM.utf8).write(to: URL(fileURLWithPath: key))
+            try Data(authority.caCertificatePEM.utf8).write(to: URL(fileURLWithPath: ca))
+            try Data(#"{"Simulator Target Bundle":"com.example.sim","aps":{"alert":"shared"}}"#.utf8)
+                .write(to: URL(fileURLWithPath: apns))
+            let (first, second, third) = (
+                String(repeating: "a", count: 64), String(repeating: "b", count: 64), String(repeating: "c", count: 64)
+            )
+            let lines = "\(first)\n# a comment\n\(second) {\"aps\":{\"alert\":\"own\"}}\n\(third) {broken\n"
+            let common = [
+                "send", "--host", base, "--ca", ca, "--key", key, "--key-id", "KEYID12345", "--team-id", "TEAMID6789",
+                "--payload", apns, "--tokens-file", "-",
+            ]
+            let run = try runPushSender(common + ["--json"], stdin: lines)
+            #expect(run.status == 1)
+            let results = try run.out.split(separator: "\n").map { try JSONParser.parse(Array($0.utf8)) }
+            #expect(results.count == 3)
+            let byIndex = Dictionary(
+                uniqueKeysWithValues: results.map { result -> (Int64, JSONValue) in
+                    if case .int(let index)? = result["index"] { return (index, result) }
+                    return (-1, result)
+                })
+            #expect(byIndex[0]?["ok"] == .bool(true))
+            #expect(byIndex[1]?["ok"] == .bool(true))
+            #expect(byIndex[2]?["error"]?.stringValue?.contains("not valid JSON") == true)
+            #expect(run.err.contains("2 of 3 accepted, 1 failed"))
+            #expect(run.err.contains("pushes/s"))
+            let pushes = state.receivedPushes
+            #expect(pushes.count == 2)
+            #expect(pushes.allSatisfy { $0.topic == "com.example.sim" })
+            let payloads = Dictionary(uniqueKeysWithValues: pushes.map { ($0.deviceToken, $0.payload) })
+            let shared = try JSONParser.parse(try #require(payloads[first]))
+            #expect(shared["aps"]?["alert"]?.stringValue == "shared")
+            #expect(shared["Simulator Target Bundle"] == nil)
+            #expect(try JSONParser.parse(try #require(payloads[second]))["aps"]?["alert"]?.stringValue == "own")
+
+            // Human output with --failures-only lists the failed line only, then the summary.
+            let human = try runPushSender(common + ["--failures-only"], stdin: lines)
+            #expect(human.status == 1)
+            #expect(human.out.contains("cccccccc"))
+            #expect(!human.out.contains("aaaaaaaa"))
+            #expect(human.out.contains("2 of 3 accepted, 1 failed"))
+        }
     }
 }

@@ -36,7 +36,36 @@ struct PushSenderParseTests {
         #expect(send.connection.concurrency == 100)
         #expect(send.headers.pushType == "background")
         #expect(send.headers.priority == 5)
-        #expect(try send.tokens.all() == [Self.token])
+        #expect(try send.tokens.entries().map(\.token) == [Self.token])
+    }
+
+    @Test("background without --priority sends priority 5; an explicit priority is kept")
+    func backgroundPriority() throws {
+        let base = ["send", "--topic", "t", "--payload", "p.json", "--token", Self.token] + Self.auth
+        let background = try #require(try PushSender.parseAsRoot(base + ["--push-type", "background"]) as? Send)
+        #expect(background.headers.effectivePriority == 5)
+        let alert = try #require(try PushSender.parseAsRoot(base) as? Send)
+        #expect(alert.headers.effectivePriority == nil)
+        let explicit = try #require(try PushSender.parseAsRoot(base + ["--priority", "1"]) as? Send)
+        #expect(explicit.headers.effectivePriority == 1)
+    }
+
+    @Test("token lines: TOKEN, TOKEN # note, TOKEN {json}; a broken payload fails its line only")
+    func tokenLines() throws {
+        func entry(_ line: String) -> TokenOptions.Entry? { TokenOptions.entry(Data(line.utf8)[...]) }
+        #expect(entry("  # comment") == nil)
+        #expect(entry("") == nil)
+        #expect(entry("abc  # note")?.token == "abc")
+        let withPayload = try #require(entry(#"abc {"aps":{"alert":"hi"}}"#))
+        #expect(withPayload.token == "abc")
+        #expect(withPayload.payload?["aps"]?["alert"]?.stringValue == "hi")
+        #expect(withPayload.problem == nil)
+        let broken = try #require(entry("abc {not json"))
+        #expect(broken.token == "abc")
+        #expect(broken.payload == nil)
+        #expect(broken.problem?.contains("not valid JSON") == true)
+        #expect(entry("abc [1]")?.problem?.contains("only a {json} payload") == true)
+        #expect(entry("abc {}")?.payload == .object([:]))
     }
 
     @Test("send: conflicting or incomplete options are refused with what to do")
@@ -53,7 +82,6 @@ struct PushSenderParseTests {
         #expect(
             refusal(base + ["--push-type", "background", "--priority", "10"] + Self.auth)?.contains("--priority 5")
                 == true)
-        #expect(refusal(["send", "--topic", "t", "--token", Self.token] + Self.auth)?.contains("--payload") == true)
     }
 
     @Test("simulate: the device id and the server URL are checked before anything runs")

@@ -13,12 +13,15 @@ import Synchronization
 public let authority = try! LocalCertificateAuthority()
 public let signingKeyBytes = P256.Signing.PrivateKey().rawRepresentation
 public var signingKey: P256.Signing.PrivateKey { try! P256.Signing.PrivateKey(rawRepresentation: signingKeyBytes) }
+/// The signing key as a .p8 file holds it (PEM).
+public var signingKeyPEM: String { signingKey.pemRepresentation }
 public let token64 = String(repeating: "0f", count: 32)
 
 /// Starts the real mock on 127.0.0.1:0 over HTTP/2 + TLS, runs `body` with its base URL and state, then stops it.
 public func withMock<T: Sendable>(
     clientCA: Bool = false,
     clock: any WallClock = SystemWallClock(),
+    behaviour: ConnectionBehaviour = ConnectionBehaviour(),
     _ body: @Sendable (String, MockAPNsState) async throws -> T
 ) async throws -> T {
     var configuration = MockAPNsConfiguration(
@@ -29,7 +32,7 @@ public func withMock<T: Sendable>(
     configuration.expectedTeamID = "TEAMID6789"
     if clientCA { configuration.clientCAPEM = authority.caCertificatePEM }
     configuration.clock = clock
-    let state = MockAPNsState()
+    let state = MockAPNsState(behaviour: behaviour)
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
     var logger = Logger(label: "mock-apns-test")
     logger.logLevel = .error
@@ -51,14 +54,16 @@ public func withMock<T: Sendable>(
 public func makeSender(
     _ base: String, key: P256.Signing.PrivateKey = signingKey, keyID: String = "KEYID12345",
     connections: Int = 1, retry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseDelay: 0.05, maxDelay: 0.2),
-    credentials: APNsCredentials? = nil, requestTimeout: TimeAmount = .seconds(10)
+    credentials: APNsCredentials? = nil, requestTimeout: TimeAmount = .seconds(10),
+    pingInterval: TimeAmount = .seconds(60), pingTimeout: TimeAmount = .seconds(10), trustMock: Bool = true
 ) throws -> APNsSender {
     try APNsSender(
         configuration: APNsSenderConfiguration(
             environment: .custom(base),
             credentials: credentials ?? .token(APNsTokenManager(keyID: keyID, teamID: "TEAMID6789", key: key)),
-            additionalTrustRootsPEM: authority.caCertificatePEM, connections: connections,
-            connectTimeout: .seconds(5), requestTimeout: requestTimeout, retry: retry))
+            additionalTrustRootsPEM: trustMock ? authority.caCertificatePEM : nil, connections: connections,
+            connectTimeout: .seconds(5), requestTimeout: requestTimeout, pingInterval: pingInterval,
+            pingTimeout: pingTimeout, retry: retry))
 }
 
 public func push(

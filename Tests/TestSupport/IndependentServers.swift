@@ -1,0 +1,96 @@
+public import Foundation
+import MockAPNs
+import NIOCore
+import NIOPosix
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (for servers that cannot report a port-0 binding).
+public func freePort() async throws -> Int {
+    let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        .bind(host: "127.0.0.1", port: 0).get()
+    let port = channel.localAddress?.port ?? 0
+    try await channel.close()
+    return port
+}
+
+/// Debian's nginx configured as an APNs-like HTTP/2 + TLS endpoint (`scripts/nginx-apns.conf.template`): a
+/// header-only 200 echoing `apns-id` for every push. A server nobody here wrote, to test the sender against.
+public struct NginxAPNs: Sendable {
+    public let base: String
+    let process: Process
+    let directory: URL
+
+    /// Starts nginx on a free port with the throwaway server certificate; `keepaliveRequests` is how many requests
+    /// a connection takes before nginx sends GOAWAY.
+    public static func start(keepaliveRequests: Int) async throws -> NginxAPNs {
+        let binary = ["/usr/sbin/nginx", "/usr/bin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let binary else {
+            throw TestEnvironmentError(
+                "nginx is not installed: run scripts/install-test-tools.sh (it installs Debian's nginx-light)")
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("nginx-apns-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try Data(authority.serverCertificatePEM.utf8).write(to: directory.appendingPathComponent("server.pem"))
+        try Data(authority.serverKeyPEM.utf8).write(to: directory.appendingPathComponent("server-key.pem"))
+        let template = try String(
+            contentsOf: repositoryRoot.appendingPathComponent("scripts/nginx-apns.conf.template"), encoding: .utf8)
+        var lastError = ""
+        for _ in 0..<5 {
+            let port = try await freePort()
+            let conf =
+                template
+                .replacingOccurrences(of: "@DIR@", with: directory.path)
+                .replacingOccurrences(of: "@PORT@", with: String(port))
+                .replacingOccurrences(of: "@CERT@", with: directory.appendingPathComponent("server.pem").path)
+                .replacingOccurrences(of: "@KEY@", with: directory.appendingPathComponent("server-key.pem").path)
+                .replacingOccurrences(of: "@KEEPALIVE@", with: String(keepaliveRequests))
+            let confURL = directory.appendingPathComponent("nginx.conf")
+            try Data(conf.utf8).write(to: confURL)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = ["-p", directory.path, "-c", confURL.path, "-e", directory.path + "/error.log"]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            // Ready when it accepts connections; a lost race for the port ends the process, and we try another.
+            for _ in 0..<100 {
+                if !process.isRunning { break }
+                if (try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                    .connect(host: "127.0.0.1", port: port).get().close().get()) != nil
+                {
+                    return NginxAPNs(base: "https://127.0.0.1:\(port)", process: process, directory: directory)
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            lastError =
+                (try? String(contentsOf: directory.appendingPathComponent("error.log"), encoding: .utf8)) ?? ""
+        }
+        throw TestEnvironmentError("nginx did not start: \(lastError)")
+    }
+
+    public func stop() {
+        if process.isRunning {
+            // nginx in single-process mode does not always end on SIGTERM; a throwaway test server can be killed.
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// Runs `body` against nginx as an APNs-like endpoint, then stops it.
+public func withNginxAPNs<T: Sendable>(keepaliveRequests: Int, _ body: (String) async throws -> T) async throws -> T {
+    let nginx = try await NginxAPNs.start(keepaliveRequests: keepaliveRequests)
+    defer { nginx.stop() }
+    return try await body(nginx.base)
+}
+
+/// The machine lacks something a test needs; the message says how to get it.
+public struct TestEnvironmentError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// The repository's root folder (for scripts and sample files).
+public let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()

@@ -4,10 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages: the SQLite headers (GRDB) and the openssl command (the PKCS#12 test makes its .p12 with it).
+# Debian packages: the SQLite headers (GRDB), the openssl command (the PKCS#12 test makes its .p12 with it), and
+# nginx, the independent HTTP/2 server the sender's integration tests run against (scripts/nginx-apns.conf.template).
 missing=()
 [ -f /usr/include/sqlite3.h ] || missing+=(libsqlite3-dev)
 command -v openssl >/dev/null || missing+=(openssl)
+[ -x /usr/sbin/nginx ] || missing+=(nginx-light)
 if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && apt-get install -y -qq "${missing[@]}"
 fi

@@ -50,6 +50,14 @@ final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
     private var pingCounter: UInt64 = 0
     private var ticker: RepeatedTask?
     private var needsFlush = false
+    /// Pushes written since the last flush.
+    private var unflushedPushes = 0
+    /// Flush after this many pushes even inside one round: the server starts on the first ones while the rest are
+    /// encoded (a whole round in one write leaves each side idle while the other works).
+    static let pushesPerFlush = 10
+    /// DATA bytes received since the last connection-level WINDOW_UPDATE. Without a stream multiplexer nobody else
+    /// returns them, and a server that answers with bodies (errors, or nghttpd's echo) would stall once 64 KiB are in.
+    private var unreturnedWindow = 0
     /// Why the connection failed, for the pool's message (the first error seen wins).
     private(set) var failure: (any Error)?
 
@@ -78,13 +86,17 @@ final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
         nextStreamID = nextStreamID.advanced(by: 2)
         streams[streamID] = InFlight(job: job)
         deadlines.append((streamID, .now() + timeout))
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))))
-            .whenFailure { [weak self] error in self?.writeFailed(streamID, error) }
+        // No write promise (one allocation per push saved): a stream the state machine refuses still ends, through
+        // StreamClosedEvent or at worst the request timeout.
+        context.write(
+            wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
         context.write(
             wrapOutboundOut(
                 HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(payload), endStream: true)))),
             promise: nil)
         needsFlush = true
+        unflushedPushes += 1
+        if unflushedPushes >= Self.pushesPerFlush { flushIfNeeded() }
         // Client stream ids are odd and end at 2^31 - 1: well before that, move to a new connection.
         if Int(nextStreamID) > Int(Int32.max) - 1024 { beginDraining() }
     }
@@ -93,14 +105,8 @@ final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
     func flushIfNeeded() {
         guard needsFlush, let context else { return }
         needsFlush = false
+        unflushedPushes = 0
         context.flush()
-    }
-
-    private func writeFailed(_ streamID: HTTP2StreamID, _ error: any Error) {
-        // The state machine refused the stream (e.g. a GOAWAY already arrived): it never left, so send it again.
-        guard let flight = streams.removeValue(forKey: streamID) else { return }
-        if state == .ready, !(error is NIOHTTP2Errors.CreatedStreamAfterGoaway) { failure = failure ?? error }
-        pool.refused([flight.job], by: self)
     }
 
     // MARK: Channel events
@@ -136,6 +142,16 @@ final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
                 streams[frame.streamID] = flight
             }
         case .data(let data):
+            unreturnedWindow += data.data.readableBytes + (data.paddingBytes ?? 0)
+            if unreturnedWindow >= 32_768 {
+                context.write(
+                    wrapOutboundOut(
+                        HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unreturnedWindow))
+                    ),
+                    promise: nil)
+                unreturnedWindow = 0
+                needsFlush = true
+            }
             guard var flight = streams[frame.streamID] else { return }
             if case .byteBuffer(let buffer) = data.data, flight.body.count < 64 * 1024 {
                 flight.body.append(contentsOf: buffer.readableBytesView)

@@ -52,7 +52,7 @@ struct PushSenderParseTests {
 
     @Test("token lines: TOKEN, TOKEN # note, TOKEN {json}; a broken payload fails its line only")
     func tokenLines() throws {
-        func entry(_ line: String) -> TokenOptions.Entry? { TokenOptions.entry(Data(line.utf8)[...]) }
+        func entry(_ line: String) -> TokenOptions.Entry? { TokenOptions.entry(Array(line.utf8)[...]) }
         #expect(entry("  # comment") == nil)
         #expect(entry("") == nil)
         #expect(entry("abc  # note")?.token == "abc")

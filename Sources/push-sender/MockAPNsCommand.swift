@@ -13,10 +13,15 @@ struct MockAPNsCommand: AsyncParsableCommand {
         abstract: "Run a local APNs-compatible server (HTTP/2 + TLS) that validates like Apple and scripts failures.",
         discussion: """
             Without --cert, a throwaway CA and server certificate for localhost/127.0.0.1 are made at start and written \
-            to --certs-out (ca.pem is what senders trust with --ca). Failures per device token come from --scripts \
+            to --certs-out (ca.pem is what senders trust with --ca); a still-valid one already there is reused, so a \
+            second mock does not break the senders of the first. Failures per device token come from --scripts \
             (JSON: {"<token>": {"status": 410, "reason": "Unregistered", "times": 1, "delay_ms": 0}}) or from the \
-            control endpoints: POST /control/scripts, DELETE /control/scripts, GET /control/received, \
-            DELETE /control/received.
+            control endpoints: GET/POST/DELETE /control/scripts (POST takes the --scripts shape or one \
+            {"token": ..., "status": ...}), GET/DELETE /control/received. Connection behaviour (GOAWAY, abrupt \
+            closes, stream limits, silence) comes from the flags below or GET/POST/DELETE /control/behaviour \
+            ({"goaway_after": 1000, "goaway_held_back": 10, "close_after": 500, "max_concurrent_streams": 100, \
+            "stream_limits": [[200, 1], [400, 100]], "silent_after": 50}), for connections opened afterwards; \
+            GET /control/connections counts what the mock did.
             """)
 
     @Option(help: "Address to listen on.") var host = "127.0.0.1"

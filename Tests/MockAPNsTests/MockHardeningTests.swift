@@ -116,4 +116,59 @@ struct MockHardeningTests {
             _ = state
         }
     }
+
+    @Test("control API: scripts listed and posted in the --scripts shape, DELETE received resets the count, behaviour")
+    func controlAPI() async throws {
+        try await withMock { base, state in
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(authority.caCertificatePEM.utf8)))
+            let client = HTTPClient(
+                eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: .init(tlsConfiguration: tls))
+            defer { _ = client.shutdown() }
+            func call(_ method: HTTPMethod, _ path: String, _ body: String? = nil) async throws -> (Int, JSONValue) {
+                var request = HTTPClientRequest(url: base + path)
+                request.method = method
+                if let body { request.body = .bytes(ByteBuffer(string: body)) }
+                let response = try await client.execute(request, timeout: .seconds(10))
+                let bytes = try await response.body.collect(upTo: 1 << 20)
+                return (Int(response.status.code), try JSONParser.parse(Array(bytes.readableBytesView)))
+            }
+            let other = String(repeating: "ab", count: 32)
+            // The --scripts file's shape: several tokens at once.
+            let (posted, _) = try await call(
+                .POST, "/control/scripts", #"{"\#(token64)":{"status":410},"\#(other)":{"status":429,"times":2}}"#)
+            #expect(posted == 200)
+            let (_, listed) = try await call(.GET, "/control/scripts")
+            #expect(listed[token64]?["status"] == .int(410))
+            #expect(listed[other]?["times"] == .int(2))
+            // A bad entry changes nothing.
+            let (refused, error) = try await call(.POST, "/control/scripts", #"{"\#(other)":{"status":999}}"#)
+            #expect(refused == 400)
+            #expect(error["error"]?.stringValue?.contains("status must be one of") == true)
+            #expect(state.allScripts[other.lowercased()]?.times == 2)
+
+            _ = try await withSender(try makeSender(base, retry: RetryPolicy(maxAttempts: 1))) { await $0.send(push()) }
+            #expect(state.receivedCount == 1)
+            let (_, cleared) = try await call(.DELETE, "/control/received")
+            #expect(cleared["count"] == .int(0))
+            let (_, received) = try await call(.GET, "/control/received")
+            #expect(received["count"] == .int(0))
+            #expect(received["pushes"] == .array([]))
+
+            let (set, behaviour) = try await call(
+                .POST, "/control/behaviour", #"{"goaway_after":5,"goaway_held_back":2}"#)
+            #expect(set == 200)
+            #expect(behaviour["goaway_after"] == .int(5))
+            #expect(state.behaviour.goAwayHeldBack == 2)
+            let (bad, problem) = try await call(
+                .POST, "/control/behaviour", #"{"goaway_after":5,"goaway_held_back":5}"#)
+            #expect(bad == 400)
+            #expect(problem["error"]?.stringValue == "goaway_held_back must be less than goaway_after")
+            let (unknown, typo) = try await call(.POST, "/control/behaviour", #"{"goaway_afer":5}"#)
+            #expect(unknown == 400)
+            #expect(typo["error"]?.stringValue?.contains("unknown behaviour 'goaway_afer'") == true)
+            let (_, reset) = try await call(.DELETE, "/control/behaviour")
+            #expect(reset["goaway_after"] == nil)
+        }
+    }
 }

@@ -306,7 +306,8 @@ let package = Package(
         .testTarget(
             name: "PushSenderTests",
             dependencies: [
-                "push-sender", "APNsClient", "MockAPNs", "EnrichmentCore", "EnrichmentRuntime", "Essentials",
+                "push-sender", "APNsCore", "APNsClient", "MockAPNs", "EnrichmentCore", "EnrichmentRuntime",
+                "Essentials",
                 "TestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

@@ -43,9 +43,12 @@ struct MockAPNsLogic: Sendable {
     }
 
     /// Answers one request. `headers` are lower-case names; `bodyTooLarge` means the body passed the voip limit.
-    func respond(method: String, path: String, headers: [String: String], body: [UInt8], bodyTooLarge: Bool)
-        -> MockReply
-    {
+    /// `certificateTopic`: the app the client certificate is for (certificate authentication), checked against
+    /// `apns-topic` as APNs does.
+    func respond(
+        method: String, path: String, headers: [String: String], body: [UInt8], bodyTooLarge: Bool,
+        certificateTopic: String? = nil
+    ) -> MockReply {
         if path.hasPrefix("/control/") {
             guard !bodyTooLarge else {
                 return Self.json(
@@ -82,6 +85,12 @@ struct MockAPNsLogic: Sendable {
             if let violation = verify(token: String(authorization.dropFirst(7)), now: now) {
                 return refuse(violation.reason)
             }
+        }
+        if configuration.clientCAPEM != nil, let certificateTopic, let topic = push.topic,
+            topic != certificateTopic, !topic.hasPrefix(certificateTopic + ".")
+        {
+            // The certificate is for another app (APNs: 400 TopicDisallowed).
+            return refuse(.topicDisallowed)
         }
         if let violation = APNsValidator.violation(of: push) { return refuse(violation.reason) }
 

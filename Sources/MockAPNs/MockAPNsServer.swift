@@ -180,7 +180,9 @@ final class APNsStreamHandler: ChannelInboundHandler {
             case .hold, .drop: return
             }
         }
-        let reply = logic.respond(method: method, path: path, headers: fields, body: body, bodyTooLarge: tooLarge)
+        let reply = logic.respond(
+            method: method, path: path, headers: fields, body: body, bodyTooLarge: tooLarge,
+            certificateTopic: path.hasPrefix("/control/") ? nil : connection.certificateTopic)
         if reply.delayMilliseconds > 0 {
             let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             context.eventLoop.scheduleTask(in: .milliseconds(Int64(reply.delayMilliseconds))) {

@@ -1,5 +1,9 @@
+import Foundation
 import NIOCore
 import NIOHTTP2
+import NIOSSL
+import SwiftASN1
+import X509
 
 /// One client connection to the mock: counts its pushes and plays the `ConnectionBehaviour` it opened with.
 /// Touched only on the connection's event loop (its streams share it).
@@ -26,6 +30,22 @@ final class MockConnection: @unchecked Sendable {
     private var closing = false
     private var silent = false
     private var nextLimitChange = 0
+
+    /// With certificate authentication: the app the client certificate is for (its subject's
+    /// "Apple Push Services: <bundle id>" common name), read once from the TLS handshake.
+    private(set) lazy var certificateTopic: String? = {
+        guard let handler = try? channel.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self),
+            let peer = handler.peerCertificate, let der = try? peer.toDERBytes(),
+            let certificate = try? Certificate(derEncoded: der)
+        else { return nil }
+        for name in certificate.subject {
+            for attribute in name where attribute.type == .RDNAttributeType.commonName {
+                let text = String(describing: attribute.value)
+                if let range = text.range(of: "Apple Push Services: ") { return String(text[range.upperBound...]) }
+            }
+        }
+        return nil
+    }()
 
     init(channel: any Channel, behaviour: ConnectionBehaviour, state: MockAPNsState) {
         self.channel = channel

@@ -261,6 +261,23 @@ struct CertificateAuthTests {
         }
     }
 
+    @Test("the client certificate's app is checked against apns-topic, as APNs does (TopicDisallowed)")
+    func certificateTopic() async throws {
+        try await withMock(clientCA: true) { base, state in
+            let chain = try NIOSSLCertificateLoader.chain(pem: authority.clientCertificatePEM)
+            let key = try NIOSSLCertificateLoader.key(pem: authority.clientKeyPEM)
+            try await withSender(try makeSender(base, credentials: .certificate(chain: chain, key: key))) { sender in
+                // The throwaway client certificate is "Apple Push Services: com.example.app".
+                #expect(await sender.send(push(topic: "com.example.app")).status == 200)
+                #expect(await sender.send(push(topic: "com.example.app.voip", pushType: "voip")).status == 200)
+                let other = await sender.send(push(topic: "com.example.other"))
+                #expect(other.status == 400)
+                #expect(other.reason == .topicDisallowed)
+                #expect(state.receivedCount == 3)
+            }
+        }
+    }
+
     @Test("without a client certificate the TLS handshake fails")
     func noClientCertificate() async throws {
         try await withMock(clientCA: true) { base, state in

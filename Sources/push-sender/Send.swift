@@ -51,39 +51,19 @@ struct Send: AsyncParsableCommand {
             simulatorTarget = target.stringValue
             document = .object(members)
         }
+        let bundle = try headers.bundle(simulatorTarget: simulatorTarget)
+        let defaultPayload = document.map(JSONWriter.bytes)
+        if tokens.tokensFile == "-", !dryRun {
+            try await sendStreaming(defaultPayload: defaultPayload, bundle: bundle, now: now)
+            return
+        }
         let entries = try tokens.entries()
         if document == nil, entries.contains(where: { $0.payload == nil && $0.problem == nil }) {
             throw PayloadOptions.missing
         }
-        let bundle = try headers.bundle(simulatorTarget: simulatorTarget)
-        // Lines whose own payload cannot be read fail alone; the rest go into the batch.
-        let broken = entries.indices.filter { entries[$0].problem != nil }
-        let usable = entries.indices.filter { entries[$0].problem == nil }
-        let batchEntries: [(token: String, payload: [UInt8]?)] = usable.map { index in
-            let entry = entries[index]
-            return (entry.token, entry.payload.map { JSONWriter.bytes(PayloadStamp.stamp($0, now: now)) })
-        }
-        let defaultPayload = document.map(JSONWriter.bytes)
-        let pushType = PushType(rawValue: headers.pushType)!
-        let batch: APNsBatch
-        do throws(APNsValidator.Violation) {
-            // Problems shared by every token stop everything before a connection is opened.
-            batch = try APNsBatch(
-                entries: batchEntries, defaultPayload: defaultPayload, bundle: bundle, pushType: pushType,
-                priority: headers.effectivePriority, expiration: headers.expiration, collapseID: headers.collapseId,
-                apnsID: headers.apnsId)
-        } catch {
-            printError("\(error.reason.rawValue): \(error.message)")
-            throw ExitCode(1)
-        }
         let output = ResultOutput(json: json, failuresOnly: failuresOnly, total: entries.count)
-        for index in broken {
-            output.add(
-                index,
-                APNsSendResult(
-                    deviceToken: entries[index].token, status: nil, reason: nil, apnsID: nil, timestamp: nil,
-                    attempts: 0, transportError: entries[index].problem))
-        }
+        let (batch, usable) = try makeBatch(
+            entries, from: 0, defaultPayload: defaultPayload, bundle: bundle, now: now, output: output)
         if dryRun {
             if json {
                 for (position, result) in batch.dryRunResults.enumerated() {
@@ -92,22 +72,132 @@ struct Send: AsyncParsableCommand {
             } else {
                 print(ResultPrinter.dryRun(batch))
             }
-            if !batch.localRefusals.isEmpty || !broken.isEmpty { throw ExitCode(1) }
+            if output.failed > 0 || !batch.localRefusals.isEmpty { throw ExitCode(1) }
             return
         }
-        let resolved = connection.withEnvironment()
-        let sender = try APNsSender(configuration: try resolved.senderConfiguration())
+        let sender = try APNsSender(configuration: try connection.withEnvironment().senderConfiguration())
+        let broken = entries.count - usable.count
         let progress = ProgressBar(total: batch.sendableCount, enabled: !quiet && !json && batch.sendableCount > 1)
         let started = ContinuousClock.now
         await batch.stream(with: sender, concurrency: connection.concurrency) { position, result in
             let done = output.add(usable[position], result)
-            progress.update(done - broken.count)
+            progress.update(done - broken)
         }
-        let elapsed = ContinuousClock.now - started
         progress.finish()
+        try await finish(sender, output, since: started)
+    }
+
+    /// Standard input as it comes: each read's complete lines go out as a batch at once, while the next lines are
+    /// read, over the same connections and JWT; a script can keep writing `TOKEN {json}` lines for as long as it
+    /// likes. Results are streamed (`--json`) or tabled at the end.
+    private func sendStreaming(defaultPayload: [UInt8]?, bundle: String, now: Int64) async throws {
+        let output = ResultOutput(json: json, failuresOnly: failuresOnly, total: 0)
+        let sender = try APNsSender(configuration: try connection.withEnvironment().senderConfiguration())
+        let started = ContinuousClock.now
+        var failure: (any Error)?
+        await withTaskGroup(of: Void.self) { group in
+            var offset = 0
+            var running = 0
+            var chunks = StandardInputLines.chunks().makeAsyncIterator()
+            var first = tokens.tokens.map { TokenOptions.Entry(token: $0) }
+            while let chunk = await chunks.next() {
+                let entries = first + chunk
+                first = []
+                if defaultPayload == nil, entries.contains(where: { $0.payload == nil && $0.problem == nil }) {
+                    failure = PayloadOptions.missing
+                    break
+                }
+                do {
+                    let (batch, usable) = try makeBatch(
+                        entries, from: offset, defaultPayload: defaultPayload, bundle: bundle, now: now,
+                        output: output)
+                    offset += entries.count
+                    group.addTask {
+                        await batch.stream(with: sender, concurrency: connection.concurrency) { position, result in
+                            output.add(usable[position], result)
+                        }
+                    }
+                    running += 1
+                    // At most two batches on the wire: reading ahead stops while they drain.
+                    if running >= 2 {
+                        await group.next()
+                        running -= 1
+                    }
+                } catch {
+                    failure = error
+                    break
+                }
+            }
+            await group.waitForAll()
+        }
+        if let failure {
+            try? await sender.shutdown()
+            throw failure
+        }
+        try await finish(sender, output, since: started)
+    }
+
+    /// The batch for `entries` (numbered from `offset`), with lines whose own payload cannot be used reported to
+    /// `output` at once; returns it with the input index of each of its requests.
+    private func makeBatch(
+        _ entries: [TokenOptions.Entry], from offset: Int, defaultPayload: [UInt8]?, bundle: String, now: Int64,
+        output: ResultOutput
+    ) throws -> (APNsBatch, [Int]) {
+        let usable = entries.indices.filter { entries[$0].problem == nil }
+        let batchEntries: [(token: String, payload: [UInt8]?)] = usable.map { index in
+            let entry = entries[index]
+            return (entry.token, entry.payload.map { JSONWriter.bytes(PayloadStamp.stamp($0, now: now)) })
+        }
+        let batch: APNsBatch
+        do throws(APNsValidator.Violation) {
+            // Problems shared by every token stop everything before a connection is opened.
+            batch = try APNsBatch(
+                entries: batchEntries, defaultPayload: defaultPayload, bundle: bundle,
+                pushType: PushType(rawValue: headers.pushType)!, priority: headers.effectivePriority,
+                expiration: headers.expiration, collapseID: headers.collapseId, apnsID: headers.apnsId)
+        } catch {
+            printError("\(error.reason.rawValue): \(error.message)")
+            throw ExitCode(1)
+        }
+        for index in entries.indices where entries[index].problem != nil {
+            output.add(
+                offset + index,
+                APNsSendResult(
+                    deviceToken: entries[index].token, status: nil, reason: nil, apnsID: nil, timestamp: nil,
+                    attempts: 0, transportError: entries[index].problem))
+        }
+        return (batch, usable.map { offset + $0 })
+    }
+
+    private func finish(_ sender: APNsSender, _ output: ResultOutput, since started: ContinuousClock.Instant)
+        async throws
+    {
+        let elapsed = ContinuousClock.now - started
         let statistics = await sender.statistics()
         try await sender.shutdown()
         output.finish(elapsed: elapsed, statistics: statistics, quiet: quiet)
         if output.failed > 0 { throw ExitCode(1) }
+    }
+}
+
+/// Standard input read on its own thread as it arrives, as chunks of complete `TokenOptions` lines.
+enum StandardInputLines {
+    static func chunks() -> AsyncStream<[TokenOptions.Entry]> {
+        let (stream, continuation) = AsyncStream.makeStream(of: [TokenOptions.Entry].self)
+        let thread = Thread {
+            var pending: [UInt8] = []
+            while true {
+                let data = FileHandle.standardInput.availableData
+                if data.isEmpty { break }
+                pending.append(contentsOf: data)
+                guard let lastNewline = pending.lastIndex(of: UInt8(ascii: "\n")) else { continue }
+                continuation.yield(TokenOptions.parse(pending[...lastNewline]))
+                pending.removeSubrange(...lastNewline)
+            }
+            if !pending.isEmpty { continuation.yield(TokenOptions.parse(pending[...])) }
+            continuation.finish()
+        }
+        thread.start()
+        return stream
     }
 }

@@ -207,17 +207,23 @@ struct TokenOptions: ParsableArguments {
                 }
                 bytes = contents
             }
-            // Lines as slices of one byte array (slicing Data per line cost more than sending, at 100,000 tokens).
-            let all = [UInt8](bytes)
-            result.reserveCapacity(result.count + all.count / 65)
-            var start = 0
-            while start < all.count {
-                let end = all[start...].firstIndex(of: UInt8(ascii: "\n")) ?? all.count
-                if let entry = Self.entry(all[start..<end]) { result.append(entry) }
-                start = end + 1
-            }
+            result += Self.parse([UInt8](bytes)[...])
         }
         if result.isEmpty { throw ValidationError("give at least one --token HEX or a --tokens-file") }
+        return result
+    }
+
+    /// Every entry in `bytes`, one per non-blank, non-comment line. Lines are slices of one byte array: slicing
+    /// Data per line cost more than sending, at 100,000 tokens.
+    static func parse(_ bytes: ArraySlice<UInt8>) -> [Entry] {
+        var result: [Entry] = []
+        result.reserveCapacity(bytes.count / 65)
+        var start = bytes.startIndex
+        while start < bytes.endIndex {
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.endIndex
+            if let entry = entry(bytes[start..<end]) { result.append(entry) }
+            start = end + 1
+        }
         return result
     }
 

@@ -152,4 +152,53 @@ struct PushSenderCLITests {
             #expect(human.out.contains("2 of 3 accepted, 1 failed"))
         }
     }
+
+    @Test("send --tokens-file -: a line's push goes out while standard input is still open")
+    func streamsStandardInput() async throws {
+        try await withMock { base, state in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(UUID().uuidString)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let key = directory.appendingPathComponent("AuthKey.p8").path
+            let ca = directory.appendingPathComponent("ca.pem").path
+            try Data(signingKeyPEM.utf8).write(to: URL(fileURLWithPath: key))
+            try Data(authority.caCertificatePEM.utf8).write(to: URL(fileURLWithPath: ca))
+            let process = Process()
+            process.executableURL = try #require(builtExecutable(named: "push-sender"))
+            process.arguments = [
+                "send", "--host", base, "--ca", ca, "--key", key, "--key-id", "KEYID12345", "--team-id",
+                "TEAMID6789", "--topic", "com.example.app", "--tokens-file", "-", "--json",
+            ]
+            let input = Pipe()
+            let output = Pipe()
+            process.standardInput = input
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            let first = String(repeating: "1", count: 64)
+            input.fileHandleForWriting.write(Data("\(first) {\"aps\":{\"alert\":\"one\"}}\n".utf8))
+            // The first result line arrives while stdin is still open.
+            let line = try await blockingRead(output.fileHandleForReading)
+            #expect(line.contains(first))
+            #expect(line.contains(#""ok":true"#))
+            #expect(state.receivedCount == 1)
+            let second = String(repeating: "2", count: 64)
+            input.fileHandleForWriting.write(Data("\(second) {\"aps\":{\"alert\":\"two\"}}\n".utf8))
+            try input.fileHandleForWriting.close()
+            let rest = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0)
+            #expect(rest.contains(second))
+            #expect(state.receivedPushes.map(\.deviceToken) == [first, second])
+        }
+    }
+}
+
+/// Reads what is available (one line, here) on a thread of its own, so the test's tasks are not blocked.
+private func blockingRead(_ handle: FileHandle) async throws -> String {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread {
+            continuation.resume(returning: String(decoding: handle.availableData, as: UTF8.self))
+        }.start()
+    }
 }

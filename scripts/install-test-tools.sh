@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the tests need and a fresh machine lacks (run once before `swift test`; .ci/run runs it).
+# Installs what the tests need and a fresh machine lacks (run once before `swift test --no-parallel`; .ci/run runs it).
 # Idempotent: installs nothing when everything is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -94,11 +94,7 @@ struct MockHardeningTests {
     @Test("control bodies over 5,120 bytes are read whole")
     func largeControlBody() async throws {
         try await withMock { base, state in
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(authority.caCertificatePEM.utf8)))
-            let client = HTTPClient(
-                eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
-                configuration: .init(tlsConfiguration: tls))
+            let client = try controlClient()
             defer { _ = client.shutdown() }
             let script =
                 #"{"token":"\#(token64)","status":410,"reason":"Unregistered","timestamp":1700000000000,"note":"\#(String(repeating: "x", count: 8_000))"}"#
@@ -120,10 +116,7 @@ struct MockHardeningTests {
     @Test("control API: scripts listed and posted in the --scripts shape, DELETE received resets the count, behaviour")
     func controlAPI() async throws {
         try await withMock { base, state in
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(authority.caCertificatePEM.utf8)))
-            let client = HTTPClient(
-                eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: .init(tlsConfiguration: tls))
+            let client = try controlClient()
             defer { _ = client.shutdown() }
             func call(_ method: HTTPMethod, _ path: String, _ body: String? = nil) async throws -> (Int, JSONValue) {
                 var request = HTTPClientRequest(url: base + path)
@@ -171,4 +164,12 @@ struct MockHardeningTests {
             #expect(reset["goaway_after"] == nil)
         }
     }
+}
+
+/// An HTTP client that trusts the mock's throwaway CA, for the control API.
+private func controlClient() throws -> HTTPClient {
+    var tls = TLSConfiguration.makeClientConfiguration()
+    tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(authority.caCertificatePEM.utf8)))
+    return HTTPClient(
+        eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: .init(tlsConfiguration: tls))
 }

@@ -103,14 +103,10 @@ struct PushSenderCLITests {
     @Test("send: TOKEN {json} lines from stdin, the topic from an .apns file (never sent), JSON Lines and a summary")
     func sendFromStandardInput() async throws {
         try await withMock { base, state in
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(UUID().uuidString)
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let key = directory.appendingPathComponent("AuthKey.p8").path
-            let ca = directory.appendingPathComponent("ca.pem").path
-            let apns = directory.appendingPathComponent("push.apns").path
-            try Data(signingKeyPEM.utf8).write(to: URL(fileURLWithPath: key))
-            try Data(authority.caCertificatePEM.utf8).write(to: URL(fileURLWithPath: ca))
+            let directory = try CredentialFiles()
+            defer { directory.remove() }
+            let (key, ca) = (directory.key, directory.ca)
+            let apns = directory.url.appendingPathComponent("push.apns").path
             try Data(#"{"Simulator Target Bundle":"com.example.sim","aps":{"alert":"shared"}}"#.utf8)
                 .write(to: URL(fileURLWithPath: apns))
             let (first, second, third) = (
@@ -156,13 +152,9 @@ struct PushSenderCLITests {
     @Test("send --tokens-file -: a line's push goes out while standard input is still open")
     func streamsStandardInput() async throws {
         try await withMock { base, state in
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(UUID().uuidString)
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let key = directory.appendingPathComponent("AuthKey.p8").path
-            let ca = directory.appendingPathComponent("ca.pem").path
-            try Data(signingKeyPEM.utf8).write(to: URL(fileURLWithPath: key))
-            try Data(authority.caCertificatePEM.utf8).write(to: URL(fileURLWithPath: ca))
+            let directory = try CredentialFiles()
+            defer { directory.remove() }
+            let (key, ca) = (directory.key, directory.ca)
             let process = Process()
             process.executableURL = try #require(builtExecutable(named: "push-sender"))
             process.arguments = [
@@ -201,4 +193,19 @@ private func blockingRead(_ handle: FileHandle) async throws -> String {
             continuation.resume(returning: String(decoding: handle.availableData, as: UTF8.self))
         }.start()
     }
+}
+
+/// The test signing key (.p8) and the mock's CA in a scratch folder, for running the executable against the mock.
+private struct CredentialFiles {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent(UUID().uuidString)
+    var key: String { url.appendingPathComponent("AuthKey.p8").path }
+    var ca: String { url.appendingPathComponent("ca.pem").path }
+
+    init() throws {
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        try Data(signingKeyPEM.utf8).write(to: URL(fileURLWithPath: key))
+        try Data(authority.caCertificatePEM.utf8).write(to: URL(fileURLWithPath: ca))
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: url) }
 }

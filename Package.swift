@@ -40,6 +40,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // The leaf both families stand on: the JSON codec, Base64URL, the wall clock, settings tables, the version.
@@ -81,12 +82,16 @@ let package = Package(
         .target(
             name: "EnrichmentRuntime",
             dependencies: [
+                "APNsCore",
+                "APNsClient",
                 "EnrichmentCore",
                 "EnrichmentStorage",
                 "EnrichmentUpstream",
                 "Essentials",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             resources: [.copy("Resources/sample-pois.geojson")],
             swiftSettings: swiftSettings
@@ -107,6 +112,8 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "APNsCore",
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,4 +1,5 @@
 import Foundation
+import APNsCore
 public import NIOSSL
 
 /// Loads client credentials for certificate authentication.
@@ -19,5 +20,62 @@ public enum NIOSSLCertificateLoader {
     ) {
         let bundle = try NIOSSLPKCS12Bundle(file: path, passphrase: Array(passphrase.utf8))
         return (bundle.certificateChain, bundle.privateKey)
+    }
+}
+
+/// Credentials read from files, with messages that name the file and say what was expected (never its content).
+///
+/// `push-sender send` and the service's delivery both load their credentials here.
+public enum APNsCredentialFiles {
+    /// Token authentication from a `.p8` key file, its key id and the team id.
+    public static func token(keyFile: String, keyID: String, teamID: String) throws(APNsConfigurationError)
+        -> APNsCredentials
+    {
+        guard let pem = try? String(contentsOfFile: keyFile, encoding: .utf8) else {
+            throw APNsConfigurationError("cannot read the key file '\(keyFile)'")
+        }
+        guard let key = try? APNsTokenManager.loadKey(pem: pem) else {
+            throw APNsConfigurationError(
+                "'\(keyFile)' is not a P-256 .p8 key (expected -----BEGIN PRIVATE KEY----- as downloaded from Apple)")
+        }
+        return .token(APNsTokenManager(keyID: keyID, teamID: teamID, key: key))
+    }
+
+    /// Certificate authentication from a PKCS#12 file; `passwordSource` names where the password came from.
+    public static func pkcs12(file: String, password: String, passwordSource: String) throws(APNsConfigurationError)
+        -> APNsCredentials
+    {
+        guard let bundle = try? NIOSSLCertificateLoader.pkcs12(path: file, passphrase: password) else {
+            throw APNsConfigurationError("cannot open '\(file)' as PKCS#12: wrong file or \(passwordSource)")
+        }
+        return .certificate(chain: bundle.chain, key: bundle.key)
+    }
+
+    /// Certificate authentication from a PEM certificate (chain) and its PEM private key.
+    public static func certificate(certFile: String, keyFile: String) throws(APNsConfigurationError)
+        -> APNsCredentials
+    {
+        guard let certPEM = try? String(contentsOfFile: certFile, encoding: .utf8),
+            let keyPEM = try? String(contentsOfFile: keyFile, encoding: .utf8)
+        else {
+            throw APNsConfigurationError("cannot read the certificate '\(certFile)' or its key '\(keyFile)'")
+        }
+        guard let chain = try? NIOSSLCertificateLoader.chain(pem: certPEM), !chain.isEmpty else {
+            throw APNsConfigurationError("'\(certFile)' holds no PEM certificate")
+        }
+        guard let key = try? NIOSSLCertificateLoader.key(pem: keyPEM) else {
+            throw APNsConfigurationError("'\(keyFile)' holds no PEM private key")
+        }
+        return .certificate(chain: chain, key: key)
+    }
+
+    /// The PEM text of an extra CA file to trust.
+    public static func trustRoots(caFile: String) throws(APNsConfigurationError) -> String {
+        guard let pem = try? String(contentsOfFile: caFile, encoding: .utf8),
+            (try? NIOSSLCertificate.fromPEMBytes(Array(pem.utf8)))?.isEmpty == false
+        else {
+            throw APNsConfigurationError("cannot read '\(caFile)' as a PEM CA certificate")
+        }
+        return pem
     }
 }

@@ -15,9 +15,9 @@ public enum APNsValidator {
         }
     }
 
-    /// True for exactly 64 hexadecimal characters.
+    /// True for an even number of 64 to 200 hexadecimal digits (Apple: do not assume 64).
     public static func isValidDeviceToken(_ token: String) -> Bool {
-        token.utf8.count == 64
+        (64...200).contains(token.utf8.count) && token.utf8.count % 2 == 0
             && token.utf8.allSatisfy { byte in
                 (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
             }
@@ -42,7 +42,9 @@ public enum APNsValidator {
         guard isValidDeviceToken(request.deviceToken) else {
             return Violation(
                 reason: .badDeviceToken,
-                message: "device token must be 64 hexadecimal characters, got \(request.deviceToken.count) characters")
+                message:
+                    "device token must be hexadecimal, an even number of 64 to 200 digits (Apple does not promise 64), got \(request.deviceToken.count) characters"
+            )
         }
         guard let topic = request.topic, !topic.isEmpty else {
             return Violation(

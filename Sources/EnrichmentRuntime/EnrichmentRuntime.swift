@@ -34,12 +34,19 @@ public struct EnrichmentRuntime: Sendable {
     /// Writes POIs to the store, then to the index.
     public let importer: POIImporter
     public let clock: any WallClock
+    /// Device token registrations.
+    public let tokens: any DeviceTokenStore
+    /// Pushes and their deliveries.
+    public let outbox: any OutboxStore
+    /// Enrich-and-send over the outbox (its workers run only when started: `delivery.run()`).
+    public let delivery: DeliveryEngine
 
     /// Opens (and migrates) the database and wires the engine; `clock` is injected so tests control "now".
     /// Logs nothing unless given a logger (command-line tools keep their standard output clean).
     public static func open(
         _ configuration: ServiceConfiguration, scope: Scope = .full, clock: any WallClock = SystemWallClock(),
-        logger: Logger = Logger(label: "enrichment-runtime", factory: { _ in SwiftLogNoOpLogHandler() })
+        logger: Logger = Logger(label: "enrichment-runtime", factory: { _ in SwiftLogNoOpLogHandler() }),
+        deliveryObserver: (any DeliveryObserver)? = nil
     ) async throws -> EnrichmentRuntime {
         try configuration.validate()
         let database = try SQLiteDatabase(path: configuration.databasePath, durability: configuration.durability)
@@ -76,10 +83,17 @@ public struct EnrichmentRuntime: Sendable {
         let enricher = Enricher(
             settings: configuration.enrichmentSettings, fixes: fixes, places: places, map: map, template: template,
             clock: clock)
+        let tokens = SQLiteTokenStore(database: database)
+        let outbox = SQLiteOutbox(database: database)
+        let delivery = DeliveryEngine(
+            tokens: tokens, outbox: outbox, settings: configuration.delivery, enricher: enricher,
+            senders: scope == .full ? try configuration.delivery.makeSenders() : [:], clock: clock, logger: logger,
+            observer: deliveryObserver, exclusiveStore: true)
         return EnrichmentRuntime(
             configuration: configuration, database: database, fixes: fixes, pois: pois, index: index, places: places,
             map: map, template: template, enricher: enricher,
-            importer: POIImporter(store: pois, index: scope == .full ? index : nil), clock: clock)
+            importer: POIImporter(store: pois, index: scope == .full ? index : nil), clock: clock, tokens: tokens,
+            outbox: outbox, delivery: delivery)
     }
 }
 

@@ -175,6 +175,76 @@ extension ServiceConfiguration {
             help: "Most connections held at once; at the cap the longest-idle one is closed.",
             default: "the descriptor limit less 64", allowed: "an integer 1-1000000", parse: integer(1...1_000_000),
             store: { $0.connections.maxConnections = $1 }),
+        Setting(
+            "apns-key-file", "ENRICH_APNS_KEY_FILE", valueName: "path",
+            help: "APNs token authentication: the .p8 key file (with --apns-key-id and --apns-team-id).",
+            default: "unset (delivery off)", allowed: "a file path", parse: nonEmpty,
+            store: { $0.delivery.keyFile = $1 }),
+        Setting(
+            "apns-key-id", "ENRICH_APNS_KEY_ID", valueName: "id", help: "The .p8 key's 10-character key id.",
+            default: "unset", allowed: "a key id", parse: nonEmpty, store: { $0.delivery.keyID = $1 }),
+        Setting(
+            "apns-team-id", "ENRICH_APNS_TEAM_ID", valueName: "id", help: "Your 10-character Apple team id.",
+            default: "unset", allowed: "a team id", parse: nonEmpty, store: { $0.delivery.teamID = $1 }),
+        Setting(
+            "apns-cert", "ENRICH_APNS_CERT", valueName: "path",
+            help: "APNs certificate authentication: the client certificate (PEM), with --apns-cert-key.",
+            default: "unset", allowed: "a file path", parse: nonEmpty, store: { $0.delivery.certificateFile = $1 }),
+        Setting(
+            "apns-cert-key", "ENRICH_APNS_CERT_KEY", valueName: "path", help: "The private key (PEM) of --apns-cert.",
+            default: "unset", allowed: "a file path", parse: nonEmpty,
+            store: { $0.delivery.certificateKeyFile = $1 }),
+        Setting(
+            "apns-p12", "ENRICH_APNS_P12", valueName: "path",
+            help: "APNs certificate authentication from a .p12 (password in ENRICH_APNS_P12_PASSWORD).",
+            default: "unset", allowed: "a file path", parse: nonEmpty, store: { $0.delivery.p12File = $1 }),
+        Setting(
+            "apns-p12-password", "ENRICH_APNS_P12_PASSWORD", valueName: "password",
+            help: "Password of the .p12.", default: "unset", allowed: "a password", secret: true, parse: { $0 },
+            store: { $0.delivery.p12Password = $1 }),
+        Setting(
+            "apns-sandbox-url", "ENRICH_APNS_SANDBOX_URL", valueName: "url",
+            help: "Where sandbox registrations are sent (the mock's https://127.0.0.1:PORT in tests).",
+            default: defaults.delivery.sandboxURL, allowed: "an https:// base URL", parse: httpsURL,
+            store: { $0.delivery.sandboxURL = $1 }),
+        Setting(
+            "apns-production-url", "ENRICH_APNS_PRODUCTION_URL", valueName: "url",
+            help: "Where production registrations are sent.", default: defaults.delivery.productionURL,
+            allowed: "an https:// base URL", parse: httpsURL, store: { $0.delivery.productionURL = $1 }),
+        Setting(
+            "apns-ca", "ENRICH_APNS_CA", valueName: "path", help: "Extra CA certificate (PEM) to trust for APNs.",
+            default: "unset", allowed: "a file path", parse: nonEmpty, store: { $0.delivery.caFile = $1 }),
+        Setting(
+            "apns-connections", "ENRICH_APNS_CONNECTIONS", valueName: "count",
+            help: "HTTP/2 connections per APNs environment.", default: "\(defaults.delivery.connections)",
+            allowed: "an integer 1-64", parse: integer(1...64), store: { $0.delivery.connections = $1 }),
+        Setting(
+            "apns-concurrency", "ENRICH_APNS_CONCURRENCY", valueName: "count",
+            help: "Pushes in flight per APNs environment.", default: "\(defaults.delivery.concurrency)",
+            allowed: "an integer 1-10000", parse: integer(1...10_000), store: { $0.delivery.concurrency = $1 }),
+        Setting(
+            "apns-attempts", "ENRICH_APNS_ATTEMPTS", valueName: "count",
+            help: "Attempts per delivery (429, 5xx and lost connections are retried; permanent reasons never).",
+            default: "\(defaults.delivery.attempts)", allowed: "an integer 1-50", parse: integer(1...50),
+            store: { $0.delivery.attempts = $1 }),
+        Setting(
+            "apns-retry-delay", "ENRICH_APNS_RETRY_DELAY", valueName: "seconds",
+            help: "Delay before the second attempt; doubled for each further one.",
+            default: "\(defaults.delivery.retryDelay)", allowed: "seconds > 0 and at most 3600",
+            parse: seconds(3_600), store: { $0.delivery.retryDelay = $1 }),
+        Setting(
+            "apns-timeout", "ENRICH_APNS_TIMEOUT", valueName: "seconds", help: "Longest wait for one APNs answer.",
+            default: "\(defaults.delivery.requestTimeout)", allowed: "seconds > 0 and at most 600",
+            parse: seconds(600), store: { $0.delivery.requestTimeout = $1 }),
+        Setting(
+            "push-wait-timeout", "ENRICH_PUSH_WAIT_TIMEOUT", valueName: "seconds",
+            help: "Longest a \"wait\": true push request waits before answering 202 with its push id.",
+            default: "\(defaults.delivery.waitTimeout)", allowed: "seconds > 0 and at most 600",
+            parse: seconds(600), store: { $0.delivery.waitTimeout = $1 }),
+        Setting(
+            "feedback-url", "ENRICH_FEEDBACK_URL", valueName: "url",
+            help: "Webhook that gets a JSON POST for each token deactivation.", default: "unset",
+            allowed: "an http(s) URL", parse: httpURL, store: { $0.delivery.feedbackURL = $1 }),
     ])
 
     /// The values a configuration starts with: the defaults shown in help come from here, not from copies.
@@ -217,6 +287,10 @@ extension ServiceConfiguration {
 
     private static func list(_ text: String) -> [String]? {
         text.split(separator: ",").map { trimmed(String($0)) }.filter { !$0.isEmpty }
+    }
+
+    private static func httpsURL(_ text: String) -> String? {
+        httpURL(text).flatMap { $0.hasPrefix("https://") ? $0 : nil }
     }
 
     private static func httpURL(_ text: String) -> String? {

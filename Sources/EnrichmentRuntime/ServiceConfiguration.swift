@@ -63,6 +63,8 @@ public struct ServiceConfiguration: Sendable {
     public var logLevel: Logger.Level = .info
     /// Connection deadlines (idle, header read, body read) and the connection cap.
     public var connections = ConnectionLimits()
+    /// Delivery to APNs (`POST /v1/push`): credentials, hosts, connections, retries, the feedback webhook.
+    public var delivery = DeliverySettings()
 
     public init() {}
 
@@ -116,12 +118,14 @@ public struct ServiceConfiguration: Sendable {
         let secrets: [(String, String?)] = [
             ("ENRICH_API_KEY", apiKey), ("ENRICH_WOOSMAP_KEY", woosmapKey),
             ("ENRICH_MAP_KEY", mapKey), ("ENRICH_MAP_SIGNING_SECRET", mapSigningSecret),
+            ("ENRICH_APNS_P12_PASSWORD", delivery.p12Password),
         ]
         for case (let setting, let value?) in secrets where value.trimmingCharacters(in: .whitespaces).isEmpty {
             throw ConfigurationError(
                 setting: setting, value: "<empty>",
                 allowed: "a non-empty secret; unset the variable to run without it")
         }
+        try delivery.validate()
         if places == .woosmap, woosmapKey == nil, !Self.isLoopback(woosmapBaseURL) {
             throw ConfigurationError(
                 setting: "ENRICH_WOOSMAP_KEY", value: "", allowed: "a Woosmap private key when ENRICH_PLACES=woosmap")
@@ -141,7 +145,8 @@ public struct ServiceConfiguration: Sendable {
             + "woosmap_key=\(woosmapKey == nil ? "unset" : "set") map_key=\(mapKey == nil ? "unset" : "set") "
             + "map_signing=\(mapSigningSecret == nil ? "off" : "on") auth=\(apiKey == nil ? "off" : "bearer") "
             + "idle_timeout=\(connections.idleTimeout) header_timeout=\(connections.headerTimeout) "
-            + "body_timeout=\(connections.bodyTimeout) max_connections=\(connections.maxConnections)"
+            + "body_timeout=\(connections.bodyTimeout) max_connections=\(connections.maxConnections) "
+            + delivery.redactedSummary
     }
 }
 
@@ -166,5 +171,77 @@ public struct ConnectionLimits: Sendable, Equatable {
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1_000 }
         let descriptors = limit.rlim_cur == rlim_t.max ? 100_064 : Int(clamping: limit.rlim_cur)
         return min(100_000, max(16, descriptors - 64))
+    }
+}
+
+/// How the service delivers pushes to APNs.
+public struct DeliverySettings: Sendable {
+    /// Token authentication: the `.p8` key file, its key id, the team id.
+    public var keyFile: String?
+    public var keyID: String?
+    public var teamID: String?
+    /// Certificate authentication: a PEM certificate and key, or a PKCS#12 file (password from the environment).
+    public var certificateFile: String?
+    public var certificateKeyFile: String?
+    public var p12File: String?
+    public var p12Password: String?
+    public var sandboxURL = "https://api.sandbox.push.apple.com"
+    public var productionURL = "https://api.push.apple.com"
+    /// An extra CA (PEM file) to trust, e.g. the mock's.
+    public var caFile: String?
+    /// HTTP/2 connections per APNs environment.
+    public var connections = 1
+    /// Pushes in flight per environment (HTTP/2 streams over its connections).
+    public var concurrency = 500
+    /// Attempts per delivery in all; 429, 5xx and transport failures are retried with backoff.
+    public var attempts = 5
+    /// Seconds before the second attempt; doubled for each further one, at most `maxRetryDelay`.
+    public var retryDelay = 1.0
+    public var maxRetryDelay = 300.0
+    /// Seconds one APNs answer may take.
+    public var requestTimeout = 30.0
+    /// Longest a `"wait": true` request waits for its deliveries before answering 202 with the push id.
+    public var waitTimeout = 30.0
+    /// Where each token deactivation is POSTed as JSON (bounded retries, never blocks sending).
+    public var feedbackURL: String?
+
+    public init() {}
+
+    /// True when credentials are configured, i.e. `POST /v1/push` can send.
+    public var isConfigured: Bool { keyFile != nil || certificateFile != nil || p12File != nil }
+
+    /// Checks that the credential settings form one complete method.
+    public func validate() throws(ConfigurationError) {
+        let token = keyFile != nil || keyID != nil || teamID != nil
+        let certificate = certificateFile != nil || certificateKeyFile != nil || p12File != nil
+        if token && certificate {
+            throw ConfigurationError(
+                setting: "ENRICH_APNS_KEY_FILE", value: keyFile ?? "",
+                allowed: "token authentication (ENRICH_APNS_KEY_FILE, _KEY_ID, _TEAM_ID) or a certificate "
+                    + "(ENRICH_APNS_CERT and _CERT_KEY, or ENRICH_APNS_P12), not both")
+        }
+        if token, keyFile == nil || keyID == nil || teamID == nil {
+            let missing = [
+                ("ENRICH_APNS_KEY_FILE", keyFile), ("ENRICH_APNS_KEY_ID", keyID), ("ENRICH_APNS_TEAM_ID", teamID),
+            ].first { $0.1 == nil }!.0
+            throw ConfigurationError(
+                setting: missing, value: "",
+                allowed: "all of ENRICH_APNS_KEY_FILE, ENRICH_APNS_KEY_ID and ENRICH_APNS_TEAM_ID for token authentication")
+        }
+        if certificateFile != nil, certificateKeyFile == nil {
+            throw ConfigurationError(
+                setting: "ENRICH_APNS_CERT_KEY", value: "", allowed: "the PEM private key of ENRICH_APNS_CERT")
+        }
+        if certificateKeyFile != nil, certificateFile == nil {
+            throw ConfigurationError(
+                setting: "ENRICH_APNS_CERT", value: "", allowed: "the PEM certificate ENRICH_APNS_CERT_KEY belongs to")
+        }
+    }
+
+    var redactedSummary: String {
+        let auth = keyFile != nil ? "token" : (certificateFile != nil || p12File != nil) ? "certificate" : "off"
+        return "apns=\(auth) apns_sandbox=\(sandboxURL) apns_production=\(productionURL) "
+            + "apns_connections=\(connections) apns_concurrency=\(concurrency) apns_attempts=\(attempts) "
+            + "feedback=\(feedbackURL == nil ? "off" : "on")"
     }
 }

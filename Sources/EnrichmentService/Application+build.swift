@@ -4,6 +4,7 @@ public import Essentials
 import Foundation
 public import Hummingbird
 public import Logging
+import ServiceLifecycle
 
 /// The request context of the service.
 public typealias ServiceContext = BasicRequestContext
@@ -20,6 +21,8 @@ struct ServiceState: Sendable {
     let importer: POIImporter
     let clock: any WallClock
     let metrics: ServiceMetrics
+    let tokens: any DeviceTokenStore
+    let delivery: DeliveryEngine
 
     init(runtime: EnrichmentRuntime, metrics: ServiceMetrics) {
         configuration = runtime.configuration
@@ -30,6 +33,8 @@ struct ServiceState: Sendable {
         index = runtime.index
         importer = runtime.importer
         clock = runtime.clock
+        tokens = runtime.tokens
+        delivery = runtime.delivery
         self.metrics = metrics
     }
 }
@@ -45,8 +50,10 @@ public func buildApplication(
 ) async throws -> some ApplicationProtocol {
     var logger = logger ?? Logger(label: "enrichment-server")
     logger.logLevel = configuration.logLevel
-    let runtime = try await EnrichmentRuntime.open(configuration, clock: clock, logger: logger)
-    let state = ServiceState(runtime: runtime, metrics: ServiceMetrics())
+    let metrics = ServiceMetrics()
+    let runtime = try await EnrichmentRuntime.open(
+        configuration, clock: clock, logger: logger, deliveryObserver: metrics)
+    let state = ServiceState(runtime: runtime, metrics: metrics)
 
     let router = buildRouter(state)
     let runningLogger = logger
@@ -57,6 +64,8 @@ public func buildApplication(
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port),
             serverName: "enrichment-server"),
+        // Listed before the server, so on graceful shutdown the server stops first and the workers then finish.
+        services: [DeliveryService(engine: runtime.delivery)],
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port
             runningLogger.notice("listening", metadata: ["address": "http://\(configuration.host):\(port)"])
@@ -79,5 +88,22 @@ func buildRouter(_ state: ServiceState) -> Router<ServiceContext> {
     DeviceRoutes(state: state).register(on: routes)
     POIRoutes(state: state).register(on: routes)
     EnrichRoutes(state: state).register(on: routes)
+    TokenRoutes(state: state).register(on: routes)
+    PushRoutes(state: state).register(on: routes)
     return router
+}
+
+/// Runs the delivery workers beside the server; graceful shutdown stops new pushes, finishes the claimed ones and
+/// leaves the rest committed for the next start.
+struct DeliveryService: Service {
+    let engine: DeliveryEngine
+
+    func run() async throws {
+        let engine = self.engine
+        await withGracefulShutdownHandler {
+            await engine.run()
+        } onGracefulShutdown: {
+            engine.beginShutdown()
+        }
+    }
 }

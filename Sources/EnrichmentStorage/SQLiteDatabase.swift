@@ -2,7 +2,7 @@ import EnrichmentCore
 import Foundation
 public import GRDB
 
-/// The embedded SQLite database (WAL mode, migrations) that holds fixes and POIs.
+/// The embedded SQLite database (WAL mode, migrations) that holds fixes, POIs, device tokens and the outbox.
 public final class SQLiteDatabase: Sendable {
     /// How hard commits are pushed to disk.
     public enum Durability: String, Sendable, CaseIterable {
@@ -79,6 +79,65 @@ public final class SQLiteDatabase: Sendable {
                     CREATE TRIGGER pois_rtree_delete AFTER DELETE ON pois BEGIN
                         DELETE FROM poi_rtree WHERE id = old.id;
                     END;
+                    """)
+        }
+        migrator.registerMigration("v2-delivery") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE apns_tokens (
+                        device_id TEXT NOT NULL,
+                        token TEXT NOT NULL,
+                        topic TEXT NOT NULL,
+                        environment TEXT NOT NULL,
+                        registered_at REAL NOT NULL,
+                        active INTEGER NOT NULL DEFAULT 1,
+                        invalidated_at REAL,
+                        reason TEXT,
+                        PRIMARY KEY (device_id, token)
+                    ) WITHOUT ROWID;
+                    CREATE TABLE pushes (
+                        id TEXT PRIMARY KEY,
+                        created_at REAL NOT NULL,
+                        payload TEXT NOT NULL,
+                        push_type TEXT NOT NULL,
+                        priority INTEGER,
+                        expiration INTEGER,
+                        collapse_id TEXT,
+                        topic TEXT,
+                        enrich INTEGER NOT NULL,
+                        mode TEXT
+                    );
+                    CREATE TABLE push_devices (
+                        push_id TEXT NOT NULL,
+                        position INTEGER NOT NULL,
+                        device_id TEXT NOT NULL,
+                        outcome TEXT,
+                        rule TEXT,
+                        PRIMARY KEY (push_id, position)
+                    ) WITHOUT ROWID;
+                    CREATE TABLE deliveries (
+                        id INTEGER PRIMARY KEY,
+                        push_id TEXT NOT NULL,
+                        device_id TEXT NOT NULL,
+                        token TEXT NOT NULL,
+                        topic TEXT NOT NULL,
+                        environment TEXT NOT NULL,
+                        apns_id TEXT NOT NULL,
+                        state TEXT NOT NULL DEFAULT 'pending',
+                        attempts INTEGER NOT NULL DEFAULT 0,
+                        next_attempt_at REAL NOT NULL,
+                        lease_owner TEXT,
+                        lease_until REAL,
+                        status INTEGER,
+                        reason TEXT,
+                        apns_timestamp INTEGER,
+                        error TEXT,
+                        outcome TEXT,
+                        rule TEXT,
+                        finished_at REAL
+                    );
+                    CREATE INDEX deliveries_due ON deliveries (next_attempt_at, id) WHERE state = 'pending';
+                    CREATE INDEX deliveries_push ON deliveries (push_id, id);
                     """)
         }
         return migrator

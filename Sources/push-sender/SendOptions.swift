@@ -81,36 +81,18 @@ struct ConnectionOptions: ParsableArguments {
                 "token authentication needs all of --key, --key-id and --team-id (or APNS_KEY_FILE, APNS_KEY_ID and "
                     + "APNS_TEAM_ID)")
         }
-        if let key, let keyId, let teamId {
-            guard let pem = try? String(contentsOfFile: key, encoding: .utf8) else {
-                throw ValidationError("cannot read the key file '\(key)'")
+        do {
+            if let key, let keyId, let teamId {
+                return try APNsCredentialFiles.token(keyFile: key, keyID: keyId, teamID: teamId)
             }
-            do {
-                return .token(
-                    APNsTokenManager(keyID: keyId, teamID: teamId, key: try APNsTokenManager.loadKey(pem: pem)))
-            } catch {
-                throw ValidationError(
-                    "'\(key)' is not a P-256 .p8 key (expected -----BEGIN PRIVATE KEY----- as downloaded from Apple)")
+            if let p12 {
+                return try APNsCredentialFiles.pkcs12(
+                    file: p12, password: ProcessInfo.processInfo.environment["PUSH_SENDER_P12_PASSWORD"] ?? "",
+                    passwordSource: "PUSH_SENDER_P12_PASSWORD")
             }
-        }
-        if let p12 {
-            let password = ProcessInfo.processInfo.environment["PUSH_SENDER_P12_PASSWORD"] ?? ""
-            do {
-                let bundle = try NIOSSLCertificateLoader.pkcs12(path: p12, passphrase: password)
-                return .certificate(chain: bundle.chain, key: bundle.key)
-            } catch {
-                throw ValidationError("cannot open '\(p12)' as PKCS#12: wrong file or PUSH_SENDER_P12_PASSWORD")
-            }
-        }
-        if let cert, let certKey {
-            guard let certPEM = try? String(contentsOfFile: cert, encoding: .utf8),
-                let keyPEM = try? String(contentsOfFile: certKey, encoding: .utf8)
-            else {
-                throw ValidationError("cannot read --cert '\(cert)' or --cert-key '\(certKey)'")
-            }
-            return .certificate(
-                chain: try NIOSSLCertificateLoader.chain(pem: certPEM),
-                key: try NIOSSLCertificateLoader.key(pem: keyPEM))
+            if let cert, let certKey { return try APNsCredentialFiles.certificate(certFile: cert, keyFile: certKey) }
+        } catch {
+            throw ValidationError(error.description)
         }
         throw ValidationError(
             "no credentials: give --key, --key-id and --team-id (token auth) or --cert/--cert-key or --p12, or set "
@@ -120,10 +102,9 @@ struct ConnectionOptions: ParsableArguments {
     func senderConfiguration() throws -> APNsSenderConfiguration {
         var trust: String?
         if let ca {
-            guard let pem = try? String(contentsOfFile: ca, encoding: .utf8) else {
-                throw ValidationError("cannot read --ca '\(ca)'")
+            do { trust = try APNsCredentialFiles.trustRoots(caFile: ca) } catch {
+                throw ValidationError("--ca: \(error.description)")
             }
-            trust = pem
         }
         return APNsSenderConfiguration(
             environment: environment, credentials: try credentials(), additionalTrustRootsPEM: trust,

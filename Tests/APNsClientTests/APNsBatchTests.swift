@@ -72,7 +72,7 @@ struct APNsBatchTests {
         #expect(results.map(\.status) == [200, 400, 200, 400, 200])
         #expect(results[1].reason == .badDeviceToken)
         #expect(results[1].attempts == 0)
-        #expect(results[1].transportError?.contains("64 hexadecimal") == true)
+        #expect(results[1].transportError?.contains("64 to 200 digits") == true)
         #expect(results[4].apnsID == "id-0000")
         #expect(progress.withLock { $0 } == 3)
     }

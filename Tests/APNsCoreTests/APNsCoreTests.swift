@@ -56,9 +56,13 @@ struct APNsValidatorTests {
         #expect(reason(request(priority: 10, expiration: "0", collapseID: "c", apnsID: UUID().uuidString)) == nil)
     }
 
-    @Test("device token must be 64 hex characters")
+    @Test("device token must be an even number of 64 to 200 hex digits")
     func tokens() {
         #expect(reason(request(token: String(token64.dropLast()))) == .badDeviceToken)
+        #expect(reason(request(token: String(token64.dropLast(2)))) == .badDeviceToken)
+        #expect(reason(request(token: token64 + "0")) == .badDeviceToken)
+        #expect(reason(request(token: String(repeating: "ab", count: 50))) == nil)
+        #expect(reason(request(token: String(repeating: "ab", count: 101))) == .badDeviceToken)
         #expect(reason(request(token: String(token64.dropLast()) + "g")) == .badDeviceToken)
         #expect(reason(request(token: "")) == .missingDeviceToken)
         #expect(reason(request(token: token64.uppercased())) == nil)

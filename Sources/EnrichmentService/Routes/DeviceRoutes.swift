@@ -38,9 +38,11 @@ struct DeviceRoutes {
     struct DeleteResult: JSONObjectRepresentable {
         var deviceId: String
         var deletedFixes: Int
+        var deletedTokens: Int
 
         func writeJSON(into object: inout JSONObjectWriter) {
             object.field("deleted_fixes", deletedFixes)
+            object.field("deleted_tokens", deletedTokens)
             object.field("device_id", deviceId)
         }
     }
@@ -84,7 +86,8 @@ struct DeviceRoutes {
         devices.delete(":deviceId") { _, context in
             let id = try Self.deviceId(context)
             let removed = try await state.fixes.deleteDevice(id)
-            return JSONIO.response(DeleteResult(deviceId: id, deletedFixes: removed))
+            let tokens = try await state.tokens.removeDevice(id)
+            return JSONIO.response(DeleteResult(deviceId: id, deletedFixes: removed, deletedTokens: tokens))
         }
     }
 }

@@ -69,6 +69,10 @@ struct RouteRecorder {
         on(path, method: .post, use: handler)
     }
 
+    func put(_ path: String, use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response) {
+        on(path, method: .put, use: handler)
+    }
+
     func delete(_ path: String, use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response) {
         on(path, method: .delete, use: handler)
     }

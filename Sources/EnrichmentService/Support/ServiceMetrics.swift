@@ -1,13 +1,17 @@
+public import EnrichmentCore
+public import EnrichmentRuntime
 import Foundation
 import Hummingbird
 public import Prometheus
 import Synchronization
 
 /// The service's Prometheus metrics: requests, enrichment outcomes, upstream latency.
-public final class ServiceMetrics: Sendable {
+public final class ServiceMetrics: DeliveryObserver {
     public let registry: PrometheusCollectorRegistry
     private let upstreamLatency: DurationHistogram
     private let enrichLatency: DurationHistogram
+    private let apnsLatency: DurationHistogram
+    private let outboxPending: Gauge
     /// Counters by label values, so the hot path does not rebuild descriptors and labels per request.
     private let counters = Mutex<[[String]: Counter]>([:])
 
@@ -28,6 +32,14 @@ public final class ServiceMetrics: Sendable {
                 metricName: "enrichment_duration", unitName: "seconds",
                 helpText: "Time to enrich one payload"),
             buckets: buckets)
+        apnsLatency = registry.makeDurationHistogram(
+            descriptor: MetricNameDescriptor(
+                metricName: "apns_send_duration", unitName: "seconds",
+                helpText: "Time from handing a push to the APNs client until its answer"),
+            buckets: buckets + [.seconds(10), .seconds(30)])
+        outboxPending = registry.makeGauge(
+            descriptor: MetricNameDescriptor(
+                metricName: "outbox_pending_deliveries", helpText: "Deliveries committed and not yet final"))
     }
 
     private func counter(_ key: [String], make: () -> Counter) -> Counter {
@@ -63,6 +75,43 @@ public final class ServiceMetrics: Sendable {
             metricName: "location_fixes", unitName: "total", helpText: "Location fixes received")
         registry.makeCounter(descriptor: descriptor, labels: [("result", "accepted")]).increment(by: Int64(accepted))
         registry.makeCounter(descriptor: descriptor, labels: [("result", "rejected")]).increment(by: Int64(rejected))
+    }
+
+    /// Attempts by the state they left the delivery in, with APNs's status and reason.
+    public func attempt(state: DeliveryState, status: Int?, reason: String?) {
+        let status = status.map(String.init) ?? "none"
+        let reason = reason ?? "none"
+        counter(["delivery", state.rawValue, status, reason]) {
+            registry.makeCounter(
+                descriptor: MetricNameDescriptor(
+                    metricName: "apns_delivery_attempts", unitName: "total",
+                    helpText: "Delivery attempts by resulting state, APNs status and reason"),
+                labels: [("state", state.rawValue), ("status", status), ("reason", reason)])
+        }.increment()
+    }
+
+    public func apnsLatency(_ duration: Duration) { apnsLatency.record(duration) }
+
+    public func outboxDepth(_ depth: Int) { outboxPending.set(Int64(depth)) }
+
+    public func connectionsOpened(_ count: Int, environment: String) {
+        counter(["connections", environment]) {
+            registry.makeCounter(
+                descriptor: MetricNameDescriptor(
+                    metricName: "apns_connections_opened", unitName: "total",
+                    helpText: "HTTP/2 connections opened to APNs (first connects and reconnects)"),
+                labels: [("environment", environment)])
+        }.increment(by: Int64(count))
+    }
+
+    public func deactivated(reason: String) {
+        counter(["deactivated", reason]) {
+            registry.makeCounter(
+                descriptor: MetricNameDescriptor(
+                    metricName: "apns_tokens_deactivated", unitName: "total",
+                    helpText: "Device token registrations deactivated after an APNs answer"),
+                labels: [("reason", reason)])
+        }.increment()
     }
 
     /// The text exposition format.

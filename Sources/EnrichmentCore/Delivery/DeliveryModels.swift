@@ -1,0 +1,316 @@
+public import Essentials
+
+/// Which APNs service a registration's token belongs to.
+public enum APNsEnvironmentName: String, Sendable, CaseIterable {
+    /// `api.sandbox.push.apple.com`: development builds.
+    case sandbox
+    /// `api.push.apple.com`: TestFlight and App Store builds.
+    case production
+}
+
+/// Validation of APNs device tokens as the service stores them.
+public enum DeviceTokenFormat {
+    /// Apple says not to assume a length: tokens are hex, 32 to 100 bytes.
+    public static let digitRange = 64...200
+
+    /// The token as stored (lower-case), or a sentence saying what is wrong and what is allowed.
+    public static func normalized(_ token: String) -> Result<String, DeviceTokenProblem> {
+        let count = token.utf8.count
+        guard token.utf8.allSatisfy({ byte in
+            (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
+        }) else {
+            return .failure(
+                DeviceTokenProblem(
+                    message: "device token may contain only hexadecimal digits (0-9, a-f); "
+                        + "send the APNs token as hex, e.g. from deviceToken.map { String(format: \"%02x\", $0) }"))
+        }
+        guard digitRange.contains(count), count % 2 == 0 else {
+            return .failure(
+                DeviceTokenProblem(
+                    message: "device token has \(count) hex digits; an even number from \(digitRange.lowerBound) "
+                        + "to \(digitRange.upperBound) is accepted (Apple does not promise 64)"))
+        }
+        return .success(token.lowercased())
+    }
+
+    /// A token shortened for logs and messages: its first 8 digits and its length, never the whole token.
+    public static func redacted(_ token: String) -> String {
+        "\(token.prefix(8))…(\(token.utf8.count))"
+    }
+}
+
+/// Why a device token is refused.
+public struct DeviceTokenProblem: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+}
+
+/// Where a device receives pushes: one token of one app in one APNs environment.
+public struct TokenRegistration: Sendable, Equatable {
+    public var deviceId: String
+    /// Hex, lower-case.
+    public var token: String
+    /// The app's bundle id (the push type's suffix is added when sending).
+    public var topic: String
+    public var environment: APNsEnvironmentName
+    /// When the token was last registered, epoch seconds: a 410 older than this does not deactivate it.
+    public var registeredAt: Double
+    public var active: Bool
+    /// When APNs said the token stopped working (epoch seconds), once deactivated.
+    public var invalidatedAt: Double?
+    /// APNs's reason for the deactivation (`Unregistered`, `BadDeviceToken`, `DeviceTokenNotForTopic`...).
+    public var reason: String?
+
+    public init(
+        deviceId: String, token: String, topic: String, environment: APNsEnvironmentName, registeredAt: Double,
+        active: Bool = true, invalidatedAt: Double? = nil, reason: String? = nil
+    ) {
+        self.deviceId = deviceId
+        self.token = token
+        self.topic = topic
+        self.environment = environment
+        self.registeredAt = registeredAt
+        self.active = active
+        self.invalidatedAt = invalidatedAt
+        self.reason = reason
+    }
+}
+
+/// A request to deactivate a registration after an APNs answer, applied only when it still holds.
+public struct TokenDeactivation: Sendable, Equatable {
+    public var deviceId: String
+    public var token: String
+    /// APNs's reason.
+    public var reason: String
+    /// When the token stopped working (APNs's 410 timestamp, else when the answer came), epoch seconds.
+    public var invalidatedAt: Double
+    /// For 410: the registration is left active when it was registered again after this instant.
+    public var unlessRegisteredAfter: Double?
+    /// For BadDeviceToken and DeviceTokenNotForTopic: only the registration the push was sent for (same topic and
+    /// environment) is deactivated; a registration refreshed with other values is left alone.
+    public var onlyFor: (topic: String, environment: APNsEnvironmentName)?
+
+    public init(
+        deviceId: String, token: String, reason: String, invalidatedAt: Double, unlessRegisteredAfter: Double? = nil,
+        onlyFor: (topic: String, environment: APNsEnvironmentName)? = nil
+    ) {
+        self.deviceId = deviceId
+        self.token = token
+        self.reason = reason
+        self.invalidatedAt = invalidatedAt
+        self.unlessRegisteredAfter = unlessRegisteredAfter
+        self.onlyFor = onlyFor
+    }
+
+    public static func == (a: TokenDeactivation, b: TokenDeactivation) -> Bool {
+        a.deviceId == b.deviceId && a.token == b.token && a.reason == b.reason && a.invalidatedAt == b.invalidatedAt
+            && a.unlessRegisteredAfter == b.unlessRegisteredAfter && a.onlyFor?.topic == b.onlyFor?.topic
+            && a.onlyFor?.environment == b.onlyFor?.environment
+    }
+}
+
+/// One push request as stored: the payload and headers every device of it gets (before enrichment).
+public struct PushDefinition: Sendable, Equatable {
+    public var id: String
+    public var createdAt: Double
+    /// The APNs payload as received (a JSON object).
+    public var payload: JSONValue
+    public var pushType: String
+    public var priority: Int?
+    /// `apns-expiration`, epoch seconds; 0 means "once, do not store"; nil means not sent.
+    public var expiration: Int64?
+    public var collapseId: String?
+    /// Overrides each registration's topic when set.
+    public var topic: String?
+    /// Run the enrichment for each device (the default), or send the payload as it is.
+    public var enrich: Bool
+    /// The body mode for the enrichment; nil means the service's.
+    public var mode: BodyMode?
+    /// The device ids in request order.
+    public var deviceIds: [String]
+
+    public init(
+        id: String, createdAt: Double, payload: JSONValue, pushType: String, priority: Int? = nil,
+        expiration: Int64? = nil, collapseId: String? = nil, topic: String? = nil, enrich: Bool = true,
+        mode: BodyMode? = nil, deviceIds: [String]
+    ) {
+        self.id = id
+        self.createdAt = createdAt
+        self.payload = payload
+        self.pushType = pushType
+        self.priority = priority
+        self.expiration = expiration
+        self.collapseId = collapseId
+        self.topic = topic
+        self.enrich = enrich
+        self.mode = mode
+        self.deviceIds = deviceIds
+    }
+
+    /// True when `apns-expiration` names an instant before `now` (epoch seconds): the push must not be sent.
+    public func hasExpired(at now: Double) -> Bool {
+        guard let expiration, expiration > 0 else { return false }
+        return Double(expiration) < now.rounded(.down)
+    }
+}
+
+/// Where a delivery stands.
+public enum DeliveryState: String, Sendable, CaseIterable {
+    /// Committed and waiting for (another) attempt.
+    case pending
+    /// APNs answered 200.
+    case delivered
+    /// APNs refused it for good, or every attempt failed.
+    case failed
+    /// Its `apns-expiration` passed before it could be sent; not sent.
+    case expired
+
+    public var isFinal: Bool { self != .pending }
+}
+
+/// A delivery to be committed with its push.
+public struct NewDelivery: Sendable, Equatable {
+    public var deviceId: String
+    public var token: String
+    public var topic: String
+    public var environment: APNsEnvironmentName
+    /// The `apns-id` sent with every attempt, so APNs and the caller can match them.
+    public var apnsId: String
+
+    public init(deviceId: String, token: String, topic: String, environment: APNsEnvironmentName, apnsId: String) {
+        self.deviceId = deviceId
+        self.token = token
+        self.topic = topic
+        self.environment = environment
+        self.apnsId = apnsId
+    }
+}
+
+/// A delivery claimed by a worker for one attempt.
+public struct ClaimedDelivery: Sendable, Equatable {
+    public var id: Int64
+    public var pushId: String
+    public var delivery: NewDelivery
+    /// Attempts made before this one.
+    public var attempts: Int
+
+    public init(id: Int64, pushId: String, delivery: NewDelivery, attempts: Int) {
+        self.id = id
+        self.pushId = pushId
+        self.delivery = delivery
+        self.attempts = attempts
+    }
+}
+
+/// What one attempt came to, written back by the worker that claimed the delivery.
+public struct DeliveryUpdate: Sendable, Equatable {
+    public var id: Int64
+    /// `pending` schedules another attempt at `nextAttemptAt`.
+    public var state: DeliveryState
+    /// Attempts made so far, this one included (0 when expired before any).
+    public var attempts: Int
+    public var nextAttemptAt: Double?
+    public var status: Int?
+    public var reason: String?
+    /// APNs's 410 timestamp, milliseconds since the epoch.
+    public var apnsTimestamp: Int64?
+    /// A transport failure or local refusal, in words.
+    public var error: String?
+    /// The enrichment outcome and rule of the payload this attempt sent.
+    public var outcome: String?
+    public var rule: String?
+    public var finishedAt: Double?
+
+    public init(
+        id: Int64, state: DeliveryState, attempts: Int, nextAttemptAt: Double? = nil, status: Int? = nil,
+        reason: String? = nil, apnsTimestamp: Int64? = nil, error: String? = nil, outcome: String? = nil,
+        rule: String? = nil, finishedAt: Double? = nil
+    ) {
+        self.id = id
+        self.state = state
+        self.attempts = attempts
+        self.nextAttemptAt = nextAttemptAt
+        self.status = status
+        self.reason = reason
+        self.apnsTimestamp = apnsTimestamp
+        self.error = error
+        self.outcome = outcome
+        self.rule = rule
+        self.finishedAt = finishedAt
+    }
+}
+
+/// A device's enrichment verdict for a push (the `/v1/enrich` vocabulary, plus `not_sent`).
+public struct DeviceOutcome: Sendable, Equatable {
+    public var deviceId: String
+    public var outcome: String
+    public var rule: String
+
+    public init(deviceId: String, outcome: String, rule: String) {
+        self.deviceId = deviceId
+        self.outcome = outcome
+        self.rule = rule
+    }
+
+    /// The outcome of a device that had no active registration when the push was accepted.
+    public static func noActiveToken(_ deviceId: String) -> DeviceOutcome {
+        DeviceOutcome(deviceId: deviceId, outcome: "not_sent", rule: "no_active_token")
+    }
+}
+
+/// One delivery as reported to the caller.
+public struct DeliveryReport: Sendable, Equatable {
+    public var deviceId: String
+    public var token: String
+    public var environment: APNsEnvironmentName
+    public var state: DeliveryState
+    public var status: Int?
+    public var reason: String?
+    public var apnsId: String
+    public var apnsTimestamp: Int64?
+    public var attempts: Int
+    public var error: String?
+
+    public init(
+        deviceId: String, token: String, environment: APNsEnvironmentName, state: DeliveryState, status: Int?,
+        reason: String?, apnsId: String, apnsTimestamp: Int64?, attempts: Int, error: String?
+    ) {
+        self.deviceId = deviceId
+        self.token = token
+        self.environment = environment
+        self.state = state
+        self.status = status
+        self.reason = reason
+        self.apnsId = apnsId
+        self.apnsTimestamp = apnsTimestamp
+        self.attempts = attempts
+        self.error = error
+    }
+}
+
+/// Everything known about one push: its devices' outcomes and its deliveries.
+public struct PushReport: Sendable {
+    public var push: PushDefinition
+    /// Per device, in request order; nil outcome while no attempt has enriched it yet.
+    public var devices: [(deviceId: String, outcome: String?, rule: String?)]
+    public var deliveries: [DeliveryReport]
+
+    public init(
+        push: PushDefinition, devices: [(deviceId: String, outcome: String?, rule: String?)],
+        deliveries: [DeliveryReport]
+    ) {
+        self.push = push
+        self.devices = devices
+        self.deliveries = deliveries
+    }
+
+    /// Deliveries by state (every state present, zero included).
+    public var counts: [DeliveryState: Int] {
+        var counts = Dictionary(uniqueKeysWithValues: DeliveryState.allCases.map { ($0, 0) })
+        for delivery in deliveries { counts[delivery.state, default: 0] += 1 }
+        return counts
+    }
+
+    /// True when every delivery has a final state.
+    public var isDone: Bool { deliveries.allSatisfy { $0.state.isFinal } }
+}

@@ -1,0 +1,470 @@
+import APNsClient
+import APNsCore
+public import EnrichmentCore
+import Essentials
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+
+/// What the delivery engine reports as it works (the service turns these into Prometheus metrics).
+public protocol DeliveryObserver: Sendable {
+    /// One attempt's result: the delivery's new state, APNs's status and reason.
+    func attempt(state: DeliveryState, status: Int?, reason: String?)
+    /// Time from handing a push to the APNs client until its answer.
+    func apnsLatency(_ duration: Duration)
+    /// Pending deliveries in the outbox.
+    func outboxDepth(_ depth: Int)
+    /// HTTP/2 connections opened to an environment since the last report (first connects and reconnects).
+    func connectionsOpened(_ count: Int, environment: String)
+    /// A registration deactivated after an APNs answer.
+    func deactivated(reason: String)
+}
+
+/// Why a push cannot be accepted.
+public enum DeliveryError: Error, Sendable, CustomStringConvertible {
+    /// No APNs credentials are configured.
+    case notConfigured
+    /// The service is shutting down and takes no new pushes.
+    case shuttingDown
+
+    public var description: String {
+        switch self {
+        case .notConfigured:
+            "delivery is off: set ENRICH_APNS_KEY_FILE, ENRICH_APNS_KEY_ID and ENRICH_APNS_TEAM_ID (token "
+                + "authentication) or ENRICH_APNS_CERT and ENRICH_APNS_CERT_KEY / ENRICH_APNS_P12 and restart"
+        case .shuttingDown: "the service is shutting down and takes no new pushes; retry on another node or later"
+        }
+    }
+}
+
+/// Enrich-and-send: commits pushes to the outbox, drains it to APNs, and keeps token hygiene.
+///
+/// Accepted means committed: `submit` writes the push and one delivery per active registration in one
+/// transaction before it returns. Lanes (workers) claim due deliveries with a lease, enrich each device's payload at
+/// the moment of sending (so the staleness rule is judged then), send through one long-lived HTTP/2 client per APNs
+/// environment, and write each result back. A delivery whose result was not written before the process died is
+/// sent again after a restart: at-least-once, with at most `lanes x batchSize` deliveries in that window.
+public final class DeliveryEngine: Sendable {
+    public let tokens: any DeviceTokenStore
+    public let outbox: any OutboxStore
+    public let settings: DeliverySettings
+    let enricher: Enricher
+    let senders: [APNsEnvironmentName: APNsSender]
+    let clock: any WallClock
+    let logger: Logger
+    let observer: (any DeliveryObserver)?
+    let feedback: FeedbackWebhook?
+    /// The lease owner name of this process.
+    public let node: String
+    /// True when one process owns the store (SQLite): claims left by a previous run are released at start.
+    let exclusiveStore: Bool
+    /// Concurrent claim-send-record loops, and deliveries each claims at once.
+    let lanes: Int
+    let batchSize: Int
+    /// Seconds a claim holds before another worker may take it.
+    let lease: Double
+
+    private let rendezvous = Rendezvous()
+    private let accepting = Atomic<Bool>(true)
+    private let stopping = Atomic<Bool>(false)
+    private let pushCache = Mutex<[String: PushDefinition]>([:])
+    private let lastConnections = Mutex<[APNsEnvironmentName: Int]>([:])
+    private static let wakeKey = "\u{0}wake"
+
+    init(
+        tokens: any DeviceTokenStore, outbox: any OutboxStore, settings: DeliverySettings, enricher: Enricher,
+        senders: [APNsEnvironmentName: APNsSender], clock: any WallClock, logger: Logger,
+        observer: (any DeliveryObserver)?, exclusiveStore: Bool, lanes: Int = 2, batchSize: Int? = nil,
+        lease: Double = 60
+    ) {
+        self.tokens = tokens
+        self.outbox = outbox
+        self.settings = settings
+        self.enricher = enricher
+        self.senders = senders
+        self.clock = clock
+        self.logger = logger
+        self.observer = observer
+        self.feedback = settings.feedbackURL.map { FeedbackWebhook(url: $0, logger: logger) }
+        self.node = "node-\(UUID().uuidString.prefix(8).lowercased())"
+        self.exclusiveStore = exclusiveStore
+        self.lanes = max(1, lanes)
+        self.batchSize = batchSize ?? max(1, settings.concurrency)
+        self.lease = lease
+        _ = rendezvous.watch(Self.wakeKey)
+    }
+
+    /// True when APNs credentials are configured.
+    public var isConfigured: Bool { !senders.isEmpty }
+
+    /// False once shutdown began.
+    public var isAccepting: Bool { accepting.load(ordering: .relaxed) }
+
+    /// The new push's outcome at acceptance.
+    public struct Receipt: Sendable {
+        public var push: PushDefinition
+        /// Deliveries committed (one per active registration of the named devices).
+        public var deliveries: Int
+        /// Devices that got no delivery (no active registration), with their outcome.
+        public var notSent: [DeviceOutcome]
+    }
+
+    /// Commits a push and its deliveries (one per active registration of each device), then wakes a worker.
+    public func submit(_ push: PushDefinition) async throws -> Receipt {
+        guard isConfigured else { throw DeliveryError.notConfigured }
+        guard isAccepting else { throw DeliveryError.shuttingDown }
+        let registrations = try await tokens.activeRegistrations(deviceIds: push.deviceIds)
+        var deliveries: [NewDelivery] = []
+        var notSent: [DeviceOutcome] = []
+        for id in push.deviceIds {
+            guard let active = registrations[id], !active.isEmpty else {
+                notSent.append(.noActiveToken(id))
+                continue
+            }
+            for registration in active {
+                deliveries.append(
+                    NewDelivery(
+                        deviceId: id, token: registration.token, topic: registration.topic,
+                        environment: registration.environment, apnsId: UUID().uuidString.lowercased()))
+            }
+        }
+        try await outbox.enqueue(push, outcomes: notSent, deliveries: deliveries)
+        if !deliveries.isEmpty { rendezvous.notify(Self.wakeKey) }
+        return Receipt(push: push, deliveries: deliveries.count, notSent: notSent)
+    }
+
+    /// Waits until every delivery of the push is final, or `timeout`; returns whether they are.
+    public func waitUntilDone(pushId: String, timeout: Duration) async throws -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        var seen = rendezvous.watch(pushId)
+        defer { rendezvous.unwatch(pushId) }
+        while true {
+            if try await outbox.pendingCount(pushId: pushId) == 0 { return true }
+            let left = deadline - ContinuousClock.now
+            if left <= .zero { return false }
+            _ = await rendezvous.wait(pushId, since: seen, timeout: left)
+            seen = rendezvous.watch(pushId)
+            rendezvous.unwatch(pushId)
+        }
+    }
+
+    /// Runs the workers until `beginShutdown()` (they finish what they claimed) or cancellation, then closes the
+    /// APNs connections.
+    public func run() async {
+        guard isConfigured else { return }
+        if exclusiveStore {
+            do {
+                let released = try await outbox.releaseClaims(owner: nil)
+                if released > 0 {
+                    logger.notice(
+                        "deliveries claimed before a restart are sent again (at-least-once)",
+                        metadata: ["count": "\(released)"])
+                }
+            } catch {
+                logger.error("cannot release earlier claims", metadata: ["error": "\(error)"])
+            }
+        }
+        await withTaskGroup(of: Void.self) { group in
+            if let feedback {
+                group.addTask { await feedback.run() }
+            }
+            await withTaskGroup(of: Void.self) { lanes in
+                for _ in 0..<self.lanes { lanes.addTask { await self.lane() } }
+            }
+            feedback?.finish()
+            // The webhook gets a short grace to send what is queued, then stops.
+            try? await Task.sleep(for: .seconds(2))
+            group.cancelAll()
+        }
+        for sender in senders.values { try? await sender.shutdown() }
+        logger.info("delivery stopped")
+    }
+
+    /// Stops taking pushes and claiming deliveries; claimed ones are finished and recorded, the rest stay committed
+    /// for the next start.
+    public func beginShutdown() {
+        accepting.store(false, ordering: .relaxed)
+        stopping.store(true, ordering: .relaxed)
+        rendezvous.notify(Self.wakeKey)
+    }
+
+    private var isStopping: Bool { stopping.load(ordering: .relaxed) || Task.isCancelled }
+
+    private func lane() async {
+        var lastDepthReport = ContinuousClock.now - .seconds(10)
+        while !isStopping {
+            let seen = rendezvous.watch(Self.wakeKey)
+            rendezvous.unwatch(Self.wakeKey)
+            var claimed: [ClaimedDelivery] = []
+            do {
+                claimed = try await outbox.claim(
+                    owner: node, limit: batchSize, now: clock.now().timeIntervalSince1970, lease: lease)
+                if !claimed.isEmpty { try await process(claimed) }
+            } catch {
+                logger.error("delivery worker failed; retrying", metadata: ["error": "\(error)"])
+                if !claimed.isEmpty { _ = try? await outbox.releaseClaims(owner: node) }
+                try? await Task.sleep(for: .milliseconds(500))
+            }
+            if ContinuousClock.now - lastDepthReport > .seconds(1) {
+                lastDepthReport = ContinuousClock.now
+                await reportGauges()
+            }
+            if claimed.isEmpty, !isStopping {
+                var wait = Duration.seconds(1)
+                if let due = try? await outbox.nextDue() {
+                    let seconds = due - clock.now().timeIntervalSince1970
+                    wait = min(wait, .milliseconds(Int64(max(0.005, seconds) * 1000)))
+                }
+                _ = await rendezvous.wait(Self.wakeKey, since: seen, timeout: wait)
+            }
+        }
+    }
+
+    private func reportGauges() async {
+        guard let observer else { return }
+        if let depth = try? await outbox.depth() { observer.outboxDepth(depth) }
+        for (environment, sender) in senders {
+            let opened = await sender.statistics().connectionsOpened
+            let delta = lastConnections.withLock { last in
+                let delta = opened - last[environment, default: 0]
+                last[environment] = opened
+                return delta
+            }
+            if delta > 0 { observer.connectionsOpened(delta, environment: environment.rawValue) }
+        }
+    }
+
+    private func definition(_ id: String) async throws -> PushDefinition? {
+        if let cached = pushCache.withLock({ $0[id] }) { return cached }
+        guard let push = try await outbox.push(id: id) else { return nil }
+        pushCache.withLock { cache in
+            if cache.count >= 1024 { cache.removeAll(keepingCapacity: true) }
+            cache[id] = push
+        }
+        return push
+    }
+
+    /// The answers of one round of sends, as they arrive.
+    private final class Answers: Sendable {
+        let items = Mutex<[(Attempt, APNsSendResult, Duration)]>([])
+    }
+
+    /// One prepared attempt.
+    private struct Attempt: Sendable {
+        var claim: ClaimedDelivery
+        var request: APNsRequest
+        var outcome: String
+        var rule: String
+    }
+
+    /// Enriches each claimed device once, sends every claimed delivery, and records the results.
+    private func process(_ claimed: [ClaimedDelivery]) async throws {
+        let now = clock.now().timeIntervalSince1970
+        var updates: [DeliveryUpdate] = []
+        var outcomes: [(pushId: String, outcome: DeviceOutcome)] = []
+        var attempts: [APNsEnvironmentName: [Attempt]] = [:]
+        var groups: [(key: String, claims: [ClaimedDelivery])] = []
+        var positions: [String: Int] = [:]
+        for claim in claimed {
+            let key = claim.pushId + "\u{0}" + claim.delivery.deviceId
+            if let position = positions[key] {
+                groups[position].claims.append(claim)
+            } else {
+                positions[key] = groups.count
+                groups.append((key, [claim]))
+            }
+        }
+        for (_, claims) in groups {
+            let first = claims[0]
+            guard let push = try await definition(first.pushId) else {
+                updates += claims.map {
+                    DeliveryUpdate(
+                        id: $0.id, state: .failed, attempts: $0.attempts, error: "the push record is missing",
+                        finishedAt: now)
+                }
+                continue
+            }
+            if push.hasExpired(at: now) {
+                updates += claims.map {
+                    DeliveryUpdate(
+                        id: $0.id, state: .expired, attempts: $0.attempts,
+                        error: "apns-expiration \(push.expiration ?? 0) passed before it could be sent",
+                        finishedAt: now)
+                }
+                continue
+            }
+            let prepared: (bytes: [UInt8], outcome: String, rule: String)
+            do {
+                prepared = try await prepare(push, deviceId: first.delivery.deviceId)
+            } catch {
+                updates += claims.map {
+                    DeliveryUpdate(
+                        id: $0.id, state: .failed, attempts: $0.attempts, error: "\(error)", finishedAt: now)
+                }
+                continue
+            }
+            outcomes.append(
+                (push.id, DeviceOutcome(deviceId: first.delivery.deviceId, outcome: prepared.outcome, rule: prepared.rule)))
+            let pushType = PushType(rawValue: push.pushType) ?? .alert
+            for claim in claims {
+                let request = APNsRequest(
+                    deviceToken: claim.delivery.token, topic: pushType.topic(forBundle: push.topic ?? claim.delivery.topic),
+                    pushType: push.pushType, priority: push.priority, expiration: push.expiration.map(String.init),
+                    collapseID: push.collapseId, apnsID: claim.delivery.apnsId, payload: prepared.bytes)
+                if let violation = APNsValidator.violation(of: request) {
+                    updates.append(
+                        DeliveryUpdate(
+                            id: claim.id, state: .failed, attempts: claim.attempts, status: violation.status,
+                            reason: violation.reason.rawValue, error: violation.message, outcome: prepared.outcome,
+                            rule: prepared.rule, finishedAt: now))
+                    continue
+                }
+                attempts[claim.delivery.environment, default: []].append(
+                    Attempt(claim: claim, request: request, outcome: prepared.outcome, rule: prepared.rule))
+            }
+        }
+
+        let sent = Answers()
+        await withTaskGroup(of: Void.self) { group in
+            for (environment, batch) in attempts {
+                guard let sender = senders[environment] else { continue }
+                let concurrency = settings.concurrency
+                group.addTask {
+                    let started = ContinuousClock.now
+                    await sender.send(batch.map(\.request), concurrency: concurrency) { index, result in
+                        let elapsed = ContinuousClock.now - started
+                        sent.items.withLock { $0.append((batch[index], result, elapsed)) }
+                    }
+                }
+            }
+        }
+        var deactivations: [TokenDeactivation] = []
+        let answeredAt = clock.now().timeIntervalSince1970
+        for (attempt, result, elapsed) in sent.items.withLock({ $0 }) {
+            observer?.apnsLatency(elapsed)
+            let (update, deactivation) = record(attempt, result, at: answeredAt)
+            updates.append(update)
+            if let deactivation { deactivations.append(deactivation) }
+        }
+        try await outbox.complete(updates, outcomes: outcomes, owner: node)
+        for update in updates { observer?.attempt(state: update.state, status: update.status, reason: update.reason) }
+        for deactivation in deactivations {
+            do {
+                guard let registration = try await tokens.deactivate(deactivation) else { continue }
+                observer?.deactivated(reason: deactivation.reason)
+                logger.info(
+                    "token deactivated",
+                    metadata: [
+                        "device_id": "\(registration.deviceId)", "token": "\(DeviceTokenFormat.redacted(registration.token))",
+                        "reason": "\(deactivation.reason)",
+                    ])
+                feedback?.post(registration)
+            } catch {
+                logger.error("cannot deactivate a token", metadata: ["error": "\(error)"])
+            }
+        }
+        for pushId in Set(claimed.map(\.pushId)) { rendezvous.notify(pushId) }
+    }
+
+    /// The payload bytes a device gets, with the enrichment's outcome and rule.
+    private func prepare(_ push: PushDefinition, deviceId: String) async throws -> (
+        bytes: [UInt8], outcome: String, rule: String
+    ) {
+        guard push.enrich else {
+            return (JSONWriter.bytes(push.payload), EnrichmentResult.Outcome.unchanged.rawValue, "enrichment_off")
+        }
+        let payload = try NotificationPayload(json: push.payload)
+        let result = try await enricher.enrich(deviceId: deviceId, payload: payload, mode: push.mode)
+        return (JSONWriter.bytes(result.payload), result.outcome.rawValue, result.rule)
+    }
+
+    /// The update for one answered (or failed) attempt, and the deactivation it calls for.
+    private func record(_ attempt: Attempt, _ result: APNsSendResult, at now: Double) -> (
+        DeliveryUpdate, TokenDeactivation?
+    ) {
+        let claim = attempt.claim
+        let attempts = claim.attempts + max(1, result.attempts)
+        var update = DeliveryUpdate(
+            id: claim.id, state: .failed, attempts: attempts, status: result.status, reason: result.reason?.rawValue,
+            apnsTimestamp: result.timestamp, error: result.transportError, outcome: attempt.outcome,
+            rule: attempt.rule, finishedAt: now)
+        if result.status == 200 {
+            update.state = .delivered
+            return (update, nil)
+        }
+        let retryable = result.status.map { RetryPolicy.isRetryable(status: $0, reason: result.reason) } ?? true
+        if retryable, attempts < settings.attempts {
+            update.state = .pending
+            update.finishedAt = nil
+            var delay = settings.retryDelay
+            for _ in 1..<attempts { delay *= 2 }
+            update.nextAttemptAt = now + min(delay, settings.maxRetryDelay)
+            return (update, nil)
+        }
+        let delivery = claim.delivery
+        switch result.reason {
+        case .unregistered?, .expiredToken?:
+            let invalidated = result.timestamp.map { Double($0) / 1000 }
+            return (
+                update,
+                TokenDeactivation(
+                    deviceId: delivery.deviceId, token: delivery.token, reason: result.reason!.rawValue,
+                    invalidatedAt: invalidated ?? now, unlessRegisteredAfter: invalidated)
+            )
+        case .badDeviceToken?, .deviceTokenNotForTopic?:
+            return (
+                update,
+                TokenDeactivation(
+                    deviceId: delivery.deviceId, token: delivery.token, reason: result.reason!.rawValue,
+                    invalidatedAt: now, onlyFor: (delivery.topic, delivery.environment))
+            )
+        default:
+            return (update, nil)
+        }
+    }
+}
+
+extension DeliverySettings {
+    /// One APNs client per environment from the configured credentials; empty when none are configured.
+    func makeSenders() throws(ConfigurationError) -> [APNsEnvironmentName: APNsSender] {
+        guard isConfigured else { return [:] }
+        let credentials: APNsCredentials
+        var trust: String?
+        do throws(APNsConfigurationError) {
+            if let keyFile, let keyID, let teamID {
+                credentials = try APNsCredentialFiles.token(keyFile: keyFile, keyID: keyID, teamID: teamID)
+            } else if let p12File {
+                credentials = try APNsCredentialFiles.pkcs12(
+                    file: p12File, password: p12Password ?? "", passwordSource: "ENRICH_APNS_P12_PASSWORD")
+            } else if let certificateFile, let certificateKeyFile {
+                credentials = try APNsCredentialFiles.certificate(
+                    certFile: certificateFile, keyFile: certificateKeyFile)
+            } else {
+                throw APNsConfigurationError("incomplete APNs credentials")
+            }
+            if let caFile { trust = try APNsCredentialFiles.trustRoots(caFile: caFile) }
+        } catch {
+            throw ConfigurationError(
+                setting: "ENRICH_APNS_*", value: "", allowed: "readable APNs credentials",
+                problem: error.description)
+        }
+        var senders: [APNsEnvironmentName: APNsSender] = [:]
+        for (environment, url) in [(APNsEnvironmentName.sandbox, sandboxURL), (.production, productionURL)] {
+            do {
+                senders[environment] = try APNsSender(
+                    configuration: APNsSenderConfiguration(
+                        environment: .custom(url), credentials: credentials, additionalTrustRootsPEM: trust,
+                        connections: connections, connectTimeout: .seconds(5),
+                        requestTimeout: .milliseconds(Int64(requestTimeout * 1000)),
+                        // The outbox retries with its own durable backoff; the client makes one attempt.
+                        retry: RetryPolicy(maxAttempts: 1)))
+            } catch {
+                throw ConfigurationError(
+                    setting: environment == .sandbox ? "ENRICH_APNS_SANDBOX_URL" : "ENRICH_APNS_PRODUCTION_URL",
+                    value: url, allowed: "an https://host[:port] APNs base URL", problem: "\(error)")
+            }
+        }
+        return senders
+    }
+}

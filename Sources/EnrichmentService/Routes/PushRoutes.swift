@@ -1,0 +1,260 @@
+import APNsCore
+import EnrichmentCore
+import EnrichmentRuntime
+import Essentials
+import Foundation
+import Hummingbird
+
+/// Enrich-and-send: `POST /v1/push` and `GET /v1/push/{pushId}`.
+struct PushRoutes {
+    let state: ServiceState
+
+    /// Above this many devices a push is answered 202 unless it says `"wait": true`.
+    static let waitDefaultLimit = 100
+
+    func register(on router: RouteRecorder) {
+        router.post("/v1/push") { request, _ in
+            let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
+            let input = try PushRequest(document, now: state.clock.now().timeIntervalSince1970)
+            let receipt: DeliveryEngine.Receipt
+            do {
+                receipt = try await state.delivery.submit(input.push)
+            } catch let error as DeliveryError {
+                switch error {
+                case .notConfigured:
+                    throw APIError(.serviceUnavailable, reason: "delivery_not_configured", message: error.description)
+                case .shuttingDown:
+                    throw APIError(.serviceUnavailable, reason: "shutting_down", message: error.description)
+                }
+            }
+            let pushId = receipt.push.id
+            if input.wait, receipt.deliveries > 0 {
+                let timeout = Duration.milliseconds(Int64(state.configuration.delivery.waitTimeout * 1000))
+                let done = try await state.delivery.waitUntilDone(pushId: pushId, timeout: timeout)
+                guard let report = try await state.delivery.outbox.report(pushId: pushId) else {
+                    throw APIError(.internalServerError, reason: "internal_error", message: "the push vanished")
+                }
+                return JSONIO.response(ReportView(report: report, withResults: true), status: done ? .ok : .accepted)
+            }
+            if input.wait, let report = try await state.delivery.outbox.report(pushId: pushId) {
+                return JSONIO.response(ReportView(report: report, withResults: true))
+            }
+            return JSONIO.response(AcceptedView(receipt: receipt), status: .accepted)
+        }
+        router.get("/v1/push/:pushId") { _, context in
+            let id = try context.parameters.require("pushId")
+            guard let report = try await state.delivery.outbox.report(pushId: id) else {
+                throw APIError(.notFound, reason: "push_not_found", message: "no push has the id '\(id)'")
+            }
+            return JSONIO.response(ReportView(report: report, withResults: report.isDone))
+        }
+    }
+
+    struct AcceptedView: JSONObjectRepresentable {
+        var receipt: DeliveryEngine.Receipt
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("deliveries", receipt.deliveries)
+            object.field("devices", receipt.push.deviceIds.count)
+            object.field("not_sent", objects: receipt.notSent.map(OutcomeView.init))
+            object.field("push_id", receipt.push.id)
+            object.field("status_url", "/v1/push/\(receipt.push.id)")
+        }
+    }
+
+    struct OutcomeView: JSONObjectRepresentable {
+        var outcome: DeviceOutcome
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("device_id", outcome.deviceId)
+            object.field("outcome", outcome.outcome)
+            object.field("rule", outcome.rule)
+        }
+    }
+
+    /// `{push_id, done, counts, devices?: [{device_id, outcome, rule, deliveries: [...]}]}`.
+    struct ReportView: JSONObjectRepresentable {
+        var report: PushReport
+        var withResults: Bool
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            let counts = report.counts
+            object.object("counts") { c in
+                for state in DeliveryState.allCases { c.field(state.rawValue, counts[state] ?? 0) }
+            }
+            object.field("created_at", report.push.createdAt)
+            object.field("deliveries", report.deliveries.count)
+            if withResults {
+                var byDevice: [String: [DeliveryReport]] = [:]
+                for delivery in report.deliveries { byDevice[delivery.deviceId, default: []].append(delivery) }
+                object.array("devices", report.devices) { device, d in
+                    d.field("device_id", device.deviceId)
+                    d.field("outcome", device.outcome ?? "pending")
+                    d.field("rule", device.rule)
+                    d.array("deliveries", byDevice[device.deviceId] ?? []) { delivery, o in
+                        o.field("apns_id", delivery.apnsId)
+                        o.field("attempts", delivery.attempts)
+                        o.field("environment", delivery.environment.rawValue)
+                        o.field("error", delivery.error)
+                        o.field("reason", delivery.reason)
+                        o.field("state", delivery.state.rawValue)
+                        o.field("status", delivery.status.map(Int64.init))
+                        o.field("timestamp", delivery.apnsTimestamp)
+                        o.field("token", delivery.token)
+                    }
+                }
+            }
+            object.field("done", report.isDone)
+            object.field("push_id", report.push.id)
+        }
+    }
+}
+
+/// The body of `POST /v1/push`, validated field by field.
+struct PushRequest {
+    static let maximumDevices = 1_000
+
+    var push: PushDefinition
+    var wait: Bool
+
+    init(_ document: JSONValue, now: Double) throws {
+        guard case .object(let fields) = document else {
+            throw APIError.invalid(
+                "invalid_request", "body must be a JSON object {\"device_ids\": [...], \"payload\": {...}, ...}")
+        }
+        let known: Set<String> = [
+            "device_ids", "payload", "push_type", "priority", "expiration", "collapse_id", "topic", "enrich", "mode",
+            "wait",
+        ]
+        if let unknown = fields.keys.sorted().first(where: { !known.contains($0) }) {
+            throw APIError.invalid(
+                "invalid_request",
+                "unknown member '\(unknown)'; accepted: \(known.sorted().joined(separator: ", "))", field: unknown)
+        }
+        let deviceIds = try Self.deviceIds(fields["device_ids"])
+        guard let payloadValue = fields["payload"] else {
+            throw APIError.invalid("invalid_request", "payload is required (the APNs payload, a JSON object)")
+        }
+        let payload: NotificationPayload
+        do { payload = try NotificationPayload(json: payloadValue) } catch {
+            throw APIError.invalid("invalid_payload", error.description, field: "payload")
+        }
+        let pushTypeName = try Self.string(fields["push_type"], "push_type") ?? PushType.alert.rawValue
+        guard let pushType = PushType(rawValue: pushTypeName) else {
+            throw APIError.invalid(
+                "invalid_request",
+                "push_type '\(pushTypeName)' is unknown; use one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))",
+                field: "push_type")
+        }
+        var priority = try Self.integer(fields["priority"], "priority").map(Int.init)
+        if priority == nil, pushType == .background { priority = 5 }
+        let expiration = try Self.integer(fields["expiration"], "expiration")
+        if let expiration, expiration < 0 {
+            throw APIError.invalid(
+                "invalid_request", "expiration must be epoch seconds >= 0 (0: deliver once, do not store)",
+                field: "expiration")
+        }
+        let collapseId = try Self.string(fields["collapse_id"], "collapse_id")
+        let topic = try Self.string(fields["topic"], "topic")
+        if let topic, topic.isEmpty || topic.contains(where: { $0.isWhitespace }) {
+            throw APIError.invalid("invalid_request", "topic must be a bundle id without spaces", field: "topic")
+        }
+        let enrich = try Self.bool(fields["enrich"], "enrich") ?? true
+        var mode: BodyMode?
+        if let raw = try Self.string(fields["mode"], "mode") {
+            guard let parsed = BodyMode(rawValue: raw) else {
+                throw APIError.invalid("invalid_request", "mode '\(raw)' is unknown; use default or woosmap", field: "mode")
+            }
+            mode = parsed
+        }
+        wait = try Self.bool(fields["wait"], "wait") ?? (deviceIds.count <= PushRoutes.waitDefaultLimit)
+
+        // The payload and headers every delivery shares are checked once, as APNs would (a well-formed probe
+        // token; the registration's topic is not known yet).
+        let bytes = payload.json.encodedData()
+        let probe = APNsRequest(
+            deviceToken: String(repeating: "0", count: 64), topic: pushType.topic(forBundle: topic ?? "com.example.app"),
+            pushType: pushType.rawValue, priority: priority, expiration: expiration.map(String.init),
+            collapseID: collapseId, payload: Array(bytes))
+        if let violation = APNsValidator.violation(of: probe) {
+            let field: String =
+                switch violation.reason {
+                case .payloadTooLarge, .payloadEmpty: "payload"
+                case .badPriority: "priority"
+                case .badCollapseId: "collapse_id"
+                case .badExpirationDate: "expiration"
+                case .invalidPushType: "push_type"
+                default: "payload"
+                }
+            let status: HTTPResponse.Status = violation.reason == .payloadTooLarge ? .contentTooLarge : .badRequest
+            throw APIError(
+                status, reason: "invalid_push", message: "\(violation.reason.rawValue): \(violation.message)",
+                details: ["field": .string(field)])
+        }
+        push = PushDefinition(
+            id: UUID().uuidString.lowercased(), createdAt: now, payload: payload.json, pushType: pushType.rawValue,
+            priority: priority, expiration: expiration, collapseId: collapseId, topic: topic, enrich: enrich,
+            mode: mode, deviceIds: deviceIds)
+    }
+
+    static func deviceIds(_ value: JSONValue?) throws -> [String] {
+        guard let value else {
+            throw APIError.invalid("invalid_request", "device_ids is required (1 to \(maximumDevices) device ids)")
+        }
+        guard case .array(let items) = value else {
+            throw APIError.invalid(
+                "invalid_request", "device_ids must be an array of strings, found \(value.typeName)",
+                field: "device_ids")
+        }
+        guard (1...maximumDevices).contains(items.count) else {
+            throw APIError.invalid(
+                "invalid_request",
+                "device_ids has \(items.count) ids; 1 to \(maximumDevices) are accepted per push (split larger sends)",
+                field: "device_ids")
+        }
+        var seen = Set<String>()
+        return try items.enumerated().map { index, item in
+            guard let id = item.stringValue else {
+                throw APIError.invalid(
+                    "invalid_request", "device_ids[\(index)] must be a string, found \(item.typeName)",
+                    field: "device_ids")
+            }
+            if let problem = DeviceID.problem(with: id) {
+                throw APIError.invalid("invalid_device_id", "device_ids[\(index)]: \(problem)", field: "device_ids")
+            }
+            guard seen.insert(id).inserted else {
+                throw APIError.invalid(
+                    "invalid_request", "device_ids[\(index)] '\(id)' is listed twice; name each device once",
+                    field: "device_ids")
+            }
+            return id
+        }
+    }
+
+    static func string(_ value: JSONValue?, _ name: String) throws -> String? {
+        switch value {
+        case nil, .null?: return nil
+        case .string(let text)?: return text
+        case let other?:
+            throw APIError.invalid("invalid_request", "\(name) must be a string, found \(other.typeName)", field: name)
+        }
+    }
+
+    static func integer(_ value: JSONValue?, _ name: String) throws -> Int64? {
+        switch value {
+        case nil, .null?: return nil
+        case .int(let number)?: return number
+        case let other?:
+            throw APIError.invalid("invalid_request", "\(name) must be an integer, found \(other.typeName)", field: name)
+        }
+    }
+
+    static func bool(_ value: JSONValue?, _ name: String) throws -> Bool? {
+        switch value {
+        case nil, .null?: return nil
+        case .bool(let flag)?: return flag
+        case let other?:
+            throw APIError.invalid("invalid_request", "\(name) must be true or false, found \(other.typeName)", field: name)
+        }
+    }
+}

@@ -1,0 +1,112 @@
+import EnrichmentCore
+import EnrichmentRuntime
+import Essentials
+import Foundation
+import Hummingbird
+
+/// Where a device receives pushes: `/v1/devices/{deviceId}/apns-tokens[/{token}]`.
+struct TokenRoutes {
+    let state: ServiceState
+
+    struct RegistrationView: JSONObjectRepresentable {
+        var registration: TokenRegistration
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("active", registration.active)
+            object.field("device_id", registration.deviceId)
+            object.field("environment", registration.environment.rawValue)
+            object.field("invalidated_at", registration.invalidatedAt)
+            object.field("reason", registration.reason)
+            object.field("registered_at", registration.registeredAt)
+            object.field("token", registration.token)
+            object.field("topic", registration.topic)
+        }
+    }
+
+    struct ListView: JSONObjectRepresentable {
+        var deviceId: String
+        var registrations: [TokenRegistration]
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("device_id", deviceId)
+            object.field("tokens", objects: registrations.map(RegistrationView.init))
+        }
+    }
+
+    struct RemovedView: JSONObjectRepresentable {
+        var deviceId: String
+        var token: String
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("deleted", true)
+            object.field("device_id", deviceId)
+            object.field("token", token)
+        }
+    }
+
+    static func token(_ context: ServiceContext) throws -> String {
+        let raw = try context.parameters.require("token")
+        switch DeviceTokenFormat.normalized(raw) {
+        case .success(let token): return token
+        case .failure(let problem): throw APIError.invalid("invalid_token", problem.message, field: "token")
+        }
+    }
+
+    /// The registration body: `{"topic": "com.example.app", "environment": "sandbox" | "production"}`.
+    static func registration(_ document: JSONValue) throws -> (topic: String, environment: APNsEnvironmentName) {
+        guard case .object(let fields) = document else {
+            throw APIError.invalid(
+                "invalid_request", "body must be a JSON object {\"topic\", \"environment\": \"sandbox\"|\"production\"}")
+        }
+        guard let topicValue = fields["topic"] else {
+            throw APIError.invalid("invalid_request", "topic is required (the app's bundle id)", field: "topic")
+        }
+        guard let topic = topicValue.stringValue, !topic.isEmpty, topic.utf8.count <= 255,
+            !topic.contains(where: { $0.isWhitespace })
+        else {
+            throw APIError.invalid(
+                "invalid_request", "topic must be the app's bundle id: 1 to 255 characters without spaces",
+                field: "topic")
+        }
+        guard let environmentValue = fields["environment"] else {
+            throw APIError.invalid(
+                "invalid_request",
+                "environment is required: sandbox (development builds) or production (TestFlight and App Store)",
+                field: "environment")
+        }
+        guard let raw = environmentValue.stringValue, let environment = APNsEnvironmentName(rawValue: raw) else {
+            throw APIError.invalid(
+                "invalid_request", "environment must be sandbox or production, found \(environmentValue)",
+                field: "environment")
+        }
+        return (topic, environment)
+    }
+
+    func register(on router: RouteRecorder) {
+        let devices = router.group("/v1/devices")
+        devices.put(":deviceId/apns-tokens/:token") { request, context in
+            let id = try DeviceRoutes.deviceId(context)
+            let token = try Self.token(context)
+            let body = try Self.registration(try await JSONIO.readJSON(request, limit: state.maxBodyBytes))
+            let registration = TokenRegistration(
+                deviceId: id, token: token, topic: body.topic, environment: body.environment,
+                registeredAt: state.clock.now().timeIntervalSince1970)
+            let created = try await state.tokens.register(registration)
+            return JSONIO.response(RegistrationView(registration: registration), status: created ? .created : .ok)
+        }
+        devices.get(":deviceId/apns-tokens") { _, context in
+            let id = try DeviceRoutes.deviceId(context)
+            return JSONIO.response(ListView(deviceId: id, registrations: try await state.tokens.registrations(deviceId: id)))
+        }
+        devices.delete(":deviceId/apns-tokens/:token") { _, context in
+            let id = try DeviceRoutes.deviceId(context)
+            let token = try Self.token(context)
+            guard try await state.tokens.remove(deviceId: id, token: token) else {
+                throw APIError(
+                    .notFound, reason: "token_not_found",
+                    message: "device '\(id)' has no registration for token \(DeviceTokenFormat.redacted(token))")
+            }
+            return JSONIO.response(RemovedView(deviceId: id, token: token))
+        }
+    }
+}

@@ -1,0 +1,178 @@
+public import EnrichmentCore
+import Essentials
+import Foundation
+import GRDB
+
+/// The outbox in SQLite: `pushes`, `push_devices` and `deliveries`, committed in one transaction per push.
+///
+/// One process owns the file, so a claim is a lease column set in the same statement that selects the due rows.
+public struct SQLiteOutbox: OutboxStore {
+    let database: SQLiteDatabase
+
+    public init(database: SQLiteDatabase) { self.database = database }
+
+    public func enqueue(_ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery]) async throws {
+        let payload = String(decoding: push.payload.encodedData(), as: UTF8.self)
+        let known = Dictionary(outcomes.map { ($0.deviceId, $0) }, uniquingKeysWith: { first, _ in first })
+        try await database.pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO pushes (id, created_at, payload, push_type, priority, expiration, collapse_id, topic,
+                        enrich, mode)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    push.id, push.createdAt, payload, push.pushType, push.priority, push.expiration, push.collapseId,
+                    push.topic, push.enrich, push.mode?.rawValue,
+                ])
+            let device = try db.makeStatement(
+                sql: "INSERT INTO push_devices (push_id, position, device_id, outcome, rule) VALUES (?, ?, ?, ?, ?)")
+            for (position, id) in push.deviceIds.enumerated() {
+                try device.execute(arguments: [push.id, position, id, known[id]?.outcome, known[id]?.rule])
+            }
+            let delivery = try db.makeStatement(
+                sql: """
+                    INSERT INTO deliveries (push_id, device_id, token, topic, environment, apns_id, next_attempt_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """)
+            for item in deliveries {
+                try delivery.execute(arguments: [
+                    push.id, item.deviceId, item.token, item.topic, item.environment.rawValue, item.apnsId,
+                    push.createdAt,
+                ])
+            }
+        }
+    }
+
+    public func claim(owner: String, limit: Int, now: Double, lease: Double) async throws -> [ClaimedDelivery] {
+        try await database.pool.write { db in
+            let statement = try db.cachedStatement(
+                sql: """
+                    UPDATE deliveries SET lease_owner = ?, lease_until = ?
+                    WHERE id IN (
+                        SELECT id FROM deliveries
+                        WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
+                        ORDER BY next_attempt_at, id LIMIT ?)
+                    RETURNING id, push_id, device_id, token, topic, environment, apns_id, attempts
+                    """)
+            return try Row.fetchAll(statement, arguments: [owner, now + lease, now, now, limit]).map { row in
+                ClaimedDelivery(
+                    id: row[0], pushId: row[1],
+                    delivery: NewDelivery(
+                        deviceId: row[2], token: row[3], topic: row[4],
+                        environment: APNsEnvironmentName(rawValue: row[5]) ?? .production, apnsId: row[6]),
+                    attempts: row[7])
+            }.sorted { $0.id < $1.id }
+        }
+    }
+
+    public func complete(
+        _ updates: [DeliveryUpdate], outcomes: [(pushId: String, outcome: DeviceOutcome)], owner: String
+    ) async throws -> Int {
+        guard !updates.isEmpty || !outcomes.isEmpty else { return 0 }
+        return try await database.pool.write { db in
+            let update = try db.cachedStatement(
+                sql: """
+                    UPDATE deliveries SET state = ?, attempts = ?, next_attempt_at = COALESCE(?, next_attempt_at),
+                        status = ?, reason = ?, apns_timestamp = ?, error = ?, outcome = COALESCE(?, outcome),
+                        rule = COALESCE(?, rule), finished_at = ?, lease_owner = NULL, lease_until = NULL
+                    WHERE id = ? AND lease_owner = ? AND state = 'pending'
+                    """)
+            var written = 0
+            for item in updates {
+                try update.execute(arguments: [
+                    item.state.rawValue, item.attempts, item.nextAttemptAt, item.status, item.reason, item.apnsTimestamp,
+                    item.error, item.outcome, item.rule, item.finishedAt, item.id, owner,
+                ])
+                written += db.changesCount
+            }
+            let device = try db.cachedStatement(
+                sql: "UPDATE push_devices SET outcome = ?, rule = ? WHERE push_id = ? AND device_id = ?")
+            for (pushId, outcome) in outcomes {
+                try device.execute(arguments: [outcome.outcome, outcome.rule, pushId, outcome.deviceId])
+            }
+            return written
+        }
+    }
+
+    public func releaseClaims(owner: String?) async throws -> Int {
+        try await database.pool.write { db in
+            if let owner {
+                try db.execute(
+                    sql: "UPDATE deliveries SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?",
+                    arguments: [owner])
+            } else {
+                try db.execute(
+                    sql:
+                        "UPDATE deliveries SET lease_owner = NULL, lease_until = NULL WHERE lease_owner IS NOT NULL")
+            }
+            return db.changesCount
+        }
+    }
+
+    public func push(id: String) async throws -> PushDefinition? {
+        try await database.pool.read { db in try Self.push(db, id: id) }
+    }
+
+    static func push(_ db: Database, id: String) throws -> PushDefinition? {
+        guard
+            let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT id, created_at, payload, push_type, priority, expiration, collapse_id, topic, enrich, mode
+                    FROM pushes WHERE id = ?
+                    """, arguments: [id])
+        else { return nil }
+        let devices = try String.fetchAll(
+            db, sql: "SELECT device_id FROM push_devices WHERE push_id = ? ORDER BY position", arguments: [id])
+        let text: String = row[2]
+        return PushDefinition(
+            id: row[0], createdAt: row[1], payload: try JSONValue.decode(Data(text.utf8)), pushType: row[3],
+            priority: row[4], expiration: row[5], collapseId: row[6], topic: row[7], enrich: row[8],
+            mode: (row[9] as String?).flatMap(BodyMode.init(rawValue:)), deviceIds: devices)
+    }
+
+    public func report(pushId: String) async throws -> PushReport? {
+        try await database.pool.read { db in
+            guard let push = try Self.push(db, id: pushId) else { return nil }
+            let devices = try Row.fetchAll(
+                db, sql: "SELECT device_id, outcome, rule FROM push_devices WHERE push_id = ? ORDER BY position",
+                arguments: [pushId]
+            ).map { row -> (deviceId: String, outcome: String?, rule: String?) in (row[0], row[1], row[2]) }
+            let deliveries = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT device_id, token, environment, state, status, reason, apns_id, apns_timestamp, attempts, error
+                    FROM deliveries WHERE push_id = ? ORDER BY id
+                    """, arguments: [pushId]
+            ).map { row in
+                DeliveryReport(
+                    deviceId: row[0], token: row[1], environment: APNsEnvironmentName(rawValue: row[2]) ?? .production,
+                    state: DeliveryState(rawValue: row[3]) ?? .pending, status: row[4], reason: row[5], apnsId: row[6],
+                    apnsTimestamp: row[7], attempts: row[8], error: row[9])
+            }
+            return PushReport(push: push, devices: devices, deliveries: deliveries)
+        }
+    }
+
+    public func pendingCount(pushId: String) async throws -> Int {
+        try await database.pool.read { db in
+            try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM deliveries WHERE push_id = ? AND state = 'pending'",
+                arguments: [pushId]) ?? 0
+        }
+    }
+
+    public func depth() async throws -> Int {
+        try await database.pool.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM deliveries WHERE state = 'pending'") ?? 0
+        }
+    }
+
+    public func nextDue() async throws -> Double? {
+        try await database.pool.read { db in
+            try Double.fetchOne(
+                db, sql: "SELECT min(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL")
+        }
+    }
+}

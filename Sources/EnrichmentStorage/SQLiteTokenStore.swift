@@ -1,0 +1,103 @@
+public import EnrichmentCore
+import GRDB
+
+/// Device token registrations in SQLite, keyed by (device id, token).
+public struct SQLiteTokenStore: DeviceTokenStore {
+    let database: SQLiteDatabase
+
+    public init(database: SQLiteDatabase) { self.database = database }
+
+    public func register(_ registration: TokenRegistration) async throws -> Bool {
+        try await database.pool.write { db in
+            let existed =
+                try Bool.fetchOne(
+                    db, sql: "SELECT 1 FROM apns_tokens WHERE device_id = ? AND token = ?",
+                    arguments: [registration.deviceId, registration.token]) ?? false
+            try db.execute(
+                sql: """
+                    INSERT INTO apns_tokens (device_id, token, topic, environment, registered_at, active)
+                    VALUES (?, ?, ?, ?, ?, 1)
+                    ON CONFLICT (device_id, token) DO UPDATE SET
+                        topic = excluded.topic, environment = excluded.environment,
+                        registered_at = excluded.registered_at, active = 1, invalidated_at = NULL, reason = NULL
+                    """,
+                arguments: [
+                    registration.deviceId, registration.token, registration.topic, registration.environment.rawValue,
+                    registration.registeredAt,
+                ])
+            return !existed
+        }
+    }
+
+    public func registrations(deviceId: String) async throws -> [TokenRegistration] {
+        try await database.pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT device_id, token, topic, environment, registered_at, active, invalidated_at, reason
+                    FROM apns_tokens WHERE device_id = ? ORDER BY registered_at, token
+                    """, arguments: [deviceId]
+            ).map(Self.registration)
+        }
+    }
+
+    public func activeRegistrations(deviceIds: [String]) async throws -> [String: [TokenRegistration]] {
+        try await database.pool.read { db in
+            let statement = try db.cachedStatement(
+                sql: """
+                    SELECT device_id, token, topic, environment, registered_at, active, invalidated_at, reason
+                    FROM apns_tokens WHERE device_id = ? AND active = 1 ORDER BY registered_at, token
+                    """)
+            var found: [String: [TokenRegistration]] = [:]
+            for id in Set(deviceIds) {
+                let rows = try Row.fetchAll(statement, arguments: [id]).map(Self.registration)
+                if !rows.isEmpty { found[id] = rows }
+            }
+            return found
+        }
+    }
+
+    public func remove(deviceId: String, token: String) async throws -> Bool {
+        try await database.pool.write { db in
+            try db.execute(
+                sql: "DELETE FROM apns_tokens WHERE device_id = ? AND token = ?", arguments: [deviceId, token])
+            return db.changesCount > 0
+        }
+    }
+
+    public func removeDevice(_ deviceId: String) async throws -> Int {
+        try await database.pool.write { db in
+            try db.execute(sql: "DELETE FROM apns_tokens WHERE device_id = ?", arguments: [deviceId])
+            return db.changesCount
+        }
+    }
+
+    public func deactivate(_ deactivation: TokenDeactivation) async throws -> TokenRegistration? {
+        try await database.pool.write { db in
+            var sql = """
+                UPDATE apns_tokens SET active = 0, invalidated_at = ?, reason = ?
+                WHERE device_id = ? AND token = ? AND active = 1
+                """
+            var arguments: StatementArguments = [
+                deactivation.invalidatedAt, deactivation.reason, deactivation.deviceId, deactivation.token,
+            ]
+            if let after = deactivation.unlessRegisteredAfter {
+                sql += " AND registered_at <= ?"
+                arguments += [after]
+            }
+            if let registration = deactivation.onlyFor {
+                sql += " AND topic = ? AND environment = ?"
+                arguments += [registration.topic, registration.environment.rawValue]
+            }
+            sql += " RETURNING device_id, token, topic, environment, registered_at, active, invalidated_at, reason"
+            return try Row.fetchOne(db, sql: sql, arguments: arguments).map(Self.registration)
+        }
+    }
+
+    static func registration(_ row: Row) -> TokenRegistration {
+        TokenRegistration(
+            deviceId: row[0], token: row[1], topic: row[2],
+            environment: APNsEnvironmentName(rawValue: row[3]) ?? .production, registeredAt: row[4],
+            active: row[5], invalidatedAt: row[6], reason: row[7])
+    }
+}

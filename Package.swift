@@ -257,6 +257,7 @@ let package = Package(
             name: "EnrichmentServiceTests",
             dependencies: [
                 "EnrichmentService",
+                "MockAPNs",
                 "EnrichmentRuntime",
                 "EnrichmentCore",
                 "Essentials",

@@ -1,5 +1,5 @@
-import Foundation
 import APNsCore
+import Foundation
 public import NIOSSL
 
 /// Loads client credentials for certificate authentication.

@@ -226,7 +226,8 @@ public struct DeliverySettings: Sendable {
             ].first { $0.1 == nil }!.0
             throw ConfigurationError(
                 setting: missing, value: "",
-                allowed: "all of ENRICH_APNS_KEY_FILE, ENRICH_APNS_KEY_ID and ENRICH_APNS_TEAM_ID for token authentication")
+                allowed:
+                    "all of ENRICH_APNS_KEY_FILE, ENRICH_APNS_KEY_ID and ENRICH_APNS_TEAM_ID for token authentication")
         }
         if certificateFile != nil, certificateKeyFile == nil {
             throw ConfigurationError(

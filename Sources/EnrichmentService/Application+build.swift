@@ -100,6 +100,11 @@ struct DeliveryService: Service {
 
     func run() async throws {
         let engine = self.engine
+        guard engine.isConfigured else {
+            // Nothing to send: stay up with the server (a service that returns would stop the group).
+            try? await gracefulShutdown()
+            return
+        }
         await withGracefulShutdownHandler {
             await engine.run()
         } onGracefulShutdown: {

@@ -81,7 +81,8 @@ public struct SQLiteOutbox: OutboxStore {
             var written = 0
             for item in updates {
                 try update.execute(arguments: [
-                    item.state.rawValue, item.attempts, item.nextAttemptAt, item.status, item.reason, item.apnsTimestamp,
+                    item.state.rawValue, item.attempts, item.nextAttemptAt, item.status, item.reason,
+                    item.apnsTimestamp,
                     item.error, item.outcome, item.rule, item.finishedAt, item.id, owner,
                 ])
                 written += db.changesCount

@@ -45,4 +45,12 @@ public struct ServiceClient: Sendable {
     public func get(_ path: String, headers: [String: String] = [:]) async throws -> Reply {
         try await request(.GET, path, headers: headers)
     }
+
+    public func put(_ path: String, json: String, headers: [String: String] = [:]) async throws -> Reply {
+        try await request(.PUT, path, body: Data(json.utf8), headers: headers)
+    }
+
+    public func delete(_ path: String, headers: [String: String] = [:]) async throws -> Reply {
+        try await request(.DELETE, path, headers: headers)
+    }
 }

@@ -16,9 +16,11 @@ public enum DeviceTokenFormat {
     /// The token as stored (lower-case), or a sentence saying what is wrong and what is allowed.
     public static func normalized(_ token: String) -> Result<String, DeviceTokenProblem> {
         let count = token.utf8.count
-        guard token.utf8.allSatisfy({ byte in
-            (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
-        }) else {
+        guard
+            token.utf8.allSatisfy({ byte in
+                (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
+            })
+        else {
             return .failure(
                 DeviceTokenProblem(
                     message: "device token may contain only hexadecimal digits (0-9, a-f); "

@@ -305,11 +305,15 @@ public final class DeliveryEngine: Sendable {
                 continue
             }
             outcomes.append(
-                (push.id, DeviceOutcome(deviceId: first.delivery.deviceId, outcome: prepared.outcome, rule: prepared.rule)))
+                (
+                    push.id,
+                    DeviceOutcome(deviceId: first.delivery.deviceId, outcome: prepared.outcome, rule: prepared.rule)
+                ))
             let pushType = PushType(rawValue: push.pushType) ?? .alert
             for claim in claims {
                 let request = APNsRequest(
-                    deviceToken: claim.delivery.token, topic: pushType.topic(forBundle: push.topic ?? claim.delivery.topic),
+                    deviceToken: claim.delivery.token,
+                    topic: pushType.topic(forBundle: push.topic ?? claim.delivery.topic),
                     pushType: push.pushType, priority: push.priority, expiration: push.expiration.map(String.init),
                     collapseID: push.collapseId, apnsID: claim.delivery.apnsId, payload: prepared.bytes)
                 if let violation = APNsValidator.violation(of: request) {
@@ -356,7 +360,8 @@ public final class DeliveryEngine: Sendable {
                 logger.info(
                     "token deactivated",
                     metadata: [
-                        "device_id": "\(registration.deviceId)", "token": "\(DeviceTokenFormat.redacted(registration.token))",
+                        "device_id": "\(registration.deviceId)",
+                        "token": "\(DeviceTokenFormat.redacted(registration.token))",
                         "reason": "\(deactivation.reason)",
                     ])
                 feedback?.post(registration)

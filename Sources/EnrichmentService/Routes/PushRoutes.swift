@@ -163,7 +163,8 @@ struct PushRequest {
         var mode: BodyMode?
         if let raw = try Self.string(fields["mode"], "mode") {
             guard let parsed = BodyMode(rawValue: raw) else {
-                throw APIError.invalid("invalid_request", "mode '\(raw)' is unknown; use default or woosmap", field: "mode")
+                throw APIError.invalid(
+                    "invalid_request", "mode '\(raw)' is unknown; use default or woosmap", field: "mode")
             }
             mode = parsed
         }
@@ -173,7 +174,8 @@ struct PushRequest {
         // token; the registration's topic is not known yet).
         let bytes = payload.json.encodedData()
         let probe = APNsRequest(
-            deviceToken: String(repeating: "0", count: 64), topic: pushType.topic(forBundle: topic ?? "com.example.app"),
+            deviceToken: String(repeating: "0", count: 64),
+            topic: pushType.topic(forBundle: topic ?? "com.example.app"),
             pushType: pushType.rawValue, priority: priority, expiration: expiration.map(String.init),
             collapseID: collapseId, payload: Array(bytes))
         if let violation = APNsValidator.violation(of: probe) {
@@ -245,7 +247,8 @@ struct PushRequest {
         case nil, .null?: return nil
         case .int(let number)?: return number
         case let other?:
-            throw APIError.invalid("invalid_request", "\(name) must be an integer, found \(other.typeName)", field: name)
+            throw APIError.invalid(
+                "invalid_request", "\(name) must be an integer, found \(other.typeName)", field: name)
         }
     }
 
@@ -254,7 +257,8 @@ struct PushRequest {
         case nil, .null?: return nil
         case .bool(let flag)?: return flag
         case let other?:
-            throw APIError.invalid("invalid_request", "\(name) must be true or false, found \(other.typeName)", field: name)
+            throw APIError.invalid(
+                "invalid_request", "\(name) must be true or false, found \(other.typeName)", field: name)
         }
     }
 }

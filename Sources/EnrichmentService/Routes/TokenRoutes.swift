@@ -56,7 +56,8 @@ struct TokenRoutes {
     static func registration(_ document: JSONValue) throws -> (topic: String, environment: APNsEnvironmentName) {
         guard case .object(let fields) = document else {
             throw APIError.invalid(
-                "invalid_request", "body must be a JSON object {\"topic\", \"environment\": \"sandbox\"|\"production\"}")
+                "invalid_request", "body must be a JSON object {\"topic\", \"environment\": \"sandbox\"|\"production\"}"
+            )
         }
         guard let topicValue = fields["topic"] else {
             throw APIError.invalid("invalid_request", "topic is required (the app's bundle id)", field: "topic")
@@ -96,7 +97,8 @@ struct TokenRoutes {
         }
         devices.get(":deviceId/apns-tokens") { _, context in
             let id = try DeviceRoutes.deviceId(context)
-            return JSONIO.response(ListView(deviceId: id, registrations: try await state.tokens.registrations(deviceId: id)))
+            return JSONIO.response(
+                ListView(deviceId: id, registrations: try await state.tokens.registrations(deviceId: id)))
         }
         devices.delete(":deviceId/apns-tokens/:token") { _, context in
             let id = try DeviceRoutes.deviceId(context)

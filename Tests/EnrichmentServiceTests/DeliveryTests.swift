@@ -1,0 +1,428 @@
+import EnrichmentCore
+import EnrichmentRuntime
+import Essentials
+import Foundation
+import MockAPNs
+import Synchronization
+import TestSupport
+import Testing
+
+/// The real service with delivery configured against two real mocks (sandbox and production) over HTTP/2 + TLS.
+func withDelivery<T: Sendable>(
+    clock: any WallClock = SystemWallClock(),
+    _ adjust: @escaping @Sendable (inout ServiceConfiguration) -> Void = { _ in },
+    _ body: @Sendable (ServiceClient, _ sandbox: MockAPNsState, _ production: MockAPNsState) async throws -> T
+) async throws -> T {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("delivery-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let keyFile = directory.appendingPathComponent("AuthKey_KEYID12345.p8").path
+    let caFile = directory.appendingPathComponent("ca.pem").path
+    try signingKeyPEM.write(toFile: keyFile, atomically: true, encoding: .utf8)
+    try authority.caCertificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
+    return try await withMock { sandboxURL, sandbox in
+        try await withMock { productionURL, production in
+            try await withService(
+                { configuration in
+                    configuration.delivery.keyFile = keyFile
+                    configuration.delivery.keyID = "KEYID12345"
+                    configuration.delivery.teamID = "TEAMID6789"
+                    configuration.delivery.caFile = caFile
+                    configuration.delivery.sandboxURL = sandboxURL
+                    configuration.delivery.productionURL = productionURL
+                    configuration.delivery.retryDelay = 0.05
+                    configuration.delivery.attempts = 3
+                    adjust(&configuration)
+                }, clock: clock
+            ) { client in try await body(client, sandbox, production) }
+        }
+    }
+}
+
+/// A distinct, valid token per label.
+func deviceToken(_ label: Int, digits: Int = 64) -> String {
+    let hex = String(label, radix: 16)
+    return String(repeating: "0", count: digits - hex.count) + hex
+}
+
+func register(
+    _ client: ServiceClient, _ device: String, _ token: String, environment: String = "sandbox",
+    topic: String = "com.example.app"
+) async throws -> ServiceClient.Reply {
+    try await client.put(
+        "/v1/devices/\(device)/apns-tokens/\(token)", json: #"{"topic":"\#(topic)","environment":"\#(environment)"}"#)
+}
+
+func reportFix(_ client: ServiceClient, _ device: String, lat: Double, lng: Double) async throws {
+    let now = Int64(Date().timeIntervalSince1970)
+    let reply = try await client.post(
+        "/v1/devices/\(device)/locations",
+        json: #"{"locations":[{"latitude":\#(lat),"longitude":\#(lng),"utc_timestamp":\#(now - 5)}]}"#)
+    #expect(reply.status == 200)
+}
+
+func pushBody(
+    devices: [String], payload: String = locationPayload(timestamp: String(Int64(Date().timeIntervalSince1970))),
+    extra: String = ""
+) -> String {
+    let ids = devices.map { #""\#($0)""# }.joined(separator: ",")
+    return #"{"device_ids":[\#(ids)],"payload":\#(payload)\#(extra.isEmpty ? "" : "," + extra)}"#
+}
+
+/// The devices of a push answer, by id.
+func devices(_ reply: ServiceClient.Reply) -> [String: JSONValue] {
+    guard case .array(let items)? = reply.json?["devices"] else { return [:] }
+    return Dictionary(
+        uniqueKeysWithValues: items.compactMap { item in item["device_id"]?.stringValue.map { ($0, item) } })
+}
+
+func firstDelivery(_ device: JSONValue?) -> JSONValue? {
+    guard case .array(let items)? = device?["deliveries"] else { return nil }
+    return items.first
+}
+
+func payloads(_ state: MockAPNsState, token: String) -> [JSONValue] {
+    state.receivedPushes.filter { $0.deviceToken == token }.compactMap { try? JSONValue.decode(Data($0.payload)) }
+}
+
+@Suite("Delivery: registrations, enrich-and-send, token hygiene", .serialized)
+struct DeliveryTests {
+    @Test("registering: created then refreshed, lower-cased, listed, removed; bad tokens say what is accepted")
+    func registrations() async throws {
+        let clock = ManualClock()
+        try await withService(clock: clock) { client in
+            let upper = String(repeating: "AB", count: 50)
+            let created = try await register(client, "dev-1", upper)
+            #expect(created.status == 201)
+            #expect(created.json?["token"]?.stringValue == upper.lowercased())
+            let first = created.json?["registered_at"]?.lenientDouble ?? 0
+            clock.advance(60)
+            let refreshed = try await register(client, "dev-1", upper.lowercased(), environment: "production")
+            #expect(refreshed.status == 200)
+            #expect((refreshed.json?["registered_at"]?.lenientDouble ?? 0) >= first + 60)
+            _ = try await register(client, "dev-1", deviceToken(7))
+            let list = try await client.get("/v1/devices/dev-1/apns-tokens")
+            guard case .array(let tokens)? = list.json?["tokens"] else {
+                Issue.record("no tokens array: \(list.text)")
+                return
+            }
+            #expect(tokens.count == 2)
+            let long = tokens.first { $0["token"]?.stringValue == upper.lowercased() }
+            #expect(long?["environment"] == .string("production"))
+            #expect(long?["active"] == .bool(true))
+
+            for bad in [
+                String(repeating: "a", count: 63), String(repeating: "a", count: 62),
+                String(repeating: "a", count: 202), String(repeating: "g", count: 64),
+            ] {
+                let reply = try await register(client, "dev-1", bad)
+                #expect(reply.status == 400)
+                #expect(reply.errorReason == "invalid_token")
+            }
+            let short = try await register(client, "dev-1", String(repeating: "a", count: 62))
+            #expect(short.json?["error"]?["message"]?.stringValue?.contains("64 to 200") == true)
+            let noEnvironment = try await client.put(
+                "/v1/devices/dev-1/apns-tokens/\(deviceToken(8))", json: #"{"topic":"com.example.app"}"#)
+            #expect(noEnvironment.status == 400)
+            #expect(noEnvironment.json?["error"]?["field"] == .string("environment"))
+
+            let removed = try await client.delete("/v1/devices/dev-1/apns-tokens/\(deviceToken(7))")
+            #expect(removed.status == 200)
+            let again = try await client.delete("/v1/devices/dev-1/apns-tokens/\(deviceToken(7))")
+            #expect(again.status == 404)
+            let device = try await client.delete("/v1/devices/dev-1")
+            #expect(device.json?["deleted_tokens"] == .int(1))
+            let empty = try await client.get("/v1/devices/dev-1/apns-tokens")
+            #expect(empty.json?["tokens"] == .array([]))
+        }
+    }
+
+    @Test("each device gets its own enrichment, sent to each of its active tokens; outcomes per device")
+    func enrichAndSend() async throws {
+        try await withDelivery { client, sandbox, _ in
+            try await reportFix(client, "london", lat: 51.5194, lng: -0.1270)
+            try await reportFix(client, "paris", lat: 48.8584, lng: 2.2945)
+            _ = try await register(client, "london", deviceToken(1))
+            _ = try await register(client, "london", deviceToken(2, digits: 128))
+            _ = try await register(client, "paris", deviceToken(3))
+            _ = try await register(client, "nofix", deviceToken(4))
+            let payload = locationPayload(timestamp: String(Int64(Date().timeIntervalSince1970)))
+            let reply = try await client.post(
+                "/v1/push", json: pushBody(devices: ["london", "paris", "nofix", "unknown"], payload: payload))
+            #expect(reply.status == 200)
+            #expect(reply.json?["done"] == .bool(true))
+            #expect(reply.json?["counts"]?["delivered"] == .int(4))
+            let byDevice = devices(reply)
+            #expect(byDevice["london"]?["outcome"] == .string("enriched"))
+            #expect(byDevice["paris"]?["outcome"] == .string("enriched"))
+            #expect(byDevice["nofix"]?["outcome"] == .string("no_fix"))
+            #expect(byDevice["unknown"]?["outcome"] == .string("not_sent"))
+            #expect(byDevice["unknown"]?["rule"] == .string("no_active_token"))
+            #expect(firstDelivery(byDevice["paris"])?["status"] == .int(200))
+            #expect(firstDelivery(byDevice["paris"])?["attempts"] == .int(1))
+
+            // What each phone received is what /v1/enrich gives for that device.
+            for (device, token) in [
+                ("london", deviceToken(1)), ("london", deviceToken(2, digits: 128)), ("paris", deviceToken(3)),
+            ] {
+                let expected = try await client.post("/v1/enrich", json: enrichBody(device: device, payload: payload))
+                let received = payloads(sandbox, token: token)
+                #expect(received.count == 1)
+                #expect(received.first?["aps"]?["alert"]?["body"] == expected.json?["notification"]?["body"])
+                #expect(received.first?["attachment-url"] == expected.json?["notification"]?["attachment_url"])
+            }
+            let londonBody = payloads(sandbox, token: deviceToken(1)).first?["aps"]?["alert"]?["body"]
+            let parisBody = payloads(sandbox, token: deviceToken(3)).first?["aps"]?["alert"]?["body"]
+            #expect(londonBody != parisBody)
+            // No fix: delivered with its original content.
+            #expect(payloads(sandbox, token: deviceToken(4)).first?["aps"]?["alert"]?["body"] == .string("Original"))
+            // apns-id sent is the one reported.
+            let sentID = sandbox.receivedPushes.first { $0.deviceToken == deviceToken(3) }?.apnsID
+            #expect(firstDelivery(byDevice["paris"])?["apns_id"]?.stringValue == sentID)
+        }
+    }
+
+    @Test("sandbox registrations go to the sandbox host, production ones to the production host")
+    func environments() async throws {
+        try await withDelivery { client, sandbox, production in
+            _ = try await register(client, "both", deviceToken(10), environment: "sandbox")
+            _ = try await register(client, "both", deviceToken(11), environment: "production")
+            let reply = try await client.post("/v1/push", json: pushBody(devices: ["both"]))
+            #expect(reply.json?["counts"]?["delivered"] == .int(2))
+            #expect(sandbox.receivedPushes.map(\.deviceToken) == [deviceToken(10)])
+            #expect(production.receivedPushes.map(\.deviceToken) == [deviceToken(11)])
+        }
+    }
+
+    @Test("a stale payload is sent as the phone would show it (woosmap: OUT OF TIME), outcome stale")
+    func stale() async throws {
+        try await withDelivery { client, sandbox, _ in
+            _ = try await register(client, "late", deviceToken(20))
+            let old = Int64(Date().timeIntervalSince1970) - 301
+            let reply = try await client.post(
+                "/v1/push",
+                json: pushBody(
+                    devices: ["late"], payload: locationPayload(timestamp: String(old)), extra: #""mode":"woosmap""#))
+            let device = devices(reply)["late"]
+            #expect(device?["outcome"] == .string("stale"))
+            #expect(device?["rule"] == .string("older_than_window"))
+            #expect(
+                payloads(sandbox, token: deviceToken(20)).first?["aps"]?["alert"]?["body"] == .string("OUT OF TIME"))
+        }
+    }
+
+    @Test("429 and 503 are retried with backoff; a permanent failure is not; attempts are counted")
+    func retries() async throws {
+        try await withDelivery { client, sandbox, _ in
+            sandbox.script(FailureScript(status: 429, times: 1), for: deviceToken(30))
+            sandbox.script(FailureScript(status: 503, times: 2), for: deviceToken(31))
+            sandbox.script(FailureScript(status: 500), for: deviceToken(32))
+            sandbox.script(FailureScript(status: 413), for: deviceToken(33))
+            for (index, token) in (30...33).enumerated() {
+                _ = try await register(client, "r\(index)", deviceToken(token))
+            }
+            let reply = try await client.post("/v1/push", json: pushBody(devices: ["r0", "r1", "r2", "r3"]))
+            let byDevice = devices(reply)
+            #expect(firstDelivery(byDevice["r0"])?["state"] == .string("delivered"))
+            #expect(firstDelivery(byDevice["r0"])?["attempts"] == .int(2))
+            #expect(firstDelivery(byDevice["r1"])?["state"] == .string("delivered"))
+            #expect(firstDelivery(byDevice["r1"])?["attempts"] == .int(3))
+            #expect(firstDelivery(byDevice["r2"])?["state"] == .string("failed"))
+            #expect(firstDelivery(byDevice["r2"])?["status"] == .int(500))
+            #expect(firstDelivery(byDevice["r2"])?["attempts"] == .int(3))
+            #expect(firstDelivery(byDevice["r3"])?["state"] == .string("failed"))
+            #expect(firstDelivery(byDevice["r3"])?["reason"] == .string("PayloadTooLarge"))
+            #expect(firstDelivery(byDevice["r3"])?["attempts"] == .int(1))
+            #expect(sandbox.receivedPushes.filter { $0.deviceToken == deviceToken(33) }.count == 1)
+        }
+    }
+
+    @Test("410 deactivates a token only when it was not registered again after the 410's timestamp")
+    func unregistered() async throws {
+        try await withRecordingWebhook { hook, webhook in
+            try await withDelivery({ $0.delivery.feedbackURL = hook }) { client, sandbox, _ in
+                let now = Date().timeIntervalSince1970
+                // Registered before the app was removed: deactivated.
+                sandbox.script(
+                    FailureScript(status: 410, reason: "Unregistered", timestamp: Int64((now + 100) * 1000)),
+                    for: deviceToken(40))
+                // APNs's timestamp predates the latest registration (the app was reinstalled): kept.
+                sandbox.script(
+                    FailureScript(status: 410, reason: "Unregistered", timestamp: Int64((now - 100) * 1000)),
+                    for: deviceToken(41))
+                _ = try await register(client, "gone", deviceToken(40))
+                _ = try await register(client, "back", deviceToken(41))
+                let reply = try await client.post("/v1/push", json: pushBody(devices: ["gone", "back"]))
+                #expect(firstDelivery(devices(reply)["gone"])?["status"] == .int(410))
+                #expect(firstDelivery(devices(reply)["gone"])?["timestamp"] == .int(Int64((now + 100) * 1000)))
+                #expect(firstDelivery(devices(reply)["gone"])?["attempts"] == .int(1))
+
+                let gone = try await client.get("/v1/devices/gone/apns-tokens").json?["tokens"]?[0]
+                #expect(gone?["active"] == .bool(false))
+                #expect(gone?["reason"] == .string("Unregistered"))
+                #expect(gone?["invalidated_at"]?.lenientDouble == (Double(Int64((now + 100) * 1000)) / 1000))
+                let back = try await client.get("/v1/devices/back/apns-tokens").json?["tokens"]?[0]
+                #expect(back?["active"] == .bool(true))
+
+                // Later pushes skip the inactive token.
+                sandbox.clearReceived()
+                let later = try await client.post("/v1/push", json: pushBody(devices: ["gone", "back"]))
+                #expect(devices(later)["gone"]?["outcome"] == .string("not_sent"))
+                #expect(sandbox.receivedPushes.map(\.deviceToken) == [deviceToken(41)])
+
+                // The webhook heard about the deactivation (and only that one).
+                let deadline = Date().addingTimeInterval(10)
+                while webhook.bodies.withLock({ $0.isEmpty }), Date() < deadline {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                let events = webhook.bodies.withLock { $0 }
+                #expect(events.count == 1)
+                #expect(events.first?["token"] == .string(deviceToken(40)))
+                #expect(events.first?["reason"] == .string("Unregistered"))
+                #expect(events.first?["device_id"] == .string("gone"))
+            }
+        }
+    }
+
+    @Test("BadDeviceToken and DeviceTokenNotForTopic deactivate that registration; a refreshed one is kept")
+    func badTokens() async throws {
+        try await withDelivery { client, sandbox, _ in
+            sandbox.script(FailureScript(status: 400, reason: "BadDeviceToken"), for: deviceToken(50))
+            sandbox.script(FailureScript(status: 400, reason: "DeviceTokenNotForTopic"), for: deviceToken(51))
+            _ = try await register(client, "bad", deviceToken(50))
+            _ = try await register(client, "other-app", deviceToken(51))
+            let reply = try await client.post("/v1/push", json: pushBody(devices: ["bad", "other-app"]))
+            #expect(firstDelivery(devices(reply)["bad"])?["reason"] == .string("BadDeviceToken"))
+            let bad = try await client.get("/v1/devices/bad/apns-tokens").json?["tokens"]?[0]
+            #expect(bad?["active"] == .bool(false))
+            #expect(bad?["reason"] == .string("BadDeviceToken"))
+            let other = try await client.get("/v1/devices/other-app/apns-tokens").json?["tokens"]?[0]
+            #expect(other?["active"] == .bool(false))
+            #expect(other?["reason"] == .string("DeviceTokenNotForTopic"))
+            // Registering again (e.g. with the right environment) makes it active again.
+            _ = try await register(client, "bad", deviceToken(50), environment: "production")
+            let again = try await client.get("/v1/devices/bad/apns-tokens").json?["tokens"]?[0]
+            #expect(again?["active"] == .bool(true))
+            #expect(again?["reason"] == nil)
+        }
+    }
+
+    @Test("a delivery whose apns-expiration has passed is marked expired and never sent")
+    func expired() async throws {
+        try await withDelivery { client, sandbox, _ in
+            _ = try await register(client, "exp", deviceToken(60))
+            let past = Int64(Date().timeIntervalSince1970) - 10
+            let reply = try await client.post(
+                "/v1/push", json: pushBody(devices: ["exp"], extra: #""expiration":\#(past)"#))
+            #expect(reply.json?["counts"]?["expired"] == .int(1))
+            #expect(firstDelivery(devices(reply)["exp"])?["state"] == .string("expired"))
+            #expect(firstDelivery(devices(reply)["exp"])?["attempts"] == .int(0))
+            #expect(sandbox.receivedCount == 0)
+        }
+    }
+
+    @Test("wait false: 202 with a push id at once; GET /v1/push/{id} reports counts, then results when done")
+    func asynchronous() async throws {
+        try await withDelivery { client, sandbox, _ in
+            sandbox.script(FailureScript(status: 200, delayMilliseconds: 300), for: deviceToken(70))
+            _ = try await register(client, "a1", deviceToken(70))
+            _ = try await register(client, "a2", deviceToken(71))
+            let accepted = try await client.post(
+                "/v1/push", json: pushBody(devices: ["a1", "a2", "none"], extra: #""wait":false"#))
+            #expect(accepted.status == 202)
+            #expect(accepted.json?["deliveries"] == .int(2))
+            #expect(accepted.json?["not_sent"]?[0]?["device_id"] == .string("none"))
+            guard let id = accepted.json?["push_id"]?.stringValue else {
+                Issue.record("no push_id: \(accepted.text)")
+                return
+            }
+            let early = try await client.get("/v1/push/\(id)")
+            #expect(early.status == 200)
+            #expect(early.json?["done"] == .bool(false))
+            #expect(early.json?["devices"] == nil)
+            var report = early
+            let deadline = Date().addingTimeInterval(10)
+            while report.json?["done"] != .bool(true), Date() < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+                report = try await client.get("/v1/push/\(id)")
+            }
+            #expect(report.json?["counts"]?["delivered"] == .int(2))
+            #expect(
+                devices(report)["a1"]?["outcome"] == .string("enriched")
+                    || devices(report)["a1"]?["outcome"] == .string("no_fix"))
+            #expect(devices(report)["none"]?["outcome"] == .string("not_sent"))
+            let missing = try await client.get("/v1/push/not-a-push")
+            #expect(missing.status == 404)
+            #expect(missing.errorReason == "push_not_found")
+        }
+    }
+
+    @Test("bad push requests say which field and what is allowed; no credentials is a 503 that says what to set")
+    func validation() async throws {
+        try await withDelivery { client, _, _ in
+            let cases: [(String, Int, String)] = [
+                (#"{"device_ids":[],"payload":{"aps":{}}}"#, 400, "device_ids"),
+                (pushBody(devices: ["a", "a"]), 400, "device_ids"),
+                (pushBody(devices: ["a"], extra: #""push_type":"telepathy""#), 400, "push_type"),
+                (pushBody(devices: ["a"], extra: #""push_type":"background","priority":10"#), 400, "priority"),
+                (
+                    pushBody(devices: ["a"], extra: #""collapse_id":"\#(String(repeating: "c", count: 65))""#), 400,
+                    "collapse_id"
+                ),
+                (pushBody(devices: ["a"], extra: #""bogus":1"#), 400, "bogus"),
+                (
+                    pushBody(
+                        devices: ["a"],
+                        payload: #"{"aps":{"alert":"x"},"pad":"\#(String(repeating: "x", count: 4100))"}"#), 413,
+                    "payload"
+                ),
+            ]
+            for (body, status, field) in cases {
+                let reply = try await client.post("/v1/push", json: body)
+                #expect(reply.status == status, "\(body.prefix(80))")
+                #expect(reply.json?["error"]?["field"] == .string(field), "\(reply.text)")
+            }
+            let tooMany = pushBody(devices: (0...1000).map { "d\($0)" })
+            #expect(try await client.post("/v1/push", json: tooMany).status == 400)
+        }
+        try await withService { client in
+            let reply = try await client.post("/v1/push", json: pushBody(devices: ["a"]))
+            #expect(reply.status == 503)
+            #expect(reply.errorReason == "delivery_not_configured")
+            #expect(reply.json?["error"]?["message"]?.stringValue?.contains("ENRICH_APNS_KEY_FILE") == true)
+        }
+    }
+
+    @Test("metrics count deliveries by state, status and reason, and report APNs latency")
+    func metrics() async throws {
+        try await withDelivery { client, sandbox, _ in
+            sandbox.script(FailureScript(status: 400, reason: "BadDeviceToken"), for: deviceToken(81))
+            _ = try await register(client, "m1", deviceToken(80))
+            _ = try await register(client, "m2", deviceToken(81))
+            _ = try await client.post("/v1/push", json: pushBody(devices: ["m1", "m2"]))
+            let text = try await client.get("/metrics").text
+            #expect(text.contains(#"apns_delivery_attempts_total{state="delivered",status="200",reason="none"} 1"#))
+            #expect(
+                text.contains(#"apns_delivery_attempts_total{state="failed",status="400",reason="BadDeviceToken"} 1"#))
+            #expect(text.contains(#"apns_tokens_deactivated_total{reason="BadDeviceToken"} 1"#))
+            #expect(text.contains("apns_send_duration_seconds_count 2"))
+            #expect(!text.contains(deviceToken(81)))
+        }
+    }
+}
+
+/// Runs a recording webhook receiver for the test's duration.
+func withRecordingWebhook<T: Sendable>(
+    _ body: @Sendable (String, RecordingWebhook) async throws -> T
+) async throws -> T {
+    let webhook = RecordingWebhook()
+    return try await webhook.run { base in try await body(base + "/hook", webhook) }
+}
+
+extension JSONValue {
+    /// The array element at `index`, if this is an array that long.
+    subscript(index: Int) -> JSONValue? {
+        guard case .array(let items) = self, items.indices.contains(index) else { return nil }
+        return items[index]
+    }
+}

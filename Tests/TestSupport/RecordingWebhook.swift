@@ -1,0 +1,44 @@
+public import Essentials
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+public import Synchronization
+
+/// A real HTTP server that records the JSON bodies POSTed to `/hook` (a feedback webhook receiver).
+/// `/fail-once` answers the very first POST with 500 (to see the sender retry), then records as `/hook` does.
+public final class RecordingWebhook: Sendable {
+    public let bodies = Mutex<[JSONValue]>([])
+    public let refused = Mutex(0)
+
+    public init() {}
+
+    public func run<T: Sendable>(_ body: @Sendable (String) async throws -> T) async throws -> T {
+        let router = Router()
+        router.post("/{mode}") { [self] request, context -> Response in
+            let buffer = try await request.body.collect(upTo: 1 << 20)
+            let document = try JSONValue.decode(Data(buffer.readableBytesView))
+            if context.parameters.get("mode") == "fail-once" {
+                let refuse = refused.withLock { count in
+                    defer { count += 1 }
+                    return count == 0
+                }
+                if refuse { return Response(status: .internalServerError) }
+            }
+            bodies.withLock { $0.append(document) }
+            return Response(status: .noContent)
+        }
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
+            logger: {
+                var logger = Logger(label: "webhook")
+                logger.logLevel = .critical
+                return logger
+            }())
+        return try await withRunningApplication(app, ports: ports) { port in
+            try await body("http://127.0.0.1:\(port)")
+        }
+    }
+}

@@ -20,12 +20,15 @@ struct ServerProcess {
     }
 
     /// Starts the server on port 0 with `database` and waits for its "listening" log line.
-    static func start(database: String) throws -> ServerProcess {
+    static func start(database: String, environment: [String: String] = [:]) throws -> ServerProcess {
         let process = Process()
         process.executableURL = try executableURL()
         process.arguments = [
             "serve", "--port", "0", "--db", database, "--sample-pois", "false", "--log-level", "notice",
         ]
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        }
         let stderr = Pipe()
         process.standardError = stderr
         process.standardOutput = FileHandle.nullDevice
@@ -47,6 +50,12 @@ struct ServerProcess {
 
     func kill9() {
         kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// SIGTERM (graceful shutdown); returns once the process has exited.
+    func terminate() {
+        kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()
     }
 }

@@ -172,9 +172,11 @@ public final class DeliveryEngine: Sendable {
             await withTaskGroup(of: Void.self) { lanes in
                 for _ in 0..<self.lanes { lanes.addTask { await self.lane() } }
             }
-            feedback?.finish()
-            // The webhook gets a short grace to send what is queued, then stops.
-            try? await Task.sleep(for: .seconds(2))
+            if let feedback {
+                // The webhook gets a short grace to send what is queued, then stops.
+                feedback.finish()
+                try? await Task.sleep(for: .seconds(2))
+            }
             group.cancelAll()
         }
         for sender in senders.values { try? await sender.shutdown() }

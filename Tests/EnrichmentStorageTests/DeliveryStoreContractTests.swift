@@ -1,0 +1,183 @@
+import EnrichmentCore
+import EnrichmentStorage
+import Essentials
+import Foundation
+import Testing
+
+/// Every implementation of the delivery stores (PostgreSQL joins here when it exists).
+enum DeliveryStoreKind: String, CaseIterable, CustomTestStringConvertible {
+    case sqlite
+    var testDescription: String { rawValue }
+
+    func makeStores(_ temp: TemporaryDatabase) throws -> (any DeviceTokenStore, any OutboxStore) {
+        switch self {
+        case .sqlite:
+            let database = try SQLiteDatabase(path: temp.path)
+            return (SQLiteTokenStore(database: database), SQLiteOutbox(database: database))
+        }
+    }
+}
+
+private func registration(
+    _ device: String, _ token: String, at time: Double, topic: String = "com.example.app",
+    environment: APNsEnvironmentName = .sandbox
+) -> TokenRegistration {
+    TokenRegistration(deviceId: device, token: token, topic: topic, environment: environment, registeredAt: time)
+}
+
+private func push(_ id: String, devices: [String], at time: Double = 1000, expiration: Int64? = nil) -> PushDefinition {
+    PushDefinition(
+        id: id, createdAt: time,
+        payload: .object(["aps": .object(["alert": .string("hi"), "mutable-content": .int(1)])]), pushType: "alert",
+        priority: 10, expiration: expiration, collapseId: "c1", topic: nil, enrich: true, mode: .woosmap,
+        deviceIds: devices)
+}
+
+private func delivery(_ device: String, _ token: String) -> NewDelivery {
+    NewDelivery(
+        deviceId: device, token: token, topic: "com.example.app", environment: .sandbox,
+        apnsId: UUID().uuidString.lowercased())
+}
+
+@Suite("Delivery store contract")
+struct DeliveryStoreContractTests {
+    @Test("register creates, then refreshes (time, topic, environment) and reactivates", arguments: DeliveryStoreKind.allCases)
+    func registerRefresh(kind: DeliveryStoreKind) async throws {
+        let temp = try TemporaryDatabase()
+        let (tokens, _) = try kind.makeStores(temp)
+        #expect(try await tokens.register(registration("d1", "aa", at: 10)) == true)
+        #expect(try await tokens.register(registration("d1", "bb", at: 20)) == true)
+        let deactivated = try await tokens.deactivate(
+            TokenDeactivation(deviceId: "d1", token: "aa", reason: "Unregistered", invalidatedAt: 15))
+        #expect(deactivated?.active == false)
+        #expect(deactivated?.reason == "Unregistered")
+        #expect(try await tokens.activeRegistrations(deviceIds: ["d1"])["d1"]?.map(\.token) == ["bb"])
+        #expect(
+            try await tokens.register(registration("d1", "aa", at: 30, topic: "com.other", environment: .production))
+                == false)
+        let all = try await tokens.registrations(deviceId: "d1")
+        #expect(all.map(\.token) == ["bb", "aa"])
+        #expect(all[1] == registration("d1", "aa", at: 30, topic: "com.other", environment: .production))
+        #expect(try await tokens.activeRegistrations(deviceIds: ["d1", "d2"]).keys.sorted() == ["d1"])
+    }
+
+    @Test("deactivation honours the 410 timestamp and the registration it was sent for", arguments: DeliveryStoreKind.allCases)
+    func deactivationRules(kind: DeliveryStoreKind) async throws {
+        let temp = try TemporaryDatabase()
+        let (tokens, _) = try kind.makeStores(temp)
+        _ = try await tokens.register(registration("d1", "aa", at: 100))
+        // APNs learned of the removal before the latest registration: kept.
+        #expect(
+            try await tokens.deactivate(
+                TokenDeactivation(
+                    deviceId: "d1", token: "aa", reason: "Unregistered", invalidatedAt: 50, unlessRegisteredAfter: 50))
+                == nil)
+        // Sent for another topic than the registration now has: kept.
+        #expect(
+            try await tokens.deactivate(
+                TokenDeactivation(
+                    deviceId: "d1", token: "aa", reason: "BadDeviceToken", invalidatedAt: 120,
+                    onlyFor: ("com.old", .sandbox))) == nil)
+        #expect(try await tokens.registrations(deviceId: "d1").first?.active == true)
+        let gone = try await tokens.deactivate(
+            TokenDeactivation(
+                deviceId: "d1", token: "aa", reason: "Unregistered", invalidatedAt: 150, unlessRegisteredAfter: 150))
+        #expect(gone?.invalidatedAt == 150)
+        // Already inactive: nothing to report (so the webhook hears of it once).
+        #expect(
+            try await tokens.deactivate(
+                TokenDeactivation(deviceId: "d1", token: "aa", reason: "Unregistered", invalidatedAt: 160)) == nil)
+        #expect(try await tokens.remove(deviceId: "d1", token: "aa") == true)
+        #expect(try await tokens.remove(deviceId: "d1", token: "aa") == false)
+        _ = try await tokens.register(registration("d2", "cc", at: 1))
+        _ = try await tokens.register(registration("d2", "dd", at: 1))
+        #expect(try await tokens.removeDevice("d2") == 2)
+    }
+
+    @Test("a push round-trips; claims are leased, ordered, and not handed out twice", arguments: DeliveryStoreKind.allCases)
+    func claims(kind: DeliveryStoreKind) async throws {
+        let temp = try TemporaryDatabase()
+        let (_, outbox) = try kind.makeStores(temp)
+        let definition = push("p1", devices: ["d1", "d2", "d3"], expiration: 5000)
+        try await outbox.enqueue(
+            definition, outcomes: [.noActiveToken("d3")],
+            deliveries: [delivery("d1", "aa"), delivery("d1", "bb"), delivery("d2", "cc")])
+        #expect(try await outbox.push(id: "p1") == definition)
+        #expect(try await outbox.depth() == 3)
+        #expect(try await outbox.nextDue() == 1000)
+        // Not due yet.
+        #expect(try await outbox.claim(owner: "a", limit: 10, now: 999, lease: 60).isEmpty)
+        let first = try await outbox.claim(owner: "a", limit: 2, now: 1000, lease: 60)
+        #expect(first.map(\.delivery.token) == ["aa", "bb"])
+        #expect(first.allSatisfy { $0.attempts == 0 && $0.pushId == "p1" })
+        let second = try await outbox.claim(owner: "b", limit: 10, now: 1001, lease: 60)
+        #expect(second.map(\.delivery.token) == ["cc"])
+        // A lease that ran out can be taken by another worker.
+        let taken = try await outbox.claim(owner: "b", limit: 10, now: 1061, lease: 60)
+        #expect(Set(taken.map(\.delivery.token)) == ["aa", "bb"])
+        // The first owner's late answer is ignored; the holder's is written.
+        let late = try await outbox.complete(
+            [DeliveryUpdate(id: first[0].id, state: .delivered, attempts: 1, status: 200, finishedAt: 1062)],
+            outcomes: [], owner: "a")
+        #expect(late == 0)
+        let written = try await outbox.complete(
+            [
+                DeliveryUpdate(id: taken[0].id, state: .delivered, attempts: 1, status: 200, finishedAt: 1062),
+                DeliveryUpdate(
+                    id: taken[1].id, state: .pending, attempts: 1, nextAttemptAt: 2000, status: 503,
+                    reason: "ServiceUnavailable"),
+            ], outcomes: [("p1", DeviceOutcome(deviceId: "d1", outcome: "enriched", rule: "nearest_poi"))], owner: "b")
+        #expect(written == 2)
+        #expect(try await outbox.pendingCount(pushId: "p1") == 2)
+        // The retry is due at 2000, not before (cc's unanswered lease ran out long ago, so it is taken again).
+        #expect(try await outbox.claim(owner: "b", limit: 10, now: 1999, lease: 60).map(\.delivery.token) == ["cc"])
+        let retry = try await outbox.claim(owner: "b", limit: 10, now: 2000, lease: 60)
+        #expect(retry.map(\.delivery.token) == ["bb"])
+        #expect(retry.map(\.attempts) == [1])
+        let report = try #require(try await outbox.report(pushId: "p1"))
+        #expect(report.devices.map(\.deviceId) == ["d1", "d2", "d3"])
+        #expect(report.devices[0].outcome == "enriched")
+        #expect(report.devices[2].outcome == "not_sent")
+        #expect(report.devices[2].rule == "no_active_token")
+        #expect(report.counts[.delivered] == 1)
+        #expect(report.counts[.pending] == 2)
+        #expect(report.isDone == false)
+        #expect(try await outbox.report(pushId: "nope") == nil)
+    }
+
+    @Test("claims are released for a restart: all of them, or one owner's", arguments: DeliveryStoreKind.allCases)
+    func release(kind: DeliveryStoreKind) async throws {
+        let temp = try TemporaryDatabase()
+        let (_, outbox) = try kind.makeStores(temp)
+        try await outbox.enqueue(
+            push("p1", devices: ["d1"]), outcomes: [],
+            deliveries: [delivery("d1", "aa"), delivery("d1", "bb"), delivery("d1", "cc")])
+        _ = try await outbox.claim(owner: "a", limit: 1, now: 1000, lease: 600)
+        _ = try await outbox.claim(owner: "b", limit: 1, now: 1000, lease: 600)
+        #expect(try await outbox.releaseClaims(owner: "a") == 1)
+        #expect(try await outbox.claim(owner: "c", limit: 10, now: 1001, lease: 600).count == 2)
+        #expect(try await outbox.releaseClaims(owner: nil) == 3)
+        #expect(try await outbox.claim(owner: "d", limit: 10, now: 1002, lease: 600).count == 3)
+    }
+
+    @Test("final states are final: a delivered delivery is never claimed again", arguments: DeliveryStoreKind.allCases)
+    func finalStates(kind: DeliveryStoreKind) async throws {
+        let temp = try TemporaryDatabase()
+        let (_, outbox) = try kind.makeStores(temp)
+        try await outbox.enqueue(
+            push("p1", devices: ["d1"]), outcomes: [], deliveries: [delivery("d1", "aa"), delivery("d1", "bb")])
+        let claimed = try await outbox.claim(owner: "a", limit: 10, now: 1000, lease: 60)
+        try await outbox.complete(
+            [
+                DeliveryUpdate(id: claimed[0].id, state: .delivered, attempts: 1, status: 200, finishedAt: 1001),
+                DeliveryUpdate(id: claimed[1].id, state: .expired, attempts: 0, finishedAt: 1001),
+            ], outcomes: [], owner: "a")
+        #expect(try await outbox.releaseClaims(owner: nil) == 0)
+        #expect(try await outbox.claim(owner: "a", limit: 10, now: 9999, lease: 60).isEmpty)
+        #expect(try await outbox.depth() == 0)
+        #expect(try await outbox.nextDue() == nil)
+        let report = try #require(try await outbox.report(pushId: "p1"))
+        #expect(report.isDone)
+        #expect(report.deliveries.map(\.state) == [.delivered, .expired])
+    }
+}

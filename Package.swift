@@ -275,6 +275,7 @@ let package = Package(
             name: "EnrichmentServerTests",
             dependencies: [
                 "enrichment-server",
+                "MockAPNs",
                 "EnrichmentRuntime",
                 "EnrichmentStorage",
                 "EnrichmentCore",

@@ -8,9 +8,9 @@ struct PushSender: AsyncParsableCommand {
         commandName: "push-sender",
         abstract: "Send APNs pushes, check their staleness, simulate the phone, and run a mock APNs.",
         discussion: """
-            Exit status: 0 success; 1 some push failed (send) or the payload is stale (check); 2 no usable timestamp \
+            Exit status: 0 success; 1 some push failed (send, push) or the payload is stale (check); 2 no usable timestamp \
             (check); 3 the payload is not valid (check, simulate); 64 bad arguments.
             """,
         version: BuildInfo.version,
-        subcommands: [Send.self, Check.self, Simulate.self, MockAPNsCommand.self])
+        subcommands: [Send.self, Push.self, Check.self, Simulate.self, MockAPNsCommand.self])
 }

@@ -58,23 +58,11 @@ struct Simulate: AsyncParsableCommand {
     func viaServer(_ payload: JSONValue, at instant: Double) async throws -> JSONValue {
         var body: [String: JSONValue] = ["device_id": .string(device), "payload": payload, "at": .double(instant)]
         if let mode { body["mode"] = .string(mode.rawValue) }
-        var request = HTTPClientRequest(
-            url: server!.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + "/v1/enrich")
-        request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/json")
-        if let key = ProcessInfo.processInfo.environment["ENRICH_API_KEY"] {
-            request.headers.add(name: "Authorization", value: "Bearer \(key)")
-        }
-        request.body = .bytes(ByteBuffer(bytes: JSONWriter.bytes(.object(body))))
-        let response: HTTPClientResponse
-        do { response = try await HTTPClient.shared.execute(request, timeout: .seconds(30)) } catch {
-            throw ValidationError("cannot reach \(server!): \(error). Is the service running?")
-        }
-        let bytes = try await response.body.collect(upTo: 1 << 20)
-        let value = (try? JSONParser.parse(Array(bytes.readableBytesView))) ?? .null
-        guard response.status.code == 200 else {
-            let message = value["error"]?["message"]?.stringValue ?? "HTTP \(response.status.code)"
-            if value["error"]?["reason"]?.stringValue == "invalid_payload" || response.status.code == 413 {
+        let (status, value) = try await ServiceCall.post(
+            server: server!, path: "/v1/enrich", body: .object(body), timeout: 30)
+        guard status == 200 else {
+            let message = value["error"]?["message"]?.stringValue ?? "HTTP \(status)"
+            if value["error"]?["reason"]?.stringValue == "invalid_payload" || status == 413 {
                 printError(message)
                 throw ExitCode(3)
             }

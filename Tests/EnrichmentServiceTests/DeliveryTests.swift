@@ -426,3 +426,72 @@ extension JSONValue {
         return items[index]
     }
 }
+
+/// Runs the real `push-sender` off the cooperative pool (the service under test runs in this process).
+func runPushSender(_ arguments: [String]) async throws -> (status: Int32, out: String, err: String) {
+    let executable = try #require(builtExecutable(named: "push-sender"), "push-sender must be built next to the tests")
+    return try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async {
+            let process = Process()
+            process.executableURL = executable
+            process.arguments = arguments
+            process.currentDirectoryURL = repositoryRoot
+            let out = Pipe()
+            let err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            do { try process.run() } catch {
+                continuation.resume(throwing: error)
+                return
+            }
+            let outData = out.fileHandleForReading.readDataToEndOfFile()
+            let errData = err.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            continuation.resume(
+                returning: (
+                    process.terminationStatus, String(decoding: outData, as: UTF8.self),
+                    String(decoding: errData, as: UTF8.self)
+                ))
+        }
+    }
+}
+
+@Suite("push-sender push through the service")
+struct PushCommandTests {
+    @Test(
+        "prints each device's outcome and each token's result; exit 1 when a delivery failed or a device had no token")
+    func push() async throws {
+        try await withDelivery { client, sandbox, _ in
+            sandbox.script(FailureScript(status: 400, reason: "BadDeviceToken"), for: deviceToken(91))
+            try await reportFix(client, "cli-1", lat: 48.8584, lng: 2.2945)
+            _ = try await register(client, "cli-1", deviceToken(90))
+            _ = try await register(client, "cli-1", deviceToken(91))
+            let failed = try await runPushSender([
+                "push", "--server", client.base, "--device", "cli-1", "--device", "nobody", "payloads/location.json",
+            ])
+            #expect(failed.status == 1, "\(failed.err)")
+            #expect(failed.out.contains("cli-1: enriched (nearest_poi)"))
+            #expect(failed.out.contains("nobody: not_sent (no_active_token)"))
+            #expect(failed.out.contains("delivered 200"))
+            #expect(failed.out.contains("failed 400 BadDeviceToken"))
+            #expect(failed.out.contains("hint: the token may belong to the other environment"))
+            #expect(failed.out.contains("1 delivered, 1 failed, 0 expired, 0 pending"))
+            #expect(!failed.out.contains(deviceToken(90)), "whole tokens are not printed")
+
+            let good = try await runPushSender([
+                "push", "--server", client.base, "--device", "cli-1", "--json", "payloads/location.json",
+            ])
+            #expect(good.status == 0, "\(good.err)")
+            let answer = try JSONValue.decode(Data(good.out.utf8))
+            #expect(answer["counts"]?["delivered"] == .int(1))
+            #expect(answer["devices"]?[0]?["deliveries"]?[0]?["token"] == .string(deviceToken(90)))
+
+            let queued = try await runPushSender([
+                "push", "--server", client.base, "--device", "cli-1", "--no-wait", "payloads/location.json",
+            ])
+            #expect(queued.status == 0, "\(queued.err)")
+            #expect(queued.out.contains("accepted: 1 queued"))
+            #expect(queued.out.contains("/v1/push/"))
+        }
+    }
+}

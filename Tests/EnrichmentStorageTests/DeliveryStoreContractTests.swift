@@ -41,7 +41,9 @@ private func delivery(_ device: String, _ token: String) -> NewDelivery {
 
 @Suite("Delivery store contract")
 struct DeliveryStoreContractTests {
-    @Test("register creates, then refreshes (time, topic, environment) and reactivates", arguments: DeliveryStoreKind.allCases)
+    @Test(
+        "register creates, then refreshes (time, topic, environment) and reactivates",
+        arguments: DeliveryStoreKind.allCases)
     func registerRefresh(kind: DeliveryStoreKind) async throws {
         let temp = try TemporaryDatabase()
         let (tokens, _) = try kind.makeStores(temp)
@@ -61,7 +63,9 @@ struct DeliveryStoreContractTests {
         #expect(try await tokens.activeRegistrations(deviceIds: ["d1", "d2"]).keys.sorted() == ["d1"])
     }
 
-    @Test("deactivation honours the 410 timestamp and the registration it was sent for", arguments: DeliveryStoreKind.allCases)
+    @Test(
+        "deactivation honours the 410 timestamp and the registration it was sent for",
+        arguments: DeliveryStoreKind.allCases)
     func deactivationRules(kind: DeliveryStoreKind) async throws {
         let temp = try TemporaryDatabase()
         let (tokens, _) = try kind.makeStores(temp)
@@ -94,7 +98,9 @@ struct DeliveryStoreContractTests {
         #expect(try await tokens.removeDevice("d2") == 2)
     }
 
-    @Test("a push round-trips; claims are leased, ordered, and not handed out twice", arguments: DeliveryStoreKind.allCases)
+    @Test(
+        "a push round-trips; claims are leased, ordered, and not handed out twice",
+        arguments: DeliveryStoreKind.allCases)
     func claims(kind: DeliveryStoreKind) async throws {
         let temp = try TemporaryDatabase()
         let (_, outbox) = try kind.makeStores(temp)

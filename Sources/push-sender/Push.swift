@@ -1,0 +1,176 @@
+import APNsCore
+import ArgumentParser
+import AsyncHTTPClient
+import EnrichmentCore
+import EnrichmentRuntime
+import Essentials
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// `push-sender push`: send through the service (enrich per device, deliver to each registered token).
+struct Push: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send a push to devices through the enrichment service (POST /v1/push) and print each delivery.",
+        discussion: """
+            The service enriches the payload for each device from its own last fix, at the moment of sending, and \
+            sends it to every active APNs token registered for the device (PUT /v1/devices/ID/apns-tokens/TOKEN). \
+            ENRICH_API_KEY is sent as the bearer token. Exit status: 0 every delivery was accepted by APNs (or the \
+            push was queued with --no-wait); 1 some delivery failed, expired, or a device had no active token; \
+            3 the payload is not valid.
+
+            Example:
+              push-sender push --server http://127.0.0.1:8080 --device dev-1 --device dev-2 payloads/location.json
+            """)
+
+    @Argument(help: "The payload file (or - for standard input).") var file: String
+    @Option(help: "Base URL of the running enrichment service.") var server = "http://127.0.0.1:8080"
+    @Option(name: .customLong("device"), help: "A device id; repeat for several (1 to 1000).") var devices: [String] =
+        []
+    @Option(help: "apns-push-type (alert, background, voip, ...).") var pushType: String?
+    @Option(help: "apns-priority: 10, 5 or 1 (background defaults to 5).") var priority: Int?
+    @Option(help: "apns-expiration, epoch seconds (0: deliver once, do not store).") var expiration: Int64?
+    @Option(help: "apns-collapse-id (at most 64 bytes).") var collapseId: String?
+    @Option(help: "apns-topic for every token (default: each registration's bundle id).") var topic: String?
+    @Option(help: ArgumentHelp(ServiceConfiguration.settings.help(for: "mode"))) var mode: BodyMode?
+    @Flag(help: "Send the payload as it is, without enrichment.") var noEnrich = false
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Wait for every delivery's final status (the service waits up to ENRICH_PUSH_WAIT_TIMEOUT).")
+    var wait = true
+    @Flag(help: "Set aps.timestamp to now before sending.") var stampNow = false
+    @Flag(help: "Print the service's answer as JSON.") var json = false
+
+    func validate() throws {
+        guard !devices.isEmpty else { throw ValidationError("name at least one --device") }
+        guard devices.count <= 1000 else { throw ValidationError("at most 1000 --device per push") }
+        for device in devices {
+            if let problem = DeviceID.problem(with: device) { throw ValidationError("--device \(device): \(problem)") }
+        }
+        if !(server.hasPrefix("http://") || server.hasPrefix("https://")) {
+            throw ValidationError("--server must be an http(s) URL such as http://127.0.0.1:8080")
+        }
+    }
+
+    func run() async throws {
+        let payload: JSONValue
+        do {
+            payload = try PayloadLoader.load(
+                file: file, inline: nil, now: Int64(Date().timeIntervalSince1970), stampNow: stampNow)
+        } catch {
+            printError("\(error)")
+            throw ExitCode(3)
+        }
+        var body: [String: JSONValue] = [
+            "device_ids": .array(devices.map(JSONValue.string)), "payload": payload, "wait": .bool(wait),
+            "enrich": .bool(!noEnrich),
+        ]
+        if let pushType { body["push_type"] = .string(pushType) }
+        if let priority { body["priority"] = .int(Int64(priority)) }
+        if let expiration { body["expiration"] = .int(expiration) }
+        if let collapseId { body["collapse_id"] = .string(collapseId) }
+        if let topic { body["topic"] = .string(topic) }
+        if let mode { body["mode"] = .string(mode.rawValue) }
+        let (status, answer) = try await ServiceCall.post(server: server, path: "/v1/push", body: .object(body))
+        guard status == 200 || status == 202 else {
+            let message = answer["error"]?["message"]?.stringValue ?? "HTTP \(status)"
+            if answer["error"]?["reason"]?.stringValue == "invalid_payload" || status == 413 {
+                printError(message)
+                throw ExitCode(3)
+            }
+            throw ValidationError("the service refused the push: \(message)")
+        }
+        if json {
+            print(String(decoding: JSONWriter.bytes(answer), as: UTF8.self))
+        } else {
+            print(PushView.render(answer, server: server))
+        }
+        if PushView.hasFailures(answer) { throw ExitCode(1) }
+    }
+}
+
+/// The service's push answer for people.
+enum PushView {
+    static func render(_ answer: JSONValue, server: String) -> String {
+        var lines: [String] = []
+        let id = answer["push_id"]?.stringValue ?? "?"
+        guard case .array(let devices)? = answer["devices"] else {
+            // Queued (wait false, or the wait ran out).
+            lines.append("push \(id) accepted: \(JSONWriterText.text(answer["deliveries"] ?? .int(0))) queued")
+            if case .array(let notSent)? = answer["not_sent"] {
+                for device in notSent {
+                    lines.append(
+                        "  \(device["device_id"]?.stringValue ?? "?"): not sent (\(device["rule"]?.stringValue ?? "?"))"
+                    )
+                }
+            }
+            lines.append("status: curl \(server.trimmingCharacters(in: CharacterSet(charactersIn: "/")))/v1/push/\(id)")
+            return lines.joined(separator: "\n")
+        }
+        for device in devices {
+            let outcome = device["outcome"]?.stringValue ?? "?"
+            let rule = device["rule"]?.stringValue ?? "?"
+            lines.append("\(device["device_id"]?.stringValue ?? "?"): \(outcome) (\(rule))")
+            guard case .array(let deliveries)? = device["deliveries"] else { continue }
+            for delivery in deliveries {
+                let token = delivery["token"]?.stringValue ?? ""
+                var line = "  \(DeviceTokenFormat.redacted(token)) \(delivery["environment"]?.stringValue ?? "")"
+                line += "  \(delivery["state"]?.stringValue ?? "?")"
+                if let status = delivery["status"] { line += " \(JSONWriterText.text(status))" }
+                if let reason = delivery["reason"]?.stringValue { line += " \(reason)" }
+                line += "  attempts \(JSONWriterText.text(delivery["attempts"] ?? .int(0)))"
+                if let apnsID = delivery["apns_id"]?.stringValue { line += "  apns-id \(apnsID)" }
+                if let error = delivery["error"]?.stringValue, delivery["reason"] == nil { line += "  (\(error))" }
+                if let hint = delivery["reason"]?.stringValue.flatMap({ APNsReason(rawValue: $0).hint }) {
+                    line += "\n    hint: \(hint)"
+                }
+                lines.append(line)
+            }
+        }
+        let counts = answer["counts"]
+        let summary = ["delivered", "failed", "expired", "pending"].map { state in
+            "\(JSONWriterText.text(counts?[state] ?? .int(0))) \(state)"
+        }
+        lines.append("push \(id): " + summary.joined(separator: ", "))
+        if answer["done"] == .bool(false) {
+            lines.append("still pending; follow it with GET /v1/push/\(id)")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// True when a delivery failed or expired, or a device got nothing.
+    static func hasFailures(_ answer: JSONValue) -> Bool {
+        if case .array(let notSent)? = answer["not_sent"], !notSent.isEmpty { return true }
+        guard case .array(let devices)? = answer["devices"] else { return false }
+        for device in devices {
+            if device["outcome"]?.stringValue == "not_sent" { return true }
+            if case .array(let deliveries)? = device["deliveries"],
+                deliveries.contains(where: { ["failed", "expired"].contains($0["state"]?.stringValue ?? "") })
+            {
+                return true
+            }
+        }
+        return false
+    }
+}
+
+/// JSON requests to the enrichment service, with its API key and errors that say what to do.
+enum ServiceCall {
+    static func post(server: String, path: String, body: JSONValue, timeout: Int64 = 660) async throws -> (
+        Int, JSONValue
+    ) {
+        var request = HTTPClientRequest(url: server.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + path)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        if let key = ProcessInfo.processInfo.environment["ENRICH_API_KEY"] {
+            request.headers.add(name: "Authorization", value: "Bearer \(key)")
+        }
+        request.body = .bytes(ByteBuffer(bytes: JSONWriter.bytes(body)))
+        let response: HTTPClientResponse
+        do { response = try await HTTPClient.shared.execute(request, timeout: .seconds(timeout)) } catch {
+            throw ValidationError("cannot reach \(server): \(error). Is the service running?")
+        }
+        let bytes = try await response.body.collect(upTo: 64 << 20)
+        return (Int(response.status.code), (try? JSONParser.parse(Array(bytes.readableBytesView))) ?? .null)
+    }
+}

@@ -170,6 +170,13 @@ struct PushRequest {
         }
         wait = try Self.bool(fields["wait"], "wait") ?? (deviceIds.count <= PushRoutes.waitDefaultLimit)
 
+        if enrich, payload.encodedSize > NotificationPayload.maximumSize {
+            throw APIError(
+                .contentTooLarge, reason: "invalid_push",
+                message:
+                    "the payload is \(payload.encodedSize) bytes; an enriched push may have at most \(NotificationPayload.maximumSize) (send larger voip payloads with \"enrich\": false)",
+                details: ["field": .string("payload")])
+        }
         // The payload and headers every delivery shares are checked once, as APNs would (a well-formed probe
         // token; the registration's topic is not known yet).
         let bytes = payload.json.encodedData()

@@ -113,7 +113,7 @@ public final class SQLiteDatabase: Sendable {
                         device_id TEXT NOT NULL,
                         outcome TEXT,
                         rule TEXT,
-                        PRIMARY KEY (push_id, position)
+                        PRIMARY KEY (push_id, device_id)
                     ) WITHOUT ROWID;
                     CREATE TABLE deliveries (
                         id INTEGER PRIMARY KEY,
@@ -137,7 +137,7 @@ public final class SQLiteDatabase: Sendable {
                         finished_at REAL
                     );
                     CREATE INDEX deliveries_due ON deliveries (next_attempt_at, id) WHERE state = 'pending';
-                    CREATE INDEX deliveries_push ON deliveries (push_id, id);
+                    CREATE INDEX deliveries_push ON deliveries (push_id, state);
                     """)
         }
         return migrator

@@ -43,6 +43,24 @@ public struct SQLiteFixStore: FixStore {
         }
     }
 
+    public func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix] {
+        try await database.pool.read { db in
+            let statement = try db.cachedStatement(
+                sql: """
+                    SELECT fix_time, latitude, longitude, horizontal_accuracy, context, received_at
+                    FROM fixes WHERE device_id = ? ORDER BY fix_time DESC LIMIT 1
+                    """)
+            var found: [String: LocationFix] = [:]
+            for id in Set(deviceIds) {
+                guard let row = try Row.fetchOne(statement, arguments: [id]) else { continue }
+                found[id] = LocationFix(
+                    deviceId: id, coordinate: Coordinate(latitude: row[1], longitude: row[2]),
+                    fixTime: row[0], horizontalAccuracy: row[3], context: row[4], receivedAt: row[5])
+            }
+            return found
+        }
+    }
+
     public func deleteDevice(_ deviceId: String) async throws -> Int {
         try await database.pool.write { db in
             try db.execute(sql: "DELETE FROM fixes WHERE device_id = ?", arguments: [deviceId])

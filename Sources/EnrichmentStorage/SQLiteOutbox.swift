@@ -156,6 +156,21 @@ public struct SQLiteOutbox: OutboxStore {
         }
     }
 
+    public func counts(pushId: String) async throws -> [DeliveryState: Int]? {
+        try await database.pool.read { db in
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM pushes WHERE id = ?", arguments: [pushId]) != nil else {
+                return nil
+            }
+            var counts = Dictionary(uniqueKeysWithValues: DeliveryState.allCases.map { ($0, 0) })
+            for row in try Row.fetchAll(
+                db, sql: "SELECT state, count(*) FROM deliveries WHERE push_id = ? GROUP BY state", arguments: [pushId])
+            {
+                if let state = DeliveryState(rawValue: row[0]) { counts[state] = row[1] }
+            }
+            return counts
+        }
+    }
+
     public func pendingCount(pushId: String) async throws -> Int {
         try await database.pool.read { db in
             try Int.fetchOne(

@@ -70,6 +70,35 @@ public final class CachingFixStore: FixStore {
         return fix
     }
 
+    public func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix] {
+        var found: [String: LocationFix] = [:]
+        var missing: [(id: String, stripe: Int, generation: UInt64)] = []
+        state.withLock { state in
+            for id in Set(deviceIds) {
+                let stripe = Self.stripe(id)
+                switch state.entries[id] {
+                case .some(.some(let fix)): found[id] = fix
+                case .some(.none): break
+                case .none: missing.append((id, stripe, state.stripes[stripe]))
+                }
+            }
+        }
+        guard !missing.isEmpty else { return found }
+        let read = try await base.latestFixes(deviceIds: missing.map(\.id))
+        state.withLock { state in
+            for (id, stripe, generation) in missing {
+                guard let fix = read[id] else { continue }
+                found[id] = fix
+                guard state.stripes[stripe] == generation else { continue }
+                if state.entries.count >= capacity, let victim = state.entries.keys.first {
+                    state.entries.removeValue(forKey: victim)
+                }
+                state.entries[id] = .some(fix)
+            }
+        }
+        return found
+    }
+
     public func deleteDevice(_ deviceId: String) async throws -> Int {
         let removed = try await base.deleteDevice(deviceId)
         state.withLock { state in

@@ -34,4 +34,39 @@ public protocol FixStore: Sendable {
     func latestFix(deviceId: String) async throws -> LocationFix?
     /// Removes everything stored for a device; returns how many fixes were removed.
     func deleteDevice(_ deviceId: String) async throws -> Int
+    /// The last fix of each listed device that has one, read together (one trip to storage for a batch).
+    func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix]
+}
+
+extension FixStore {
+    /// One lookup per device (for stores that have nothing better).
+    public func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix] {
+        var found: [String: LocationFix] = [:]
+        for id in Set(deviceIds) {
+            if let fix = try await latestFix(deviceId: id) { found[id] = fix }
+        }
+        return found
+    }
+}
+
+/// The last fixes of a batch of devices, read beforehand: the enricher of a batch reads them without a trip to
+/// storage. A device that is not in the batch has no fix here.
+public struct PrefetchedFixes: FixStore {
+    let fixes: [String: LocationFix]
+
+    public init(_ fixes: [String: LocationFix]) { self.fixes = fixes }
+
+    public func insert(_ fixes: [LocationFix]) async throws {
+        preconditionFailure("PrefetchedFixes is read-only")
+    }
+
+    public func latestFix(deviceId: String) async throws -> LocationFix? { fixes[deviceId] }
+
+    public func deleteDevice(_ deviceId: String) async throws -> Int {
+        preconditionFailure("PrefetchedFixes is read-only")
+    }
+
+    public func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix] {
+        fixes.filter { deviceIds.contains($0.key) }
+    }
 }

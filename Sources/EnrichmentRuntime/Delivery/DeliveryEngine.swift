@@ -200,8 +200,14 @@ public final class DeliveryEngine: Sendable {
             rendezvous.unwatch(Self.wakeKey)
             var claimed: [ClaimedDelivery] = []
             do {
+                let claimStarted = ContinuousClock.now
                 claimed = try await outbox.claim(
                     owner: node, limit: batchSize, now: clock.now().timeIntervalSince1970, lease: lease)
+                if !claimed.isEmpty {
+                    logger.debug(
+                        "claimed",
+                        metadata: ["count": "\(claimed.count)", "took": "\(ContinuousClock.now - claimStarted)"])
+                }
                 if !claimed.isEmpty { try await process(claimed) }
             } catch {
                 logger.error("delivery worker failed; retrying", metadata: ["error": "\(error)"])
@@ -262,6 +268,7 @@ public final class DeliveryEngine: Sendable {
 
     /// Enriches each claimed device once, sends every claimed delivery, and records the results.
     private func process(_ claimed: [ClaimedDelivery]) async throws {
+        let started = ContinuousClock.now
         let now = clock.now().timeIntervalSince1970
         var updates: [DeliveryUpdate] = []
         var outcomes: [(pushId: String, outcome: DeviceOutcome)] = []
@@ -277,6 +284,11 @@ public final class DeliveryEngine: Sendable {
                 groups.append((key, [claim]))
             }
         }
+        // Every device's last fix in one read, so enriching the batch makes no trip to storage per device.
+        let batchEnricher = Enricher(
+            settings: enricher.settings,
+            fixes: PrefetchedFixes(try await enricher.fixes.latestFixes(deviceIds: claimed.map(\.delivery.deviceId))),
+            places: enricher.places, map: enricher.map, template: enricher.template, clock: enricher.clock)
         for (_, claims) in groups {
             let first = claims[0]
             guard let push = try await definition(first.pushId) else {
@@ -298,7 +310,7 @@ public final class DeliveryEngine: Sendable {
             }
             let prepared: (bytes: [UInt8], outcome: String, rule: String)
             do {
-                prepared = try await prepare(push, deviceId: first.delivery.deviceId)
+                prepared = try await prepare(push, deviceId: first.delivery.deviceId, with: batchEnricher)
             } catch {
                 updates += claims.map {
                     DeliveryUpdate(
@@ -331,6 +343,7 @@ public final class DeliveryEngine: Sendable {
             }
         }
 
+        let prepared = ContinuousClock.now
         let sent = Answers()
         await withTaskGroup(of: Void.self) { group in
             for (environment, batch) in attempts {
@@ -345,6 +358,7 @@ public final class DeliveryEngine: Sendable {
                 }
             }
         }
+        let answered = ContinuousClock.now
         var deactivations: [TokenDeactivation] = []
         let answeredAt = clock.now().timeIntervalSince1970
         for (attempt, result, elapsed) in sent.items.withLock({ $0 }) {
@@ -372,10 +386,16 @@ public final class DeliveryEngine: Sendable {
             }
         }
         for pushId in Set(claimed.map(\.pushId)) { rendezvous.notify(pushId) }
+        logger.debug(
+            "batch done",
+            metadata: [
+                "deliveries": "\(claimed.count)", "prepare": "\(prepared - started)", "send": "\(answered - prepared)",
+                "record": "\(ContinuousClock.now - answered)",
+            ])
     }
 
     /// The payload bytes a device gets, with the enrichment's outcome and rule.
-    private func prepare(_ push: PushDefinition, deviceId: String) async throws -> (
+    private func prepare(_ push: PushDefinition, deviceId: String, with enricher: Enricher) async throws -> (
         bytes: [UInt8], outcome: String, rule: String
     ) {
         guard push.enrich else {

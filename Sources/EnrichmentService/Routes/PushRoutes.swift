@@ -43,6 +43,13 @@ struct PushRoutes {
         }
         router.get("/v1/push/:pushId") { _, context in
             let id = try context.parameters.require("pushId")
+            // Progress is a count by state (cheap to poll); the per-delivery results come once every one is final.
+            guard let counts = try await state.delivery.outbox.counts(pushId: id) else {
+                throw APIError(.notFound, reason: "push_not_found", message: "no push has the id '\(id)'")
+            }
+            if counts[.pending, default: 0] > 0, let push = try await state.delivery.outbox.push(id: id) {
+                return JSONIO.response(ProgressView(push: push, counts: counts))
+            }
             guard let report = try await state.delivery.outbox.report(pushId: id) else {
                 throw APIError(.notFound, reason: "push_not_found", message: "no push has the id '\(id)'")
             }
@@ -69,6 +76,22 @@ struct PushRoutes {
             object.field("device_id", outcome.deviceId)
             object.field("outcome", outcome.outcome)
             object.field("rule", outcome.rule)
+        }
+    }
+
+    /// A push still under way: `{push_id, done: false, counts, deliveries, created_at}`.
+    struct ProgressView: JSONObjectRepresentable {
+        var push: PushDefinition
+        var counts: [DeliveryState: Int]
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.object("counts") { c in
+                for state in DeliveryState.allCases { c.field(state.rawValue, counts[state] ?? 0) }
+            }
+            object.field("created_at", push.createdAt)
+            object.field("deliveries", counts.values.reduce(0, +))
+            object.field("done", false)
+            object.field("push_id", push.id)
         }
     }
 

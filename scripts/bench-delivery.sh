@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Benchmark (not a test; never run in CI): enrich-and-send through the service next to push-sender sending the
+# same number of plain pushes, both to the same mock APNs (release builds, one run, one machine):
+#   1. the service: N devices, each with a fix and one sandbox token; pushes of 1,000 devices each
+#      (POST /v1/push, "wait": false) until every delivery is final; deliveries/s from the first POST to the last
+#      delivery recorded (committing, enriching each device with the local index, sending, recording each result);
+#   2. push-sender send: the same N tokens, a 300-byte payload, 1 connection, 1,000 streams in flight, timed as a
+#      whole process.
+#
+#   scripts/bench-delivery.sh
+#   N=20000 scripts/bench-delivery.sh
+#
+# Prints both rates and the ratio service/push-sender (target: at least 0.5).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${N:-10000}
+DATA=.cache/bench-delivery
+SERVER=${SERVER:-.build-release/release/enrichment-server}
+SENDER=${SENDER:-.build-release/release/push-sender}
+[ -x "$SERVER" ] || swift build -c release --scratch-path .build-release --product enrichment-server
+[ -x "$SENDER" ] || swift build -c release --scratch-path .build-release --product push-sender
+rm -rf "$DATA" && mkdir -p "$DATA"
+certs.example/make-local-certs.sh "$DATA/certs" >/dev/null
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+MOCK_PORT=$(free_port)
+"$SENDER" mock-apns --port "$MOCK_PORT" --cert "$DATA/certs/server.pem" --cert-key "$DATA/certs/server-key.pem" \
+  --auth-key-pub "$DATA/certs/AuthKey_TEST123456.pub.pem" --key-id TEST123456 --team-id TEAM123456 \
+  --log-level error --record-capacity 1000 >/dev/null 2>&1 &
+PIDS+=($!)
+HTTP_PORT=$(free_port)
+ENRICH_APNS_KEY_FILE="$DATA/certs/AuthKey_TEST123456.p8" ENRICH_APNS_KEY_ID=TEST123456 ENRICH_APNS_TEAM_ID=TEAM123456 \
+ENRICH_APNS_CA="$DATA/certs/ca.pem" ENRICH_APNS_SANDBOX_URL="https://127.0.0.1:$MOCK_PORT" \
+  "$SERVER" serve --port "$HTTP_PORT" --db "$DATA/db.sqlite" --log-level "${LOG_LEVEL:-warning}" >"$DATA/server.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do curl -sf "localhost:$HTTP_PORT/health" >/dev/null && break; sleep 0.1; done
+
+python3 - "$N" > "$DATA/tokens.txt" <<'PY'
+import sys
+for i in range(int(sys.argv[1])):
+    print(f"{i:064x}")
+PY
+python3 -c 'import json; p={"aps":{"alert":{"title":"Nearby","body":"bench"}},"pad":""}; p["pad"]="x"*(300-len(json.dumps(p,separators=(",",":")))); print(json.dumps(p,separators=(",",":")),end="")' > "$DATA/payload.json"
+
+# Setup (not timed): a fix near a sample POI and one token per device, over 8 keep-alive connections.
+python3 - "$HTTP_PORT" "$N" <<'PY'
+import http.client, json, sys, time, threading
+port, n = int(sys.argv[1]), int(sys.argv[2])
+now = int(time.time())
+def work(lane):
+    c = http.client.HTTPConnection("127.0.0.1", port)
+    for i in range(lane, n, 8):
+        fix = {"locations": [{"latitude": 48.85 + (i % 100) / 1000, "longitude": 2.29 + (i // 100 % 100) / 1000, "utc_timestamp": now}]}
+        c.request("POST", f"/v1/devices/dev-{i}/locations", json.dumps(fix), {"Content-Type": "application/json"})
+        assert c.getresponse().read() and True
+        c.request("PUT", f"/v1/devices/dev-{i}/apns-tokens/{i:064x}", '{"topic":"com.example.app","environment":"sandbox"}', {"Content-Type": "application/json"})
+        r = c.getresponse(); r.read(); assert r.status == 201, r.status
+threads = [threading.Thread(target=work, args=(lane,)) for lane in range(8)]
+[t.start() for t in threads]; [t.join() for t in threads]
+PY
+
+# 1. Enrich-and-send through the service (PERF=1 records a profile of the server meanwhile, in $DATA/perf.data).
+SERVER_PID=${PIDS[1]}
+if [ -n "${PERF:-}" ]; then perf record -F 999 -g -p "$SERVER_PID" -o "$DATA/perf.data" >/dev/null 2>&1 & PERF_PID=$!; fi
+python3 - "$HTTP_PORT" "$N" <<'PY' | tee "$DATA/results.txt"
+import http.client, json, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+c = http.client.HTTPConnection("127.0.0.1", port)
+payload = {"aps": {"alert": {"title": "Nearby", "body": "Original"}, "mutable-content": 1, "category": "location", "timestamp": int(time.time())}}
+started = time.time()
+ids = []
+for start in range(0, n, 1000):
+    body = {"device_ids": [f"dev-{i}" for i in range(start, min(n, start + 1000))], "payload": payload, "wait": False}
+    c.request("POST", "/v1/push", json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse(); answer = json.loads(r.read()); assert r.status == 202, answer
+    ids.append(answer["push_id"])
+counts = {}
+for push in ids:
+    while True:
+        c.request("GET", f"/v1/push/{push}")
+        report = json.loads(c.getresponse().read())
+        if report["done"]:
+            for k, v in report["counts"].items(): counts[k] = counts.get(k, 0) + v
+            break
+        time.sleep(0.02)
+seconds = time.time() - started
+c.request("POST", "/v1/enrich", json.dumps({"device_id": "dev-1", "payload": payload}), {"Content-Type": "application/json"})
+outcome = json.loads(c.getresponse().read())["outcome"]
+print(f"service deliveries={n} delivered={counts.get('delivered', 0)} outcome={outcome} seconds={seconds:.3f} rate={n / seconds:.0f}")
+PY
+
+if [ -n "${PERF:-}" ]; then kill -INT "$PERF_PID"; wait "$PERF_PID" || true; fi
+
+# 2. The same number of plain pushes with push-sender.
+started=$(date +%s.%N)
+"$SENDER" send --host "https://127.0.0.1:$MOCK_PORT" --ca "$DATA/certs/ca.pem" \
+  --key "$DATA/certs/AuthKey_TEST123456.p8" --key-id TEST123456 --team-id TEAM123456 --topic com.example.app \
+  --payload "$DATA/payload.json" --tokens-file "$DATA/tokens.txt" --connections 1 --concurrency 1000 --attempts 1 \
+  --json --quiet > "$DATA/sender.jsonl" 2>/dev/null || true
+ended=$(date +%s.%N)
+python3 - "$DATA/sender.jsonl" "$started" "$ended" <<'PY' | tee -a "$DATA/results.txt"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+seconds = float(sys.argv[3]) - float(sys.argv[2])
+ok = sum(1 for r in lines if r.get("ok"))
+print(f"push-sender pushes={len(lines)} ok={ok} seconds={seconds:.3f} rate={len(lines) / seconds:.0f}")
+PY
+python3 - "$DATA/results.txt" <<'PY'
+import re, sys
+rates = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"(\S+) .* rate=(\d+)", line)
+    if m: rates[m.group(1)] = int(m.group(2))
+print(f"== ratio: service enrich-and-send {rates['service']}/s = {rates['service'] / rates['push-sender']:.2f}x push-sender send {rates['push-sender']}/s")
+PY

@@ -2,7 +2,7 @@ import Foundation
 
 /// One push to one device, as it goes on the wire.
 public struct APNsRequest: Sendable, Equatable {
-    /// The device token, 64 hex characters.
+    /// The device token: hex, an even number of 64 to 200 digits (usually 64).
     public var deviceToken: String
     public var topic: String?
     /// The raw `apns-push-type` header (kept as text so an unknown value can be sent and rejected).

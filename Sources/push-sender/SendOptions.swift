@@ -158,7 +158,7 @@ struct HeaderOptions: ParsableArguments {
 
 /// Which device tokens to send to.
 struct TokenOptions: ParsableArguments {
-    @Option(name: .customLong("token"), help: "A device token (64 hex characters); repeat for several.") var tokens:
+    @Option(name: .customLong("token"), help: "A device token (hex, 64 to 200 digits); repeat for several.") var tokens:
         [String] = []
     @Option(
         help: """

@@ -64,6 +64,8 @@ public final class DeliveryEngine: Sendable {
     let batchSize: Int
     /// Seconds a claim holds before another worker may take it.
     let lease: Double
+    /// How often a lane writes the answers it got while a batch is still sending.
+    let recordInterval: Duration = .milliseconds(20)
 
     private let rendezvous = Rendezvous()
     private let accepting = Atomic<Bool>(true)
@@ -256,6 +258,7 @@ public final class DeliveryEngine: Sendable {
     /// The answers of one round of sends, as they arrive.
     private final class Answers: Sendable {
         let items = Mutex<[(Attempt, APNsSendResult, Duration)]>([])
+        let finished = Atomic<Bool>(false)
     }
 
     /// One prepared attempt.
@@ -345,10 +348,11 @@ public final class DeliveryEngine: Sendable {
 
         let prepared = ContinuousClock.now
         let sent = Answers()
-        await withTaskGroup(of: Void.self) { group in
+        let senders = self.senders
+        let concurrency = settings.concurrency
+        async let sending: Void = withTaskGroup(of: Void.self) { group in
             for (environment, batch) in attempts {
                 guard let sender = senders[environment] else { continue }
-                let concurrency = settings.concurrency
                 group.addTask {
                     let started = ContinuousClock.now
                     await sender.send(batch.map(\.request), concurrency: concurrency) { index, result in
@@ -357,11 +361,48 @@ public final class DeliveryEngine: Sendable {
                     }
                 }
             }
+            await group.waitForAll()
+            sent.finished.store(true, ordering: .releasing)
         }
-        let answered = ContinuousClock.now
+        // Answers are written as they come, every `recordInterval`, so a crash resends only what was on the wire
+        // or answered in the last interval, not the whole batch. The first write carries the outcomes and the
+        // deliveries settled without sending (expired, refused locally).
+        var first = true
+        var recorded = 0
+        while true {
+            let finished = sent.finished.load(ordering: .acquiring)
+            let answers = sent.items.withLock { items in
+                defer { items.removeAll(keepingCapacity: true) }
+                return items
+            }
+            if first || !answers.isEmpty {
+                try await record(answers, settled: first ? updates : [], outcomes: first ? outcomes : [])
+                recorded += answers.count
+                first = false
+            }
+            if finished { break }
+            try? await Task.sleep(for: recordInterval)
+        }
+        await sending
+        for pushId in Set(claimed.map(\.pushId)) { rendezvous.notify(pushId) }
+        logger.debug(
+            "batch done",
+            metadata: [
+                "deliveries": "\(claimed.count)", "sent": "\(recorded)", "prepare": "\(prepared - started)",
+                "send_and_record": "\(ContinuousClock.now - prepared)",
+            ])
+    }
+
+    /// Writes a group of answers (and deliveries settled without sending, and devices' outcomes) in one
+    /// transaction, then applies the token hygiene they call for.
+    private func record(
+        _ answers: [(Attempt, APNsSendResult, Duration)], settled: [DeliveryUpdate],
+        outcomes: [(pushId: String, outcome: DeviceOutcome)]
+    ) async throws {
+        var updates = settled
         var deactivations: [TokenDeactivation] = []
         let answeredAt = clock.now().timeIntervalSince1970
-        for (attempt, result, elapsed) in sent.items.withLock({ $0 }) {
+        for (attempt, result, elapsed) in answers {
             observer?.apnsLatency(elapsed)
             let (update, deactivation) = record(attempt, result, at: answeredAt)
             updates.append(update)
@@ -385,13 +426,6 @@ public final class DeliveryEngine: Sendable {
                 logger.error("cannot deactivate a token", metadata: ["error": "\(error)"])
             }
         }
-        for pushId in Set(claimed.map(\.pushId)) { rendezvous.notify(pushId) }
-        logger.debug(
-            "batch done",
-            metadata: [
-                "deliveries": "\(claimed.count)", "prepare": "\(prepared - started)", "send": "\(answered - prepared)",
-                "record": "\(ContinuousClock.now - answered)",
-            ])
     }
 
     /// The payload bytes a device gets, with the enrichment's outcome and rule.

@@ -307,6 +307,30 @@ struct DeliveryTests {
         }
     }
 
+    @Test("the feedback webhook is retried after a refusal, and sending does not wait for it")
+    func webhookRetry() async throws {
+        let webhook = RecordingWebhook()
+        try await webhook.run { base in
+            try await withDelivery({ $0.delivery.feedbackURL = base + "/fail-once" }) { client, sandbox, _ in
+                sandbox.script(FailureScript(status: 400, reason: "BadDeviceToken"), for: deviceToken(55))
+                _ = try await register(client, "hooked", deviceToken(55))
+                let reply = try await client.post("/v1/push", json: pushBody(devices: ["hooked"]))
+                #expect(firstDelivery(devices(reply)["hooked"])?["state"] == .string("failed"))
+                // The answer came before the webhook's retry (0.5 s after its refusal) could have been made.
+                #expect(webhook.bodies.withLock { $0.isEmpty })
+                let deadline = Date().addingTimeInterval(10)
+                while webhook.bodies.withLock({ $0.isEmpty }), Date() < deadline {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(webhook.refused.withLock { $0 } == 1)
+                let events = webhook.bodies.withLock { $0 }
+                #expect(events.count == 1)
+                #expect(events.first?["reason"] == .string("BadDeviceToken"))
+                #expect(events.first?["environment"] == .string("sandbox"))
+            }
+        }
+    }
+
     @Test("a delivery whose apns-expiration has passed is marked expired and never sent")
     func expired() async throws {
         try await withDelivery { client, sandbox, _ in

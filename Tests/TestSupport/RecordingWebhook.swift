@@ -20,8 +20,9 @@ public final class RecordingWebhook: Sendable {
             let document = try JSONValue.decode(Data(buffer.readableBytesView))
             if context.parameters.get("mode") == "fail-once" {
                 let refuse = refused.withLock { count in
-                    defer { count += 1 }
-                    return count == 0
+                    guard count == 0 else { return false }
+                    count = 1
+                    return true
                 }
                 if refuse { return Response(status: .internalServerError) }
             }

@@ -331,6 +331,32 @@ struct DeliveryTests {
         }
     }
 
+    @Test("with a remote places API a batch's devices are enriched side by side, not one slow call after another")
+    func remotePlacesConcurrently() async throws {
+        let places = FakePlacesAPI()
+        try await places.run { base in
+            try await withDelivery({
+                $0.places = .woosmap
+                $0.woosmapBaseURL = base + "/slow"
+                $0.deadline = 0.5
+            }) { client, sandbox, _ in
+                let ids = (0..<40).map { "slow-\($0)" }
+                for (index, id) in ids.enumerated() {
+                    try await reportFix(client, id, lat: 43.6, lng: 3.88)
+                    _ = try await register(client, id, deviceToken(200 + index))
+                }
+                let started = ContinuousClock.now
+                let reply = try await client.post("/v1/push", json: pushBody(devices: ids))
+                let elapsed = ContinuousClock.now - started
+                #expect(reply.json?["counts"]?["delivered"] == .int(40))
+                #expect(devices(reply).values.allSatisfy { $0["outcome"] == .string("degraded") })
+                #expect(sandbox.receivedCount == 40)
+                // One after another, 40 devices at a 0.5 s deadline each would take 20 s.
+                #expect(elapsed < .seconds(8), "took \(elapsed)")
+            }
+        }
+    }
+
     @Test("a delivery whose apns-expiration has passed is marked expired and never sent")
     func expired() async throws {
         try await withDelivery { client, sandbox, _ in

@@ -55,7 +55,7 @@ public final class DeliveryEngine: Sendable {
     let logger: Logger
     let observer: (any DeliveryObserver)?
     let feedback: FeedbackWebhook?
-    /// The lease owner name of this process.
+    /// The name of this process; each lane claims as `<node>-<lane>`.
     public let node: String
     /// True when one process owns the store (SQLite): claims left by a previous run are released at start.
     let exclusiveStore: Bool
@@ -172,7 +172,7 @@ public final class DeliveryEngine: Sendable {
                 group.addTask { await feedback.run() }
             }
             await withTaskGroup(of: Void.self) { lanes in
-                for _ in 0..<self.lanes { lanes.addTask { await self.lane() } }
+                for lane in 0..<self.lanes { lanes.addTask { await self.lane("\(self.node)-\(lane)") } }
             }
             if let feedback {
                 // The webhook gets a short grace to send what is queued, then stops.
@@ -195,7 +195,7 @@ public final class DeliveryEngine: Sendable {
 
     private var isStopping: Bool { stopping.load(ordering: .relaxed) || Task.isCancelled }
 
-    private func lane() async {
+    private func lane(_ owner: String) async {
         var lastDepthReport = ContinuousClock.now - .seconds(10)
         while !isStopping {
             let seen = rendezvous.watch(Self.wakeKey)
@@ -204,16 +204,17 @@ public final class DeliveryEngine: Sendable {
             do {
                 let claimStarted = ContinuousClock.now
                 claimed = try await outbox.claim(
-                    owner: node, limit: batchSize, now: clock.now().timeIntervalSince1970, lease: lease)
+                    owner: owner, limit: batchSize, now: clock.now().timeIntervalSince1970, lease: lease)
                 if !claimed.isEmpty {
                     logger.debug(
                         "claimed",
                         metadata: ["count": "\(claimed.count)", "took": "\(ContinuousClock.now - claimStarted)"])
                 }
-                if !claimed.isEmpty { try await process(claimed) }
+                if !claimed.isEmpty { try await process(claimed, owner: owner) }
             } catch {
                 logger.error("delivery worker failed; retrying", metadata: ["error": "\(error)"])
-                if !claimed.isEmpty { _ = try? await outbox.releaseClaims(owner: node) }
+                // What this lane claimed and did not record can be claimed again at once.
+                if !claimed.isEmpty { _ = try? await outbox.releaseClaims(owner: owner) }
                 try? await Task.sleep(for: .milliseconds(500))
             }
             if ContinuousClock.now - lastDepthReport > .seconds(1) {
@@ -270,7 +271,7 @@ public final class DeliveryEngine: Sendable {
     }
 
     /// Enriches each claimed device once, sends every claimed delivery, and records the results.
-    private func process(_ claimed: [ClaimedDelivery]) async throws {
+    private func process(_ claimed: [ClaimedDelivery], owner: String) async throws {
         let started = ContinuousClock.now
         let now = clock.now().timeIntervalSince1970
         var updates: [DeliveryUpdate] = []
@@ -292,10 +293,13 @@ public final class DeliveryEngine: Sendable {
             settings: enricher.settings,
             fixes: PrefetchedFixes(try await enricher.fixes.latestFixes(deviceIds: claimed.map(\.delivery.deviceId))),
             places: enricher.places, map: enricher.map, template: enricher.template, clock: enricher.clock)
-        for (_, claims) in groups {
-            let first = claims[0]
-            guard let push = try await definition(first.pushId) else {
-                updates += claims.map {
+        var pushes: [String: PushDefinition] = [:]
+        for id in Set(claimed.map(\.pushId)) { pushes[id] = try await definition(id) }
+        var work: [(group: Int, push: PushDefinition, deviceId: String)] = []
+        for (index, group) in groups.enumerated() {
+            let first = group.claims[0]
+            guard let push = pushes[first.pushId] else {
+                updates += group.claims.map {
                     DeliveryUpdate(
                         id: $0.id, state: .failed, attempts: $0.attempts, error: "the push record is missing",
                         finishedAt: now)
@@ -303,7 +307,7 @@ public final class DeliveryEngine: Sendable {
                 continue
             }
             if push.hasExpired(at: now) {
-                updates += claims.map {
+                updates += group.claims.map {
                     DeliveryUpdate(
                         id: $0.id, state: .expired, attempts: $0.attempts,
                         error: "apns-expiration \(push.expiration ?? 0) passed before it could be sent",
@@ -311,14 +315,23 @@ public final class DeliveryEngine: Sendable {
                 }
                 continue
             }
-            let prepared: (bytes: [UInt8], outcome: String, rule: String)
-            do {
-                prepared = try await prepare(push, deviceId: first.delivery.deviceId, with: batchEnricher)
-            } catch {
+            work.append((index, push, first.delivery.deviceId))
+        }
+        let preparedByGroup = await prepareAll(work, with: batchEnricher)
+        for (index, push, _) in work {
+            let claims = groups[index].claims
+            let first = claims[0]
+            let prepared: Prepared
+            switch preparedByGroup[index] {
+            case .success(let value)?:
+                prepared = value
+            case .failure(let error)?:
                 updates += claims.map {
                     DeliveryUpdate(
                         id: $0.id, state: .failed, attempts: $0.attempts, error: "\(error)", finishedAt: now)
                 }
+                continue
+            case nil:
                 continue
             }
             outcomes.append(
@@ -376,7 +389,8 @@ public final class DeliveryEngine: Sendable {
                 return items
             }
             if first || !answers.isEmpty {
-                try await record(answers, settled: first ? updates : [], outcomes: first ? outcomes : [])
+                try await record(
+                    answers, settled: first ? updates : [], outcomes: first ? outcomes : [], owner: owner)
                 recorded += answers.count
                 first = false
             }
@@ -397,7 +411,7 @@ public final class DeliveryEngine: Sendable {
     /// transaction, then applies the token hygiene they call for.
     private func record(
         _ answers: [(Attempt, APNsSendResult, Duration)], settled: [DeliveryUpdate],
-        outcomes: [(pushId: String, outcome: DeviceOutcome)]
+        outcomes: [(pushId: String, outcome: DeviceOutcome)], owner: String
     ) async throws {
         var updates = settled
         var deactivations: [TokenDeactivation] = []
@@ -408,7 +422,7 @@ public final class DeliveryEngine: Sendable {
             updates.append(update)
             if let deactivation { deactivations.append(deactivation) }
         }
-        try await outbox.complete(updates, outcomes: outcomes, owner: node)
+        try await outbox.complete(updates, outcomes: outcomes, owner: owner)
         for update in updates { observer?.attempt(state: update.state, status: update.status, reason: update.reason) }
         for deactivation in deactivations {
             do {
@@ -428,10 +442,46 @@ public final class DeliveryEngine: Sendable {
         }
     }
 
+    /// What one device of a push is sent.
+    private typealias Prepared = (bytes: [UInt8], outcome: String, rule: String)
+
+    /// Enriches each (push, device) of a batch: one after another when places answer at once (the local index),
+    /// else up to 32 at a time, so a remote places API's latency is not paid once per device in turn.
+    private func prepareAll(
+        _ work: [(group: Int, push: PushDefinition, deviceId: String)], with enricher: Enricher
+    ) async -> [Int: Result<Prepared, any Error>] {
+        var results: [Int: Result<Prepared, any Error>] = [:]
+        if enricher.places?.answersImmediately ?? true {
+            for (group, push, deviceId) in work {
+                do { results[group] = .success(try await prepare(push, deviceId: deviceId, with: enricher)) } catch {
+                    results[group] = .failure(error)
+                }
+            }
+            return results
+        }
+        await withTaskGroup(of: (Int, Result<Prepared, any Error>).self) { group in
+            var next = 0
+            func add() {
+                guard next < work.count else { return }
+                let (index, push, deviceId) = work[next]
+                next += 1
+                group.addTask {
+                    do {
+                        return (index, .success(try await self.prepare(push, deviceId: deviceId, with: enricher)))
+                    } catch { return (index, .failure(error)) }
+                }
+            }
+            for _ in 0..<32 { add() }
+            for await (index, result) in group {
+                results[index] = result
+                add()
+            }
+        }
+        return results
+    }
+
     /// The payload bytes a device gets, with the enrichment's outcome and rule.
-    private func prepare(_ push: PushDefinition, deviceId: String, with enricher: Enricher) async throws -> (
-        bytes: [UInt8], outcome: String, rule: String
-    ) {
+    private func prepare(_ push: PushDefinition, deviceId: String, with enricher: Enricher) async throws -> Prepared {
         guard push.enrich else {
             return (JSONWriter.bytes(push.payload), EnrichmentResult.Outcome.unchanged.rawValue, "enrichment_off")
         }

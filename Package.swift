@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "Essentials", targets: ["Essentials"]),
         .library(name: "EnrichmentCore", targets: ["EnrichmentCore"]),
         .library(name: "EnrichmentStorage", targets: ["EnrichmentStorage"]),
+        .library(name: "EnrichmentPostgres", targets: ["EnrichmentPostgres"]),
         .library(name: "EnrichmentUpstream", targets: ["EnrichmentUpstream"]),
         .library(name: "EnrichmentRuntime", targets: ["EnrichmentRuntime"]),
         .library(name: "EnrichmentService", targets: ["EnrichmentService"]),
@@ -41,6 +42,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // The leaf both families stand on: the JSON codec, Base64URL, the wall clock, settings tables, the version.
@@ -65,6 +67,18 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // PostgreSQL (postgres-nio) implementations of the stores, for several nodes on one database.
+        .target(
+            name: "EnrichmentPostgres",
+            dependencies: [
+                "EnrichmentCore",
+                "Essentials",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // HTTP clients for upstream providers (Woosmap Search API).
         .target(
             name: "EnrichmentUpstream",
@@ -85,6 +99,7 @@ let package = Package(
                 "APNsCore",
                 "APNsClient",
                 "EnrichmentCore",
+                "EnrichmentPostgres",
                 "EnrichmentStorage",
                 "EnrichmentUpstream",
                 "Essentials",
@@ -207,6 +222,8 @@ let package = Package(
             name: "TestSupport",
             dependencies: [
                 "APNsCore",
+                "EnrichmentPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 "APNsClient",
                 "MockAPNs",
                 "Essentials",
@@ -237,7 +254,10 @@ let package = Package(
         ),
         .testTarget(
             name: "EnrichmentStorageTests",
-            dependencies: ["EnrichmentStorage", "EnrichmentRuntime", "EnrichmentCore", "Essentials", "TestSupport"],
+            dependencies: [
+                "EnrichmentStorage", "EnrichmentPostgres", "EnrichmentRuntime", "EnrichmentCore", "Essentials",
+                "TestSupport",
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -10,6 +10,8 @@ missing=()
 [ -f /usr/include/sqlite3.h ] || missing+=(libsqlite3-dev)
 command -v openssl >/dev/null || missing+=(openssl)
 [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+# PostgreSQL, for the PostgreSQL store contracts (scripts/with-postgres.sh runs a throwaway cluster of it).
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && apt-get install -y -qq "${missing[@]}"
 fi

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 public import EnrichmentCore
+public import EnrichmentPostgres
 public import EnrichmentStorage
 import EnrichmentUpstream
 public import Essentials
@@ -20,8 +21,10 @@ public struct EnrichmentRuntime: Sendable {
     }
 
     public let configuration: ServiceConfiguration
-    public let database: SQLiteDatabase
-    /// The last-fix store the engine reads: SQLite behind an in-memory last-fix cache (this process owns the file).
+    /// The PostgreSQL pool when `ENRICH_DATABASE_URL` is set (nil with the embedded SQLite file).
+    public let postgres: PostgresBackend?
+    /// The last-fix store the engine reads. SQLite: behind an in-memory last-fix cache (this process owns the
+    /// file). PostgreSQL: read through, so a fix reported to any node is the next enrichment's on every node.
     public let fixes: any FixStore
     public let pois: any POIStore
     /// The in-memory places index (empty in `.storage` scope).
@@ -40,6 +43,14 @@ public struct EnrichmentRuntime: Sendable {
     public let outbox: any OutboxStore
     /// Enrich-and-send over the outbox (its workers run only when started: `delivery.run()`).
     public let delivery: DeliveryEngine
+    /// With PostgreSQL: follows the POIs other nodes import into this node's index (runs in `runBackgroundWork`).
+    public let placesFollower: PlacesIndexFollower?
+
+    /// What the engine does in the background until cancelled: following other nodes' POI imports (PostgreSQL).
+    /// Delivery has its own `delivery.run()`, stopped gracefully.
+    public func runBackgroundWork() async {
+        await placesFollower?.run()
+    }
 
     /// Opens (and migrates) the database and wires the engine; `clock` is injected so tests control "now".
     /// Logs nothing unless given a logger (command-line tools keep their standard output clean).
@@ -49,10 +60,33 @@ public struct EnrichmentRuntime: Sendable {
         deliveryObserver: (any DeliveryObserver)? = nil
     ) async throws -> EnrichmentRuntime {
         try configuration.validate()
-        let database = try SQLiteDatabase(path: configuration.databasePath, durability: configuration.durability)
-        let fixes = CachingFixStore(base: SQLiteFixStore(database: database))
-        let pois = SQLitePOIStore(database: database)
+        let fixes: any FixStore
+        let pois: any POIStore
+        let tokens: any DeviceTokenStore
+        let outbox: any OutboxStore
+        let postgres: PostgresBackend?
+        if let url = configuration.databaseURL {
+            var settings = try PostgresSettings(url: url)
+            settings.maximumConnections = configuration.databasePoolSize
+            settings.connectTimeout = .milliseconds(Int64(configuration.databaseConnectTimeout * 1000))
+            let backend = try await PostgresBackend(settings: settings, logger: logger)
+            logger.info("using PostgreSQL", metadata: ["database": "\(settings)"])
+            postgres = backend
+            fixes = PostgresFixStore(database: backend)
+            pois = PostgresPOIStore(database: backend)
+            tokens = PostgresTokenStore(database: backend)
+            outbox = PostgresOutbox(database: backend)
+        } else {
+            let database = try SQLiteDatabase(path: configuration.databasePath, durability: configuration.durability)
+            postgres = nil
+            fixes = CachingFixStore(base: SQLiteFixStore(database: database))
+            pois = SQLitePOIStore(database: database)
+            tokens = SQLiteTokenStore(database: database)
+            outbox = SQLiteOutbox(database: database)
+        }
         let index: PlacesIndex
+        // The POI version before the index is read: changes after it are applied again (an upsert), none is missed.
+        let startVersion = try await (pois as? PostgresPOIStore)?.currentVersion()
         if scope == .full {
             if configuration.loadSamplePOIs, try await pois.count() == 0 {
                 let samples = try SamplePOIs.load()
@@ -83,17 +117,19 @@ public struct EnrichmentRuntime: Sendable {
         let enricher = Enricher(
             settings: configuration.enrichmentSettings, fixes: fixes, places: places, map: map, template: template,
             clock: clock)
-        let tokens = SQLiteTokenStore(database: database)
-        let outbox = SQLiteOutbox(database: database)
         let delivery = DeliveryEngine(
             tokens: tokens, outbox: outbox, settings: configuration.delivery, enricher: enricher,
             senders: scope == .full ? try configuration.delivery.makeSenders() : [:], clock: clock, logger: logger,
-            observer: deliveryObserver, exclusiveStore: true)
+            observer: deliveryObserver, exclusiveStore: postgres == nil)
         return EnrichmentRuntime(
-            configuration: configuration, database: database, fixes: fixes, pois: pois, index: index, places: places,
+            configuration: configuration, postgres: postgres, fixes: fixes, pois: pois, index: index, places: places,
             map: map, template: template, enricher: enricher,
             importer: POIImporter(store: pois, index: scope == .full ? index : nil), clock: clock, tokens: tokens,
-            outbox: outbox, delivery: delivery)
+            outbox: outbox, delivery: delivery,
+            placesFollower: scope == .full
+                ? (pois as? PostgresPOIStore).map {
+                    PlacesIndexFollower(store: $0, index: index, from: startVersion ?? 0, logger: logger)
+                } : nil)
     }
 }
 
@@ -123,5 +159,46 @@ public struct POIImporter: Sendable {
     public func importPOIs(_ pois: [POI]) async throws {
         _ = try await store.upsert(pois)
         index?.upsert(pois)
+    }
+}
+
+/// Applies the POIs other nodes import to this node's in-memory index, incrementally, within `interval`.
+public struct PlacesIndexFollower: Sendable {
+    let store: PostgresPOIStore
+    let index: PlacesIndex
+    let start: Int64
+    let interval: Duration
+    let logger: Logger
+
+    init(
+        store: PostgresPOIStore, index: PlacesIndex, from start: Int64, interval: Duration = .milliseconds(250),
+        logger: Logger
+    ) {
+        self.store = store
+        self.index = index
+        self.start = start
+        self.interval = interval
+        self.logger = logger
+    }
+
+    /// Polls for newer POI versions until cancelled.
+    public func run() async {
+        var version = start
+        while !Task.isCancelled {
+            do {
+                while true {
+                    let (pois, newest) = try await store.changes(after: version)
+                    if !pois.isEmpty {
+                        index.upsert(pois)
+                        logger.debug("places index followed an import", metadata: ["pois": "\(pois.count)"])
+                    }
+                    version = newest
+                    if pois.count < 10_000 { break }
+                }
+            } catch {
+                logger.warning("cannot read POI changes; retrying", metadata: ["error": "\(error)"])
+            }
+            try? await Task.sleep(for: interval)
+        }
     }
 }

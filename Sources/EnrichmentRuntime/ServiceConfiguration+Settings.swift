@@ -23,6 +23,20 @@ extension ServiceConfiguration {
             default: defaults.databasePath, allowed: "a file path", parse: nonEmpty,
             store: { $0.databasePath = $1 }),
         Setting(
+            "database-url", "ENRICH_DATABASE_URL", valueName: "url",
+            help: "PostgreSQL for every store (postgres://user:password@host:5432/db?sslmode=require); prefer the "
+                + "variable, a flag shows in ps. Unset: the SQLite file.",
+            default: "unset (SQLite)", allowed: "postgres://user:password@host:5432/database", parse: nonEmpty,
+            store: { $0.databaseURL = $1 }),
+        Setting(
+            "database-pool", "ENRICH_DATABASE_POOL", valueName: "count",
+            help: "Most PostgreSQL connections per node.", default: "\(defaults.databasePoolSize)",
+            allowed: "an integer 1-1000", parse: integer(1...1_000), store: { $0.databasePoolSize = $1 }),
+        Setting(
+            "database-timeout", "ENRICH_DATABASE_TIMEOUT", valueName: "seconds",
+            help: "Seconds to wait for a PostgreSQL connection.", default: "\(defaults.databaseConnectTimeout)",
+            allowed: "seconds > 0 and at most 600", parse: seconds(600), store: { $0.databaseConnectTimeout = $1 }),
+        Setting(
             "durability", "ENRICH_DURABILITY", valueName: "normal|full",
             help: "normal survives kill -9; full also fsyncs every commit and survives power loss.",
             default: defaults.durability.rawValue, allowed: "normal or full",

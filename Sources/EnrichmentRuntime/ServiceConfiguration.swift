@@ -1,4 +1,5 @@
 public import EnrichmentCore
+import EnrichmentPostgres
 public import EnrichmentStorage
 public import Essentials
 import Foundation
@@ -27,6 +28,13 @@ public struct ServiceConfiguration: Sendable {
     public var host = "127.0.0.1"
     public var port = 8080
     public var databasePath = "data/enrichment.sqlite"
+    /// `postgres://user:password@host:port/database[?sslmode=disable|prefer|require&sslrootcert=ca.pem]`: every
+    /// store in PostgreSQL (several nodes may share it); nil keeps the embedded SQLite file.
+    public var databaseURL: String?
+    /// Most connections each node opens to PostgreSQL.
+    public var databasePoolSize = 20
+    /// Seconds to wait for a PostgreSQL connection.
+    public var databaseConnectTimeout = 10.0
     public var durability: SQLiteDatabase.Durability = .normal
     /// Load the bundled sample POIs when the POI table is empty.
     public var loadSamplePOIs = true
@@ -61,6 +69,12 @@ public struct ServiceConfiguration: Sendable {
     /// Largest accepted POI import body, bytes.
     public var maxImportBytes = 64 << 20
     public var logLevel: Logger.Level = .info
+    /// Where the stores live, for logs: the SQLite path, or the PostgreSQL URL without its password.
+    public var databaseDescription: String {
+        guard let databaseURL else { return databasePath }
+        return (try? PostgresSettings(url: databaseURL).description) ?? "postgres (invalid URL)"
+    }
+
     /// Connection deadlines (idle, header read, body read) and the connection cap.
     public var connections = ConnectionLimits()
     /// Delivery to APNs (`POST /v1/push`): credentials, hosts, connections, retries, the feedback webhook.
@@ -126,6 +140,13 @@ public struct ServiceConfiguration: Sendable {
                 allowed: "a non-empty secret; unset the variable to run without it")
         }
         try delivery.validate()
+        if let databaseURL {
+            do { _ = try PostgresSettings(url: databaseURL) } catch {
+                throw ConfigurationError(
+                    setting: "ENRICH_DATABASE_URL", value: "<not shown: it may hold a password>",
+                    allowed: "postgres://user:password@host:5432/database", problem: error.description)
+            }
+        }
         if places == .woosmap, woosmapKey == nil, !Self.isLoopback(woosmapBaseURL) {
             throw ConfigurationError(
                 setting: "ENRICH_WOOSMAP_KEY", value: "", allowed: "a Woosmap private key when ENRICH_PLACES=woosmap")
@@ -139,7 +160,7 @@ public struct ServiceConfiguration: Sendable {
 
     /// A one-line summary for the start-up log, with every secret replaced by whether it is set.
     public var redactedSummary: String {
-        "listen=\(host):\(port) db=\(databasePath) durability=\(durability.rawValue) mode=\(mode.rawValue) window=\(stalenessWindow)s "
+        "listen=\(host):\(port) db=\(databaseDescription) durability=\(durability.rawValue) mode=\(mode.rawValue) window=\(stalenessWindow)s "
             + "future_skew=\(maxFutureSkew.map { "\($0)s" } ?? "off") fix_max_age=\(fixMaxAge)s places=\(places.rawValue) "
             + "places_limit=\(placesLimit) timeout=\(upstreamTimeout)s deadline=\(deadline)s map=\(mapEnabled ? mapStyle.rawValue : "none") "
             + "woosmap_key=\(woosmapKey == nil ? "unset" : "set") map_key=\(mapKey == nil ? "unset" : "set") "

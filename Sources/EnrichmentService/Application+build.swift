@@ -65,7 +65,7 @@ public func buildApplication(
             address: .hostname(configuration.host, port: configuration.port),
             serverName: "enrichment-server"),
         // Listed before the server, so on graceful shutdown the server stops first and the workers then finish.
-        services: [DeliveryService(engine: runtime.delivery)],
+        services: [EngineService(runtime: runtime)],
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port
             runningLogger.notice("listening", metadata: ["address": "http://\(configuration.host):\(port)"])
@@ -93,22 +93,28 @@ func buildRouter(_ state: ServiceState) -> Router<ServiceContext> {
     return router
 }
 
-/// Runs the delivery workers beside the server; graceful shutdown stops new pushes, finishes the claimed ones and
-/// leaves the rest committed for the next start.
-struct DeliveryService: Service {
-    let engine: DeliveryEngine
+/// Runs the engine's background work beside the server: the delivery workers (graceful shutdown stops new
+/// pushes, finishes the claimed ones and leaves the rest committed for the next start) and, with PostgreSQL, the
+/// places index following other nodes' imports.
+struct EngineService: Service {
+    let runtime: EnrichmentRuntime
 
     func run() async throws {
-        let engine = self.engine
-        guard engine.isConfigured else {
-            // Nothing to send: stay up with the server (a service that returns would stop the group).
-            try? await gracefulShutdown()
-            return
-        }
-        await withGracefulShutdownHandler {
-            await engine.run()
-        } onGracefulShutdown: {
-            engine.beginShutdown()
+        let runtime = self.runtime
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await runtime.runBackgroundWork() }
+            let engine = runtime.delivery
+            if engine.isConfigured {
+                await withGracefulShutdownHandler {
+                    await engine.run()
+                } onGracefulShutdown: {
+                    engine.beginShutdown()
+                }
+            } else {
+                // Nothing to send: stay up with the server (a service that returns would stop the group).
+                try? await gracefulShutdown()
+            }
+            group.cancelAll()
         }
     }
 }

@@ -1,19 +1,25 @@
 import EnrichmentCore
+import EnrichmentPostgres
 import EnrichmentStorage
 import Essentials
 import Foundation
+import TestSupport
 import Testing
 
 /// Every implementation of the delivery stores (PostgreSQL joins here when it exists).
 enum DeliveryStoreKind: String, CaseIterable, CustomTestStringConvertible {
     case sqlite
+    case postgres
     var testDescription: String { rawValue }
 
-    func makeStores(_ temp: TemporaryDatabase) throws -> (any DeviceTokenStore, any OutboxStore) {
+    func makeStores(_ temp: TemporaryDatabase) async throws -> (any DeviceTokenStore, any OutboxStore) {
         switch self {
         case .sqlite:
             let database = try SQLiteDatabase(path: temp.path)
             return (SQLiteTokenStore(database: database), SQLiteOutbox(database: database))
+        case .postgres:
+            let database = try await PostgresTestDatabase.open()
+            return (PostgresTokenStore(database: database), PostgresOutbox(database: database))
         }
     }
 }
@@ -46,7 +52,7 @@ struct DeliveryStoreContractTests {
         arguments: DeliveryStoreKind.allCases)
     func registerRefresh(kind: DeliveryStoreKind) async throws {
         let temp = try TemporaryDatabase()
-        let (tokens, _) = try kind.makeStores(temp)
+        let (tokens, _) = try await kind.makeStores(temp)
         #expect(try await tokens.register(registration("d1", "aa", at: 10)) == true)
         #expect(try await tokens.register(registration("d1", "bb", at: 20)) == true)
         let deactivated = try await tokens.deactivate(
@@ -68,7 +74,7 @@ struct DeliveryStoreContractTests {
         arguments: DeliveryStoreKind.allCases)
     func deactivationRules(kind: DeliveryStoreKind) async throws {
         let temp = try TemporaryDatabase()
-        let (tokens, _) = try kind.makeStores(temp)
+        let (tokens, _) = try await kind.makeStores(temp)
         _ = try await tokens.register(registration("d1", "aa", at: 100))
         // APNs learned of the removal before the latest registration: kept.
         #expect(
@@ -103,7 +109,7 @@ struct DeliveryStoreContractTests {
         arguments: DeliveryStoreKind.allCases)
     func claims(kind: DeliveryStoreKind) async throws {
         let temp = try TemporaryDatabase()
-        let (_, outbox) = try kind.makeStores(temp)
+        let (_, outbox) = try await kind.makeStores(temp)
         let definition = push("p1", devices: ["d1", "d2", "d3"], expiration: 5000)
         try await outbox.enqueue(
             definition, outcomes: [.noActiveToken("d3")],
@@ -154,7 +160,7 @@ struct DeliveryStoreContractTests {
     @Test("claims are released for a restart: all of them, or one owner's", arguments: DeliveryStoreKind.allCases)
     func release(kind: DeliveryStoreKind) async throws {
         let temp = try TemporaryDatabase()
-        let (_, outbox) = try kind.makeStores(temp)
+        let (_, outbox) = try await kind.makeStores(temp)
         try await outbox.enqueue(
             push("p1", devices: ["d1"]), outcomes: [],
             deliveries: [delivery("d1", "aa"), delivery("d1", "bb"), delivery("d1", "cc")])
@@ -169,7 +175,7 @@ struct DeliveryStoreContractTests {
     @Test("final states are final: a delivered delivery is never claimed again", arguments: DeliveryStoreKind.allCases)
     func finalStates(kind: DeliveryStoreKind) async throws {
         let temp = try TemporaryDatabase()
-        let (_, outbox) = try kind.makeStores(temp)
+        let (_, outbox) = try await kind.makeStores(temp)
         try await outbox.enqueue(
             push("p1", devices: ["d1"]), outcomes: [], deliveries: [delivery("d1", "aa"), delivery("d1", "bb")])
         let claimed = try await outbox.claim(owner: "a", limit: 10, now: 1000, lease: 60)

@@ -1,4 +1,5 @@
 import EnrichmentCore
+import EnrichmentPostgres
 import EnrichmentRuntime
 import EnrichmentStorage
 import Essentials
@@ -26,6 +27,8 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     case sqlite
     /// The stores exactly as the service wires them (`EnrichmentRuntime`: the last-fix cache over SQLite).
     case service
+    /// The PostgreSQL stores, each test on a database of its own.
+    case postgres
     var testDescription: String { rawValue }
 
     func makeStores(_ temp: TemporaryDatabase) async throws -> (any FixStore, any POIStore) {
@@ -38,6 +41,9 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
             configuration.databasePath = temp.path
             let runtime = try await EnrichmentRuntime.open(configuration, scope: .storage)
             return (runtime.fixes, runtime.pois)
+        case .postgres:
+            let database = try await PostgresTestDatabase.open()
+            return (PostgresFixStore(database: database), PostgresPOIStore(database: database))
         }
     }
 }

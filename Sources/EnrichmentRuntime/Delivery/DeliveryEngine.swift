@@ -222,7 +222,8 @@ public final class DeliveryEngine: Sendable {
                 await reportGauges()
             }
             if claimed.isEmpty, !isStopping {
-                var wait = Duration.seconds(1)
+                // Another node may commit deliveries without waking this one: with a shared store, look often.
+                var wait = exclusiveStore ? Duration.seconds(1) : .milliseconds(250)
                 if let due = try? await outbox.nextDue() {
                     let seconds = due - clock.now().timeIntervalSince1970
                     wait = min(wait, .milliseconds(Int64(max(0.005, seconds) * 1000)))

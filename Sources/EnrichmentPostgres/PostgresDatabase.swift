@@ -1,0 +1,305 @@
+import Foundation
+public import Logging
+import NIOSSL
+public import PostgresNIO
+
+/// How to reach PostgreSQL: parsed from `postgres://user:password@host:port/database?sslmode=...`.
+public struct PostgresSettings: Sendable, CustomStringConvertible {
+    public enum TLSMode: String, Sendable, CaseIterable {
+        /// No TLS (loopback, or a private network you trust).
+        case disable
+        /// TLS when the server offers it.
+        case prefer
+        /// TLS, with the server's certificate verified against the system's roots (or `rootCertificate`).
+        case require
+    }
+
+    public var host: String
+    public var port: Int
+    public var username: String
+    public var password: String?
+    public var database: String
+    public var tls: TLSMode
+    /// An extra CA (PEM file) to verify the server with.
+    public var rootCertificate: String?
+    public var maximumConnections = 20
+    public var connectTimeout: Duration = .seconds(10)
+
+    /// Parses a `postgres://` (or `postgresql://`) URL; throws a sentence that never repeats the password.
+    public init(url: String) throws(PostgresSettingsError) {
+        guard let components = URLComponents(string: url),
+            components.scheme == "postgres" || components.scheme == "postgresql"
+        else {
+            throw PostgresSettingsError(
+                "the database URL must look like postgres://user:password@host:5432/database (the scheme was not postgres://)"
+            )
+        }
+        guard let host = components.host, !host.isEmpty else {
+            throw PostgresSettingsError("the database URL names no host: postgres://user:password@HOST:5432/database")
+        }
+        guard let user = components.user, !user.isEmpty else {
+            throw PostgresSettingsError("the database URL names no user: postgres://USER:password@host:5432/database")
+        }
+        let database = String(components.path.drop(while: { $0 == "/" }))
+        guard !database.isEmpty else {
+            throw PostgresSettingsError(
+                "the database URL names no database: postgres://user:password@host:5432/DATABASE")
+        }
+        self.host = host
+        self.port = components.port ?? 5432
+        self.username = user.removingPercentEncoding ?? user
+        self.password = components.password.map { $0.removingPercentEncoding ?? $0 }
+        self.database = database
+        var tls = TLSMode.prefer
+        for item in components.queryItems ?? [] {
+            switch item.name {
+            case "sslmode":
+                switch item.value ?? "" {
+                case "disable": tls = .disable
+                case "allow", "prefer": tls = .prefer
+                case "require", "verify-ca", "verify-full": tls = .require
+                default:
+                    throw PostgresSettingsError(
+                        "sslmode '\(item.value ?? "")' is unknown; use disable, prefer or require")
+                }
+            case "sslrootcert": rootCertificate = item.value
+            default:
+                throw PostgresSettingsError(
+                    "database URL parameter '\(item.name)' is unknown; accepted: sslmode, sslrootcert")
+            }
+        }
+        self.tls = tls
+    }
+
+    /// The URL with the password replaced (for logs and errors).
+    public var description: String {
+        "postgres://\(username)\(password == nil ? "" : ":***")@\(host):\(port)/\(database) (tls \(tls.rawValue))"
+    }
+
+    public func clientConfiguration() throws -> PostgresClient.Configuration {
+        var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
+        if let rootCertificate {
+            tlsConfiguration.additionalTrustRoots = [.file(rootCertificate)]
+        }
+        let mode: PostgresClient.Configuration.TLS =
+            switch tls {
+            case .disable: .disable
+            case .prefer: .prefer(tlsConfiguration)
+            case .require: .require(tlsConfiguration)
+            }
+        var configuration = PostgresClient.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: mode)
+        configuration.options.maximumConnections = maximumConnections
+        configuration.options.connectTimeout = connectTimeout
+        return configuration
+    }
+}
+
+/// A database URL that cannot work, in words (never with the password).
+public struct PostgresSettingsError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A pool of connections to PostgreSQL that runs for the life of this object, with the schema migrated.
+///
+/// Migrations are versioned; when several nodes start together, one applies them under an advisory lock and the
+/// others wait for it, then find nothing left to do.
+public final class PostgresBackend: Sendable {
+    public let client: PostgresClient
+    public let settings: PostgresSettings
+    let logger: Logger
+    private let runner: Task<Void, Never>
+
+    /// Connects (lazily, per query) and migrates; `close()` when done.
+    public init(settings: PostgresSettings, logger: Logger) async throws {
+        self.settings = settings
+        self.logger = logger
+        let client = PostgresClient(configuration: try settings.clientConfiguration(), backgroundLogger: logger)
+        self.client = client
+        runner = Task { await client.run() }
+        do {
+            try await Self.migrate(client, logger: logger)
+        } catch {
+            runner.cancel()
+            throw PostgresSettingsError("cannot use \(settings): \(Self.describe(error))")
+        }
+    }
+
+    /// Stops the pool.
+    public func close() {
+        runner.cancel()
+    }
+
+    deinit { runner.cancel() }
+
+    /// The server's message for a failed query or connection, without the query's bound values.
+    public static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] { return message }
+            return "\(error.code)"
+        }
+        return "\(error)"
+    }
+
+    /// The lock every migrating node takes (an arbitrary constant: "enrich" in ASCII).
+    static let migrationLock: Int64 = 0x656e_7269_6368
+
+    static func migrate(_ client: PostgresClient, logger: Logger) async throws {
+        try await client.withConnection { connection in
+            try await connection.query("SELECT pg_advisory_lock(\(migrationLock))", logger: logger)
+            do {
+                try await connection.query(
+                    """
+                    CREATE TABLE IF NOT EXISTS schema_migrations (
+                        version TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())
+                    """, logger: logger)
+                var applied = Set<String>()
+                for try await version in try await connection.query(
+                    "SELECT version FROM schema_migrations", logger: logger
+                ).decode(String.self) {
+                    applied.insert(version)
+                }
+                for (version, statements) in PostgresSchema.migrations where !applied.contains(version) {
+                    try await connection.withTransaction(logger: logger) { connection in
+                        for statement in statements {
+                            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                        }
+                        try await connection.query(
+                            "INSERT INTO schema_migrations (version) VALUES (\(version))", logger: logger)
+                    }
+                    logger.notice("database migrated", metadata: ["version": "\(version)"])
+                }
+            } catch {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(migrationLock))", logger: logger)
+                throw error
+            }
+            try await connection.query("SELECT pg_advisory_unlock(\(migrationLock))", logger: logger)
+        }
+    }
+}
+
+/// The schema history; never edit a shipped migration, add a new one.
+enum PostgresSchema {
+    static let migrations: [(String, [String])] = [
+        (
+            "v1-fixes",
+            [
+                """
+                CREATE TABLE fixes (
+                    device_id TEXT NOT NULL,
+                    fix_time DOUBLE PRECISION NOT NULL,
+                    latitude DOUBLE PRECISION NOT NULL,
+                    longitude DOUBLE PRECISION NOT NULL,
+                    horizontal_accuracy DOUBLE PRECISION,
+                    context TEXT,
+                    received_at DOUBLE PRECISION NOT NULL,
+                    PRIMARY KEY (device_id, fix_time)
+                )
+                """
+            ]
+        ),
+        (
+            "v1-pois",
+            [
+                """
+                CREATE TABLE pois (
+                    id BIGSERIAL PRIMARY KEY,
+                    store_id TEXT NOT NULL UNIQUE,
+                    name TEXT NOT NULL,
+                    latitude DOUBLE PRECISION NOT NULL,
+                    longitude DOUBLE PRECISION NOT NULL,
+                    address_lines TEXT NOT NULL DEFAULT '[]',
+                    city TEXT,
+                    zipcode TEXT,
+                    country_code TEXT,
+                    types TEXT NOT NULL DEFAULT '[]',
+                    tags TEXT NOT NULL DEFAULT '[]',
+                    contact TEXT,
+                    user_properties TEXT,
+                    updated_at DOUBLE PRECISION NOT NULL
+                )
+                """,
+                // PostgreSQL's own spatial search without extensions: a GiST index over the coordinates as points.
+                "CREATE INDEX pois_location ON pois USING gist (point(longitude, latitude))",
+            ]
+        ),
+        (
+            "v2-delivery",
+            [
+                """
+                CREATE TABLE apns_tokens (
+                    device_id TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    topic TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    registered_at DOUBLE PRECISION NOT NULL,
+                    active BOOLEAN NOT NULL DEFAULT true,
+                    invalidated_at DOUBLE PRECISION,
+                    reason TEXT,
+                    PRIMARY KEY (device_id, token)
+                )
+                """,
+                """
+                CREATE TABLE pushes (
+                    id TEXT PRIMARY KEY,
+                    created_at DOUBLE PRECISION NOT NULL,
+                    payload TEXT NOT NULL,
+                    push_type TEXT NOT NULL,
+                    priority INTEGER,
+                    expiration BIGINT,
+                    collapse_id TEXT,
+                    topic TEXT,
+                    enrich BOOLEAN NOT NULL,
+                    mode TEXT
+                )
+                """,
+                """
+                CREATE TABLE push_devices (
+                    push_id TEXT NOT NULL,
+                    position INTEGER NOT NULL,
+                    device_id TEXT NOT NULL,
+                    outcome TEXT,
+                    rule TEXT,
+                    PRIMARY KEY (push_id, device_id)
+                )
+                """,
+                """
+                CREATE TABLE deliveries (
+                    id BIGSERIAL PRIMARY KEY,
+                    push_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    topic TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    apns_id TEXT NOT NULL,
+                    state TEXT NOT NULL DEFAULT 'pending',
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    next_attempt_at DOUBLE PRECISION NOT NULL,
+                    lease_owner TEXT,
+                    lease_until DOUBLE PRECISION,
+                    status INTEGER,
+                    reason TEXT,
+                    apns_timestamp BIGINT,
+                    error TEXT,
+                    outcome TEXT,
+                    rule TEXT,
+                    finished_at DOUBLE PRECISION
+                )
+                """,
+                "CREATE INDEX deliveries_due ON deliveries (next_attempt_at, id) WHERE state = 'pending'",
+                "CREATE INDEX deliveries_push ON deliveries (push_id, state)",
+            ]
+        ),
+        (
+            // Every written POI gets the next version; imports are serialized by an advisory lock, so versions
+            // become visible in order and a node that has applied version v has every change up to v.
+            "v3-pois-version",
+            [
+                "CREATE SEQUENCE pois_version",
+                "ALTER TABLE pois ADD COLUMN version BIGINT NOT NULL DEFAULT nextval('pois_version')",
+                "CREATE INDEX pois_by_version ON pois (version)",
+            ]
+        ),
+    ]
+}

@@ -1,0 +1,209 @@
+public import EnrichmentCore
+import Essentials
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Location fixes in PostgreSQL; the last fix is found through the (device_id, fix_time) primary key.
+public struct PostgresFixStore: FixStore {
+    let database: PostgresBackend
+
+    public init(database: PostgresBackend) { self.database = database }
+
+    public func insert(_ fixes: [LocationFix]) async throws {
+        guard !fixes.isEmpty else { return }
+        // A batch may repeat a (device, fix time): the later one wins, as a second upsert would.
+        var last: [String: Int] = [:]
+        for (index, fix) in fixes.enumerated() { last["\(fix.deviceId)\u{0}\(fix.fixTime)"] = index }
+        let fixes = last.values.sorted().map { fixes[$0] }
+        // One statement for the whole batch: the columns as arrays, unnested into rows (NULLs kept).
+        let devices = fixes.map(\.deviceId)
+        let times = fixes.map(\.fixTime)
+        let latitudes = fixes.map(\.coordinate.latitude)
+        let longitudes = fixes.map(\.coordinate.longitude)
+        let accuracies = fixes.map { $0.horizontalAccuracy.map { "\($0)" } ?? "" }
+        let contexts = fixes.map { $0.context ?? "" }
+        let hasContext = fixes.map { $0.context != nil }
+        let received = fixes.map(\.receivedAt)
+        try await database.client.query(
+            """
+            INSERT INTO fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at)
+            SELECT d, t, la, lo, NULLIF(a, '')::float8, CASE WHEN hc THEN c END, r
+            FROM unnest(\(devices)::text[], \(times)::float8[], \(latitudes)::float8[], \(longitudes)::float8[],
+                        \(accuracies)::text[], \(contexts)::text[], \(hasContext)::bool[], \(received)::float8[])
+                 AS u(d, t, la, lo, a, c, hc, r)
+            ON CONFLICT (device_id, fix_time) DO UPDATE SET
+                latitude = excluded.latitude, longitude = excluded.longitude,
+                horizontal_accuracy = excluded.horizontal_accuracy, context = excluded.context,
+                received_at = excluded.received_at
+            """)
+    }
+
+    public func latestFix(deviceId: String) async throws -> LocationFix? {
+        try await latestFixes(deviceIds: [deviceId])[deviceId]
+    }
+
+    public func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix] {
+        let ids = Array(Set(deviceIds))
+        guard !ids.isEmpty else { return [:] }
+        let rows = try await database.client.query(
+            """
+            SELECT DISTINCT ON (device_id) device_id, fix_time, latitude, longitude, horizontal_accuracy, context,
+                   received_at
+            FROM fixes WHERE device_id = ANY(\(ids)::text[]) ORDER BY device_id, fix_time DESC
+            """)
+        var found: [String: LocationFix] = [:]
+        for try await (id, time, lat, lng, accuracy, context, received) in rows.decode(
+            (String, Double, Double, Double, Double?, String?, Double).self)
+        {
+            found[id] = LocationFix(
+                deviceId: id, coordinate: Coordinate(latitude: lat, longitude: lng), fixTime: time,
+                horizontalAccuracy: accuracy, context: context, receivedAt: received)
+        }
+        return found
+    }
+
+    public func deleteDevice(_ deviceId: String) async throws -> Int {
+        try await database.client.withConnection { connection in
+            let rows = try await connection.query(
+                "WITH gone AS (DELETE FROM fixes WHERE device_id = \(deviceId) RETURNING 1) SELECT count(*) FROM gone",
+                logger: database.logger)
+            return try await rows.decode(Int.self).first { _ in true } ?? 0
+        }
+    }
+}
+
+/// POIs in PostgreSQL, upserted by store id, searched through a GiST index over their coordinates.
+public struct PostgresPOIStore: POIStore {
+    let database: PostgresBackend
+
+    public init(database: PostgresBackend) { self.database = database }
+
+    public func upsert(_ pois: [POI]) async throws -> Int {
+        guard !pois.isEmpty else { return 0 }
+        // A repeated store id: the later one wins, as a second upsert would.
+        var last: [String: Int] = [:]
+        for (index, poi) in pois.enumerated() { last[poi.storeId] = index }
+        let rows = last.values.sorted().map { StoredPOI.Row(pois[$0]) }
+        let now = Date().timeIntervalSince1970
+        // In chunks, all in one transaction (all or nothing, like SQLite's).
+        try await database.client.withTransaction(logger: database.logger) { connection in
+            // One import at a time across nodes, so POI versions become visible in the order they were taken.
+            try await connection.query(
+                "SELECT pg_advisory_xact_lock(\(Self.importLock))", logger: database.logger)
+            for start in stride(from: 0, to: rows.count, by: 5_000) {
+                let chunk = Array(rows[start..<min(rows.count, start + 5_000)])
+                let optional = { (values: [String?]) in values.map { $0 ?? "" } }
+                let present = { (values: [String?]) in values.map { $0 != nil } }
+                try await connection.query(
+                    """
+                    INSERT INTO pois (store_id, name, latitude, longitude, address_lines, city, zipcode, country_code,
+                                      types, tags, contact, user_properties, updated_at)
+                    SELECT s, n, la, lo, al, CASE WHEN hci THEN ci END, CASE WHEN hz THEN z END,
+                           CASE WHEN hcc THEN cc END, ty, ta, CASE WHEN hco THEN co END, CASE WHEN hu THEN u END,
+                           \(now)
+                    FROM unnest(\(chunk.map(\.storeId))::text[], \(chunk.map(\.name))::text[],
+                                \(chunk.map(\.latitude))::float8[], \(chunk.map(\.longitude))::float8[],
+                                \(chunk.map { $0.addressLines ?? "[]" })::text[],
+                                \(optional(chunk.map(\.city)))::text[], \(present(chunk.map(\.city)))::bool[],
+                                \(optional(chunk.map(\.zipcode)))::text[], \(present(chunk.map(\.zipcode)))::bool[],
+                                \(optional(chunk.map(\.countryCode)))::text[],
+                                \(present(chunk.map(\.countryCode)))::bool[],
+                                \(chunk.map { $0.types ?? "[]" })::text[], \(chunk.map { $0.tags ?? "[]" })::text[],
+                                \(optional(chunk.map(\.contact)))::text[], \(present(chunk.map(\.contact)))::bool[],
+                                \(optional(chunk.map(\.userProperties)))::text[],
+                                \(present(chunk.map(\.userProperties)))::bool[])
+                         AS v(s, n, la, lo, al, ci, hci, z, hz, cc, hcc, ty, ta, co, hco, u, hu)
+                    ON CONFLICT (store_id) DO UPDATE SET
+                        name = excluded.name, latitude = excluded.latitude, longitude = excluded.longitude,
+                        address_lines = excluded.address_lines, city = excluded.city, zipcode = excluded.zipcode,
+                        country_code = excluded.country_code, types = excluded.types, tags = excluded.tags,
+                        contact = excluded.contact, user_properties = excluded.user_properties,
+                        updated_at = excluded.updated_at, version = nextval('pois_version')
+                    """, logger: database.logger)
+            }
+        }
+        return pois.count
+    }
+
+    /// The lock POI imports take for their transaction ("poi" in ASCII).
+    static let importLock: Int64 = 0x706f69
+
+    static let columns = """
+        SELECT store_id, name, latitude, longitude, address_lines, city, zipcode, country_code, types, tags, contact,
+               user_properties, id FROM pois
+        """
+
+    /// The newest POI version written so far (0 for none).
+    public func currentVersion() async throws -> Int64 {
+        try await database.client.query("SELECT COALESCE(max(version), 0)::int8 FROM pois").decode(Int64.self)
+            .first { _ in true } ?? 0
+    }
+
+    /// POIs written after `version`, oldest first (at most `limit`), with the newest version among them.
+    public func changes(after version: Int64, limit: Int = 10_000) async throws -> (pois: [POI], version: Int64) {
+        let rows = try await database.client.query(
+            """
+            SELECT store_id, name, latitude, longitude, address_lines, city, zipcode, country_code, types, tags,
+                   contact, user_properties, version FROM pois
+            WHERE version > \(version) ORDER BY version LIMIT \(limit)
+            """)
+        let found = try await Self.rows(rows)
+        return (found.map(\.1), found.last?.0 ?? version)
+    }
+
+    static func rows(_ sequence: PostgresRowSequence) async throws -> [(Int64, POI)] {
+        var found: [(Int64, POI)] = []
+        for try await row in sequence {
+            let (storeId, name, lat, lng, lines, city, zipcode, country, types, tags, contact, user, id) =
+                try row.decode(
+                    (
+                        String, String, Double, Double, String?, String?, String?, String?, String?, String?,
+                        String?, String?, Int64
+                    ).self)
+            let poi = try StoredPOI.Row(
+                storeId: storeId, name: name, latitude: lat, longitude: lng, addressLines: lines, city: city,
+                zipcode: zipcode, countryCode: country, types: types, tags: tags, contact: contact,
+                userProperties: user
+            ).poi()
+            found.append((id, poi))
+        }
+        return found
+    }
+
+    public func all() async throws -> [POI] {
+        try await Self.rows(database.client.query("\(unescaped: Self.columns) ORDER BY id")).map(\.1)
+    }
+
+    public func count() async throws -> Int {
+        try await database.client.query("SELECT count(*) FROM pois").decode(Int.self).first { _ in true } ?? 0
+    }
+
+    /// Exact nearest-k: candidates from the GiST index (`point <@ box`), ranked by haversine metres.
+    public func nearest(to point: Coordinate, query: PlacesQuery) async throws -> [PlaceMatch] {
+        guard query.limit > 0 else { return [] }
+        let total = try await count()
+        let client = database.client
+        return try await StoredPOI.nearest(
+            to: point, query: query, total: total,
+            candidates: { box in
+                var found: [StoredPOI.Candidate] = []
+                for range in box.longitudes {
+                    let rows = try await client.query(
+                        """
+                        SELECT id, store_id, latitude, longitude FROM pois
+                        WHERE point(longitude, latitude) <@ box(point(\(range.lowerBound), \(box.minLat)),
+                                                                 point(\(range.upperBound), \(box.maxLat)))
+                        """)
+                    for try await candidate in rows.decode((Int64, String, Double, Double).self) {
+                        found.append(candidate)
+                    }
+                }
+                return found
+            },
+            rows: { ids in
+                let rows = try await client.query("\(unescaped: Self.columns) WHERE id = ANY(\(ids)::int8[])")
+                return Dictionary(try await Self.rows(rows), uniquingKeysWith: { first, _ in first })
+            })
+    }
+}

@@ -1,0 +1,96 @@
+import EnrichmentCore
+import EnrichmentRuntime
+import Essentials
+import Foundation
+import MockAPNs
+import TestSupport
+import Testing
+
+/// Two service nodes (two applications in this process, each with its own caches and index) on one PostgreSQL.
+@Suite("Two nodes on one PostgreSQL behave as one service", .serialized)
+struct TwoNodeTests {
+    @Test(
+        "a fix reported to one node is the other's next enrichment; a POI import reaches the other's index within a second; each delivery is sent once"
+    )
+    func twoNodes() async throws {
+        let url = try await PostgresTestDatabase.makeURL()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("two-nodes-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keyFile = directory.appendingPathComponent("key.p8").path
+        let caFile = directory.appendingPathComponent("ca.pem").path
+        try signingKeyPEM.write(toFile: keyFile, atomically: true, encoding: .utf8)
+        try authority.caCertificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
+        try await withMock { mock, state in
+            let node: @Sendable (inout ServiceConfiguration) -> Void = { configuration in
+                configuration.databaseURL = url
+                configuration.delivery.keyFile = keyFile
+                configuration.delivery.keyID = "KEYID12345"
+                configuration.delivery.teamID = "TEAMID6789"
+                configuration.delivery.caFile = caFile
+                configuration.delivery.sandboxURL = mock
+                configuration.delivery.productionURL = mock
+                configuration.delivery.concurrency = 20
+            }
+            try await withService(node) { a in
+                try await withService(node) { b in
+                    // 1. The last fix: reported to A, used by B; then reported to B, used by A.
+                    try await reportFix(a, "roamer", lat: 48.8584, lng: 2.2945)
+                    let now = Int64(Date().timeIntervalSince1970)
+                    let payload = locationPayload(timestamp: String(now))
+                    let onB = try await b.post("/v1/enrich", json: enrichBody(device: "roamer", payload: payload))
+                    #expect(onB.json?["outcome"] == .string("enriched"))
+                    #expect(onB.json?["fix"]?["latitude"] == .double(48.8584))
+                    try await reportFix(b, "roamer", lat: 51.5194, lng: -0.1270)
+                    let onA = try await a.post("/v1/enrich", json: enrichBody(device: "roamer", payload: payload))
+                    #expect(onA.json?["fix"]?["latitude"] == .double(51.5194))
+
+                    // 2. A POI imported on A is in B's in-memory index within a second.
+                    let imported = try await a.post(
+                        "/v1/pois",
+                        json:
+                            #"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"store_id":"two-node-poi","name":"Imported on A"},"geometry":{"type":"Point","coordinates":[10.0,-10.0]}}]}"#
+                    )
+                    #expect(imported.status == 200)
+                    let started = ContinuousClock.now
+                    var seen = false
+                    while !seen, ContinuousClock.now - started < .seconds(3) {
+                        let found = try await b.get("/stores/search/?lat=-10&lng=10&stores_by_page=1")
+                        seen = found.json?["features"]?[0]?["properties"]?["store_id"] == .string("two-node-poi")
+                        if !seen { try await Task.sleep(for: .milliseconds(20)) }
+                    }
+                    let elapsed = ContinuousClock.now - started
+                    #expect(seen)
+                    #expect(elapsed < .seconds(1), "B saw the import after \(elapsed)")
+
+                    // 3. Deliveries committed on A are claimed by both nodes' workers, each sent once.
+                    let ids = (0..<200).map { "many-\($0)" }
+                    for (index, id) in ids.enumerated() {
+                        let reply = try await register(index % 2 == 0 ? a : b, id, deviceToken(5_000 + index))
+                        #expect(reply.status == 201)
+                    }
+                    for index in 0..<200 {
+                        state.script(
+                            FailureScript(status: 200, delayMilliseconds: 300), for: deviceToken(5_000 + index))
+                    }
+                    let accepted = try await a.post("/v1/push", json: pushBody(devices: ids, extra: #""wait":false"#))
+                    #expect(accepted.status == 202)
+                    let pushId = try #require(accepted.json?["push_id"]?.stringValue)
+                    var report = try await b.get("/v1/push/\(pushId)")
+                    let deadline = Date().addingTimeInterval(30)
+                    while report.json?["done"] != .bool(true), Date() < deadline {
+                        try await Task.sleep(for: .milliseconds(50))
+                        report = try await b.get("/v1/push/\(pushId)")
+                    }
+                    #expect(report.json?["counts"]?["delivered"] == .int(200))
+                    let received = Dictionary(state.receivedPushes.map { ($0.deviceToken, 1) }, uniquingKeysWith: +)
+                    #expect(received.count == 200)
+                    #expect(received.values.allSatisfy { $0 == 1 }, "a delivery was sent twice")
+                    let claimedByA = try await a.get("/metrics").text.contains("apns_delivery_attempts_total")
+                    let claimedByB = try await b.get("/metrics").text.contains("apns_delivery_attempts_total")
+                    #expect(claimedByA && claimedByB, "both nodes' workers took part")
+                }
+            }
+        }
+    }
+}

@@ -256,6 +256,11 @@ extension ServiceConfiguration {
             default: "\(defaults.delivery.waitTimeout)", allowed: "seconds > 0 and at most 600",
             parse: seconds(600), store: { $0.delivery.waitTimeout = $1 }),
         Setting(
+            "delivery-lease", "ENRICH_DELIVERY_LEASE", valueName: "seconds",
+            help: "How long a node's claim on a delivery lasts; a dead node's claims are sent by another after it.",
+            default: "\(defaults.delivery.lease)", allowed: "seconds > 0 and at most 3600", parse: seconds(3_600),
+            store: { $0.delivery.lease = $1 }),
+        Setting(
             "feedback-url", "ENRICH_FEEDBACK_URL", valueName: "url",
             help: "Webhook that gets a JSON POST for each token deactivation.", default: "unset",
             allowed: "an http(s) URL", parse: httpURL, store: { $0.delivery.feedbackURL = $1 }),

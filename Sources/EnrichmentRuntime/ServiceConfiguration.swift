@@ -225,6 +225,9 @@ public struct DeliverySettings: Sendable {
     public var waitTimeout = 30.0
     /// Where each token deactivation is POSTed as JSON (bounded retries, never blocks sending).
     public var feedbackURL: String?
+    /// Seconds a node's claim on a delivery lasts: after a node dies, another sends its claimed deliveries once
+    /// this has passed.
+    public var lease = 60.0
 
     public init() {}
 

@@ -118,6 +118,34 @@ struct DeliveryDurabilityTests {
         }
     }
 
+    @Test("two nodes on PostgreSQL: when one is killed, the other sends its claimed deliveries after the lease")
+    func nodeTakeover() async throws {
+        let url = try await PostgresTestDatabase.makeURL()
+        try await withMock { mock, state in
+            let setup = try Setup(mock: mock)
+            defer { try? FileManager.default.removeItem(at: setup.directory) }
+            var environment = setup.environment
+            environment["ENRICH_DATABASE_URL"] = url
+            environment["ENRICH_DELIVERY_LEASE"] = "2"
+            Self.slowEveryToken(state)
+            let first = try ServerProcess.start(database: setup.database, environment: environment)
+            _ = try await Self.commitPush(ServiceClient(base: "http://127.0.0.1:\(first.port)"))
+            try await Self.waitForReceived(state, atLeast: 150)
+            first.kill9()
+            #expect(state.receivedCount < Self.total)
+
+            state.clearScripts()
+            // Another node (not a restart of the first: it does not release anyone's claims at start).
+            let second = try ServerProcess.start(
+                database: setup.directory.appendingPathComponent("unused.sqlite").path, environment: environment)
+            defer { second.kill9() }
+            let counts = try await Self.waitForEveryToken(state)
+            #expect(counts.count == Self.total, "the dead node's claims are sent by the other node")
+            let duplicates = counts.values.reduce(0, +) - counts.count
+            #expect(duplicates <= 2 * Self.concurrency, "\(duplicates) deliveries sent twice")
+        }
+    }
+
     @Test("graceful shutdown finishes what it claimed and leaves the rest committed: no push is sent twice")
     func gracefulShutdown() async throws {
         try await withMock { mock, state in

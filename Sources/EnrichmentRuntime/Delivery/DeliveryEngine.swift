@@ -78,7 +78,7 @@ public final class DeliveryEngine: Sendable {
         tokens: any DeviceTokenStore, outbox: any OutboxStore, settings: DeliverySettings, enricher: Enricher,
         senders: [APNsEnvironmentName: APNsSender], clock: any WallClock, logger: Logger,
         observer: (any DeliveryObserver)?, exclusiveStore: Bool, lanes: Int = 2, batchSize: Int? = nil,
-        lease: Double = 60
+        lease: Double? = nil
     ) {
         self.tokens = tokens
         self.outbox = outbox
@@ -93,7 +93,7 @@ public final class DeliveryEngine: Sendable {
         self.exclusiveStore = exclusiveStore
         self.lanes = max(1, lanes)
         self.batchSize = batchSize ?? max(1, settings.concurrency)
-        self.lease = lease
+        self.lease = lease ?? settings.lease
         _ = rendezvous.watch(Self.wakeKey)
     }
 

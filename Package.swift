@@ -256,7 +256,7 @@ let package = Package(
             name: "EnrichmentStorageTests",
             dependencies: [
                 "EnrichmentStorage", "EnrichmentPostgres", "EnrichmentRuntime", "EnrichmentCore", "Essentials",
-                "TestSupport",
+                "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings
         ),

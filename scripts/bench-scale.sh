@@ -28,8 +28,10 @@ trap cleanup EXIT
 
 start_node() { # port [database-url]
   local port=$1 url=${2:-}
-  ENRICH_DATABASE_URL="$url" "$BIN" serve --port "$port" --db "$DATA/db.sqlite" --sample-pois false \
-    --log-level warning >>"$DATA/server.log" 2>&1 &
+  local database=()
+  [ -n "$url" ] && database=(--database-url "$url")
+  env -u ENRICH_DATABASE_URL "$BIN" serve --port "$port" --db "$DATA/db.sqlite" --sample-pois false \
+    --log-level warning "${database[@]}" >>"$DATA/server.log" 2>&1 &
   PIDS+=($!)
   for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && return; sleep 0.2; done
   echo "node on $port did not start" >&2; exit 1

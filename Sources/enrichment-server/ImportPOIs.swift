@@ -8,7 +8,8 @@ import Foundation
 struct ImportPOIs: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import-pois",
-        abstract: "Upsert POIs from a CSV or GeoJSON file into the SQLite database (by store id).",
+        abstract:
+            "Upsert POIs from a CSV or GeoJSON file into the database (SQLite, or ENRICH_DATABASE_URL), by store id.",
         discussion: """
             CSV needs a header with store_id, lat and lng (optional: name, city, zipcode, country_code, address with \
             lines separated by |, types and tags separated by ;), or a --map that says which column fills which \

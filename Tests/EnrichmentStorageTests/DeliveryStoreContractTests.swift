@@ -3,6 +3,7 @@ import EnrichmentPostgres
 import EnrichmentStorage
 import Essentials
 import Foundation
+import PostgresNIO
 import TestSupport
 import Testing
 
@@ -191,5 +192,43 @@ struct DeliveryStoreContractTests {
         let report = try #require(try await outbox.report(pushId: "p1"))
         #expect(report.isDone)
         #expect(report.deliveries.map(\.state) == [.delivered, .expired])
+    }
+}
+
+@Suite("PostgreSQL specifics")
+struct PostgresSpecificTests {
+    @Test("nodes starting together migrate once: one takes the advisory lock, the others find nothing to do")
+    func concurrentMigrations() async throws {
+        let settings = try await PostgresTestDatabase.make()
+        let backends = try await withThrowingTaskGroup(of: PostgresBackend.self) { group in
+            for _ in 0..<4 {
+                group.addTask { try await PostgresBackend(settings: settings, logger: PostgresTestDatabase.logger) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        defer { backends.forEach { $0.close() } }
+        let rows = try await backends[0].client.query("SELECT version FROM schema_migrations ORDER BY version")
+        var versions: [String] = []
+        for try await version in rows.decode(String.self) { versions.append(version) }
+        #expect(versions == ["v1-fixes", "v1-pois", "v2-delivery", "v3-pois-version"])
+        // Every node can use the schema.
+        for backend in backends { #expect(try await PostgresPOIStore(database: backend).count() == 0) }
+    }
+
+    @Test("a database URL is checked without echoing its password")
+    func settingsErrors() throws {
+        #expect(throws: PostgresSettingsError.self) { try PostgresSettings(url: "mysql://u:secret@h/db") }
+        do {
+            _ = try PostgresSettings(url: "postgres://u:secret@h:5432/db?sslmode=sometimes")
+            Issue.record("an unknown sslmode was accepted")
+        } catch {
+            #expect(!error.description.contains("secret"))
+            #expect(error.description.contains("sslmode"))
+        }
+        let parsed = try PostgresSettings(url: "postgres://enrich:p%40ss@db.internal:6543/app?sslmode=require")
+        #expect(parsed.password == "p@ss")
+        #expect(parsed.port == 6543)
+        #expect(parsed.tls == .require)
+        #expect(!parsed.description.contains("p@ss"))
     }
 }

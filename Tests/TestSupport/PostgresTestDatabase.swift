@@ -1,6 +1,6 @@
 public import EnrichmentPostgres
 import Foundation
-import Logging
+public import Logging
 import PostgresNIO
 
 /// A fresh PostgreSQL database per test, on the cluster `scripts/with-postgres.sh` starts (the README's test
@@ -13,7 +13,7 @@ public enum PostgresTestDatabase {
         }
     }
 
-    static var logger: Logger {
+    public static var logger: Logger {
         var logger = Logger(label: "postgres-test")
         logger.logLevel = .error
         return logger

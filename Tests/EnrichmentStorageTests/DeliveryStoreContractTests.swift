@@ -206,7 +206,7 @@ struct PostgresSpecificTests {
             }
             return try await group.reduce(into: []) { $0.append($1) }
         }
-        defer { backends.forEach { $0.close() } }
+        defer { for backend in backends { backend.close() } }
         let rows = try await backends[0].client.query("SELECT version FROM schema_migrations ORDER BY version")
         var versions: [String] = []
         for try await version in rows.decode(String.self) { versions.append(version) }

@@ -76,6 +76,26 @@ public struct PostgresSettings: Sendable, CustomStringConvertible {
         "postgres://\(username)\(password == nil ? "" : ":***")@\(host):\(port)/\(database) (tls \(tls.rawValue))"
     }
 
+    /// The same settings for one connection (the start-up probe that also migrates).
+    func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
+        if let rootCertificate {
+            tlsConfiguration.additionalTrustRoots = [.file(rootCertificate)]
+        }
+        let mode: PostgresConnection.Configuration.TLS =
+            switch tls {
+            case .disable: .disable
+            case .prefer: .prefer(try NIOSSLContext(configuration: tlsConfiguration))
+            case .require: .require(try NIOSSLContext(configuration: tlsConfiguration))
+            }
+        var configuration = PostgresConnection.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: mode)
+        configuration.options.connectTimeout = .nanoseconds(
+            Int64(connectTimeout.components.seconds) * 1_000_000_000 + connectTimeout.components.attoseconds
+                / 1_000_000_000)
+        return configuration
+    }
+
     public func clientConfiguration() throws -> PostgresClient.Configuration {
         var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
         if let rootCertificate {
@@ -115,15 +135,24 @@ public final class PostgresBackend: Sendable {
     public init(settings: PostgresSettings, logger: Logger) async throws {
         self.settings = settings
         self.logger = logger
+        // One connection first: a wrong host, password or certificate fails here at once, with its reason (the
+        // pool would keep retrying), and the migrations run on it.
+        do {
+            let probe = try await PostgresConnection.connect(
+                configuration: try settings.connectionConfiguration(), id: 0, logger: logger)
+            do {
+                try await Self.migrate(probe, logger: logger)
+                try? await probe.close()
+            } catch {
+                try? await probe.close()
+                throw error
+            }
+        } catch {
+            throw PostgresSettingsError("cannot use \(settings): \(Self.describe(error))")
+        }
         let client = PostgresClient(configuration: try settings.clientConfiguration(), backgroundLogger: logger)
         self.client = client
         runner = Task { await client.run() }
-        do {
-            try await Self.migrate(client, logger: logger)
-        } catch {
-            runner.cancel()
-            throw PostgresSettingsError("cannot use \(settings): \(Self.describe(error))")
-        }
     }
 
     /// Stops the pool.
@@ -137,7 +166,7 @@ public final class PostgresBackend: Sendable {
     public static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] { return message }
-            return "\(error.code)"
+            return "\(error.code)" + (error.underlying.map { ": \($0)" } ?? "")
         }
         return "\(error)"
     }
@@ -145,8 +174,8 @@ public final class PostgresBackend: Sendable {
     /// The lock every migrating node takes (an arbitrary constant: "enrich" in ASCII).
     static let migrationLock: Int64 = 0x656e_7269_6368
 
-    static func migrate(_ client: PostgresClient, logger: Logger) async throws {
-        try await client.withConnection { connection in
+    static func migrate(_ connection: PostgresConnection, logger: Logger) async throws {
+        do {
             try await connection.query("SELECT pg_advisory_lock(\(migrationLock))", logger: logger)
             do {
                 try await connection.query(

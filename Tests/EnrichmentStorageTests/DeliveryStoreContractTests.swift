@@ -215,6 +215,29 @@ struct PostgresSpecificTests {
         for backend in backends { #expect(try await PostgresPOIStore(database: backend).count() == 0) }
     }
 
+    @Test("sslmode=require with sslrootcert connects over verified TLS; an untrusted server certificate is refused")
+    func tls() async throws {
+        let ca = try #require(
+            ProcessInfo.processInfo.environment["ENRICH_TEST_DATABASE_CA"], "run through scripts/with-postgres.sh")
+        var settings = try await PostgresTestDatabase.make()
+        settings.tls = .require
+        settings.rootCertificate = ca
+        let backend = try await PostgresBackend(settings: settings, logger: PostgresTestDatabase.logger)
+        defer { backend.close() }
+        let rows = try await backend.client.query("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+        #expect(try await rows.decode(Bool.self).first { _ in true } == true)
+
+        settings.rootCertificate = nil
+        settings.connectTimeout = .seconds(5)
+        do {
+            _ = try await PostgresBackend(settings: settings, logger: PostgresTestDatabase.logger)
+            Issue.record("an untrusted server certificate was accepted")
+        } catch {
+            #expect("\(error)".contains("cannot use postgres://enrich@127.0.0.1"), "\(error)")
+            #expect("\(error)".localizedCaseInsensitiveContains("certificate"), "\(error)")
+        }
+    }
+
     @Test("a database URL is checked without echoing its password")
     func settingsErrors() throws {
         #expect(throws: PostgresSettingsError.self) { try PostgresSettings(url: "mysql://u:secret@h/db") }

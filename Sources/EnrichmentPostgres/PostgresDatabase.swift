@@ -78,10 +78,7 @@ public struct PostgresSettings: Sendable, CustomStringConvertible {
 
     /// The same settings for one connection (the start-up probe that also migrates).
     func connectionConfiguration() throws -> PostgresConnection.Configuration {
-        var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
-        if let rootCertificate {
-            tlsConfiguration.additionalTrustRoots = [.file(rootCertificate)]
-        }
+        let tlsConfiguration = self.tlsConfiguration
         let mode: PostgresConnection.Configuration.TLS =
             switch tls {
             case .disable: .disable
@@ -96,11 +93,15 @@ public struct PostgresSettings: Sendable, CustomStringConvertible {
         return configuration
     }
 
+    /// The client TLS settings: the system's roots, plus `rootCertificate` when given.
+    var tlsConfiguration: TLSConfiguration {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        if let rootCertificate { configuration.additionalTrustRoots = [.file(rootCertificate)] }
+        return configuration
+    }
+
     public func clientConfiguration() throws -> PostgresClient.Configuration {
-        var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
-        if let rootCertificate {
-            tlsConfiguration.additionalTrustRoots = [.file(rootCertificate)]
-        }
+        let tlsConfiguration = self.tlsConfiguration
         let mode: PostgresClient.Configuration.TLS =
             switch tls {
             case .disable: .disable

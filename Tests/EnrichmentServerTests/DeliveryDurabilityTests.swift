@@ -27,12 +27,8 @@ struct DeliveryDurabilityTests {
 
         init(mock: String) throws {
             directory = FileManager.default.temporaryDirectory.appendingPathComponent("deliver-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             database = directory.appendingPathComponent("db.sqlite").path
-            let key = directory.appendingPathComponent("key.p8").path
-            let ca = directory.appendingPathComponent("ca.pem").path
-            try signingKeyPEM.write(toFile: key, atomically: true, encoding: .utf8)
-            try authority.caCertificatePEM.write(toFile: ca, atomically: true, encoding: .utf8)
+            let (key, ca) = try writeMockCredentials(into: directory)
             environment = [
                 "ENRICH_APNS_KEY_FILE": key, "ENRICH_APNS_KEY_ID": "KEYID12345", "ENRICH_APNS_TEAM_ID": "TEAMID6789",
                 "ENRICH_APNS_CA": ca, "ENRICH_APNS_SANDBOX_URL": mock, "ENRICH_APNS_PRODUCTION_URL": mock,

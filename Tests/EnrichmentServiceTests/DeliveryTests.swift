@@ -14,12 +14,8 @@ func withDelivery<T: Sendable>(
     _ body: @Sendable (ServiceClient, _ sandbox: MockAPNsState, _ production: MockAPNsState) async throws -> T
 ) async throws -> T {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("delivery-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let (keyFile, caFile) = try writeMockCredentials(into: directory)
     defer { try? FileManager.default.removeItem(at: directory) }
-    let keyFile = directory.appendingPathComponent("AuthKey_KEYID12345.p8").path
-    let caFile = directory.appendingPathComponent("ca.pem").path
-    try signingKeyPEM.write(toFile: keyFile, atomically: true, encoding: .utf8)
-    try authority.caCertificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
     return try await withMock { sandboxURL, sandbox in
         try await withMock { productionURL, production in
             try await withService(

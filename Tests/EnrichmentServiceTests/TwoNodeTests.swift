@@ -15,12 +15,8 @@ struct TwoNodeTests {
     func twoNodes() async throws {
         let url = try await PostgresTestDatabase.makeURL()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("two-nodes-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let (keyFile, caFile) = try writeMockCredentials(into: directory)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let keyFile = directory.appendingPathComponent("key.p8").path
-        let caFile = directory.appendingPathComponent("ca.pem").path
-        try signingKeyPEM.write(toFile: keyFile, atomically: true, encoding: .utf8)
-        try authority.caCertificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
         try await withMock { mock, state in
             let node: @Sendable (inout ServiceConfiguration) -> Void = { configuration in
                 configuration.databaseURL = url

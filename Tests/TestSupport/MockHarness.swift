@@ -100,3 +100,13 @@ public final class ManualClock: WallClock {
     public func now() -> Date { Date().addingTimeInterval(offset.withLock { $0 }) }
     public func advance(_ seconds: Double) { offset.withLock { $0 += seconds } }
 }
+
+/// The mock's signing key (.p8) and CA (PEM) written into `directory`, for a service or process that reads files.
+public func writeMockCredentials(into directory: URL) throws -> (keyFile: String, caFile: String) {
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let keyFile = directory.appendingPathComponent("AuthKey_KEYID12345.p8").path
+    let caFile = directory.appendingPathComponent("ca.pem").path
+    try signingKeyPEM.write(toFile: keyFile, atomically: true, encoding: .utf8)
+    try authority.caCertificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
+    return (keyFile, caFile)
+}

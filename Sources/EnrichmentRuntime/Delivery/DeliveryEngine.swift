@@ -146,8 +146,7 @@ public final class DeliveryEngine: Sendable {
             let left = deadline - ContinuousClock.now
             if left <= .zero { return false }
             _ = await rendezvous.wait(pushId, since: seen, timeout: left)
-            seen = rendezvous.watch(pushId)
-            rendezvous.unwatch(pushId)
+            seen = rendezvous.generation(pushId)
         }
     }
 
@@ -198,8 +197,7 @@ public final class DeliveryEngine: Sendable {
     private func lane(_ owner: String) async {
         var lastDepthReport = ContinuousClock.now - .seconds(10)
         while !isStopping {
-            let seen = rendezvous.watch(Self.wakeKey)
-            rendezvous.unwatch(Self.wakeKey)
+            let seen = rendezvous.generation(Self.wakeKey)
             var claimed: [ClaimedDelivery] = []
             do {
                 let claimStarted = ContinuousClock.now

@@ -22,6 +22,11 @@ final class Rendezvous: Sendable {
         }
     }
 
+    /// How many notifies of a watched `key` were counted so far (wait past this to miss none).
+    func generation(_ key: String) -> Int {
+        state.withLock { $0.generations[key, default: 0] }
+    }
+
     func unwatch(_ key: String) {
         state.withLock { state in
             let left = state.watchers[key, default: 1] - 1

@@ -17,6 +17,7 @@ let package = Package(
         .executable(name: "push-sender", targets: ["push-sender"]),
         .library(name: "Essentials", targets: ["Essentials"]),
         .library(name: "EnrichmentCore", targets: ["EnrichmentCore"]),
+        .library(name: "LocationCore", targets: ["LocationCore"]),
         .library(name: "EnrichmentStorage", targets: ["EnrichmentStorage"]),
         .library(name: "EnrichmentPostgres", targets: ["EnrichmentPostgres"]),
         .library(name: "EnrichmentUpstream", targets: ["EnrichmentUpstream"]),
@@ -55,6 +56,12 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        // Location intelligence, pure: visits, the SDK's ZOI mixture and home/work labels, regions, their stores.
+        .target(
+            name: "LocationCore",
+            dependencies: ["EnrichmentCore", "Essentials"],
             swiftSettings: swiftSettings
         ),
         // SQLite (GRDB) implementations of the stores.
@@ -250,6 +257,11 @@ let package = Package(
             dependencies: [
                 "EnrichmentCore", "Essentials", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LocationCoreTests",
+            dependencies: ["LocationCore", "EnrichmentCore", "Essentials", "TestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

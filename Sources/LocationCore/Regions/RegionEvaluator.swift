@@ -1,0 +1,121 @@
+public import EnrichmentCore
+import Essentials
+
+/// Enter/exit of regions as a device's fixes arrive (LOCATION.md §4.3-4.5), on the fix time.
+public struct RegionEvaluator: Sendable {
+    /// The shortest time between two logs of one region; a change sooner is ignored (§4.5 rule 3).
+    public static let minimumInterval = 5.0
+
+    public var settings: LocationSettings
+
+    public init(settings: LocationSettings) { self.settings = settings }
+
+    /// One fix with the Wi-Fi network it reports.
+    public struct Observation: Sendable {
+        public var fix: LocationFix
+        public var wifiSSID: String?
+        public var wifiBSSID: String?
+        public init(fix: LocationFix, wifiSSID: String? = nil, wifiBSSID: String? = nil) {
+            self.fix = fix
+            self.wifiSSID = wifiSSID
+            self.wifiBSSID = wifiBSSID
+        }
+    }
+
+    /// The POI region of §4.3: `poi_<store_id>_<name> - <radius> m`, with the POI's fields for its events.
+    public static func poiRegion(_ match: PlaceMatch, radius: Double) -> Region {
+        let poi = match.poi
+        var extra: [String: JSONValue] = [
+            "idstore": .string(poi.storeId), "name": .string(poi.name), "distance": .double(match.distance),
+        ]
+        if let city = poi.address.city { extra["city"] = .string(city) }
+        if let zip = poi.address.zipcode { extra["zipCode"] = .string(zip) }
+        if let country = poi.address.countryCode { extra["country_code"] = .string(country) }
+        if !poi.tags.isEmpty { extra["tags"] = .array(poi.tags.map { .string($0) }) }
+        if !poi.types.isEmpty { extra["types"] = .array(poi.types.map { .string($0) }) }
+        if !poi.address.lines.isEmpty { extra["address"] = .string(poi.address.lines.joined(separator: ", ")) }
+        return Region(
+            id: "poi_\(poi.storeId)_\(poi.name) - \(radius) m", latitude: poi.coordinate.latitude,
+            longitude: poi.coordinate.longitude, radius: radius, policy: .circle, extra: extra)
+    }
+
+    /// The region of a classified zone (§3.7's circle, evaluated on fixes).
+    public static func zoneRegion(_ zoi: ZoneOfInterest, radius: Double) -> Region {
+        Region(
+            id: "zoi_\(zoi.id)", latitude: zoi.latitude, longitude: zoi.longitude, radius: radius, policy: .circle,
+            extra: ["period": .string(zoi.period ?? ""), "zoi_id": .string(zoi.id)])
+    }
+
+    /// Evaluates one device's new fixes in fix-time order.
+    ///
+    /// - `custom(fix)`: the custom regions to evaluate for a fix (the nearest ones).
+    /// - `customById`: every custom region, to keep evaluating the ones the device is in.
+    /// - `pois(fix)`: the nearest POIs for the POI regions (nil when POI regions are off).
+    public func evaluate(
+        _ observations: [Observation], deviceId: String, state: inout DeviceRegionState, zones: [Region],
+        custom: (Coordinate) -> [Region], customById: (String) -> Region?, pois: ((Coordinate) -> [PlaceMatch])?
+    ) -> [LocationEvent] {
+        var events: [LocationEvent] = []
+        let sorted = observations.sorted { $0.fix.fixTime < $1.fix.fixTime }
+        for observation in sorted {
+            let fix = observation.fix
+            // Fixes older than what was evaluated already would replay history out of order: skipped.
+            if let last = state.lastFixTime, fix.fixTime <= last { continue }
+            state.lastFixTime = fix.fixTime
+            // §4.3: replace the POI regions (no exit for the dropped ones), then check "inside" at once with the
+            // region's own containment (no accuracy), through rule 3 (ours: no duplicate enter).
+            if let pois {
+                let regions = pois(fix.coordinate).map { Self.poiRegion($0, radius: settings.poiRegionRadius) }
+                let old = Set(state.poiRegions.map(\.id))
+                state.poiRegions = regions
+                for region in regions where !old.contains(region.id) {
+                    if region.centre.distance(to: fix.coordinate) <= region.radius {
+                        transition(region, enter: true, at: fix.fixTime, fromPosition: false, &state, &events, deviceId)
+                    }
+                }
+            }
+            // §4.5 rule 2 over every monitored region.
+            var monitored: [Region] = []
+            var seen = Set<String>()
+            func add(_ region: Region) {
+                if seen.insert(region.id).inserted { monitored.append(region) }
+            }
+            custom(fix.coordinate).forEach(add)
+            for id in state.inside.sorted() where id.hasPrefix("custom_") {
+                if let region = customById(id) { add(region) }
+            }
+            state.poiRegions.forEach(add)
+            zones.forEach(add)
+            for region in monitored {
+                let inside = region.contains(fix, wifiSSID: observation.wifiSSID, wifiBSSID: observation.wifiBSSID)
+                transition(region, enter: inside, at: fix.fixTime, fromPosition: true, &state, &events, deviceId)
+            }
+        }
+        return events
+    }
+
+    /// §4.5 rule 3: log and raise an event when the state changes, not within 5 s of the last log, never a first
+    /// exit.
+    func transition(
+        _ region: Region, enter: Bool, at time: Double, fromPosition: Bool, _ state: inout DeviceRegionState,
+        _ events: inout [LocationEvent], _ deviceId: String
+    ) {
+        if let last = state.logs[region.id] {
+            if time - last.date < Self.minimumInterval { return }
+            if last.didEnter == enter { return }
+        } else if !enter {
+            return
+        }
+        state.logs[region.id] = DeviceRegionState.Log(didEnter: enter, date: time)
+        let isZone = region.kind == "zoi"
+        var fields = region.extra
+        fields["region_id"] = .string(region.id)
+        fields["latitude"] = .double(region.latitude)
+        fields["longitude"] = .double(region.longitude)
+        fields["radius"] = .double(region.radius)
+        fields["from_position_detection"] = .bool(fromPosition)
+        fields["kind"] = .string(region.kind)
+        let type = isZone ? (enter ? "zoi_enter" : "zoi_exit") : (enter ? "region_enter" : "region_exit")
+        events.append(.make(type, deviceId: deviceId, date: time, fields: fields))
+    }
+}

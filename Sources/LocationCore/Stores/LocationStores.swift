@@ -1,0 +1,110 @@
+/// What a device's visit pipeline reads: its stored visits (processing order) and its ZOIs (list order).
+public struct DeviceVisits: Sendable, Equatable {
+    public var visits: [Visit]
+    public var zois: [ZoneOfInterest]
+
+    public init(visits: [Visit] = [], zois: [ZoneOfInterest] = []) {
+        self.visits = visits
+        self.zois = zois
+    }
+}
+
+/// What one run of the visit pipeline writes, all or nothing.
+public struct DeviceVisitsChange: Sendable, Equatable {
+    /// Visits to append, in processing order.
+    public var newVisits: [Visit]
+    /// The device's whole ZOI list after the run (replaces the stored one).
+    public var zois: [ZoneOfInterest]
+    public var events: [LocationEvent]
+
+    public init(newVisits: [Visit] = [], zois: [ZoneOfInterest] = [], events: [LocationEvent] = []) {
+        self.newVisits = newVisits
+        self.zois = zois
+        self.events = events
+    }
+}
+
+/// Visits and ZOIs of devices. A device's read-compute-write is serialised: one run at a time per device.
+public protocol VisitStore: Sendable {
+    /// Reads the device's visits and ZOIs, runs `body`, and writes its change in one transaction, holding the
+    /// device so no other run interleaves. Returns what `body` returned.
+    func updateVisits<T: Sendable>(
+        deviceId: String, _ body: @Sendable (DeviceVisits) throws -> (DeviceVisitsChange, T)
+    ) async throws -> T
+    /// The device's visits in processing order.
+    func visits(deviceId: String) async throws -> [Visit]
+    /// The device's ZOIs in list order.
+    func zois(deviceId: String) async throws -> [ZoneOfInterest]
+    /// True when the device has any visit, ZOI, fix-derived state or event.
+    func knowsDevice(_ deviceId: String) async throws -> Bool
+}
+
+/// The global custom regions.
+public protocol RegionStore: Sendable {
+    /// Adds or replaces a region by id; returns true when it was new.
+    func putRegion(_ region: Region) async throws -> Bool
+    func regions() async throws -> [Region]
+    /// Returns false when there was no such region.
+    func deleteRegion(id: String) async throws -> Bool
+}
+
+/// What region evaluation remembers per device: its current POI regions and the last log of each region id
+/// (§4.5 rule 3 looks it up by id, and logs outlive the regions, as in the SDK).
+public struct DeviceRegionState: Sendable, Equatable {
+    public struct Log: Sendable, Equatable {
+        public var didEnter: Bool
+        public var date: Double
+        public init(didEnter: Bool, date: Double) {
+            self.didEnter = didEnter
+            self.date = date
+        }
+    }
+
+    public var poiRegions: [Region]
+    public var logs: [String: Log]
+    /// The newest fix time evaluated (fixes at or before it were seen already).
+    public var lastFixTime: Double?
+
+    public init(poiRegions: [Region] = [], logs: [String: Log] = [:], lastFixTime: Double? = nil) {
+        self.poiRegions = poiRegions
+        self.logs = logs
+        self.lastFixTime = lastFixTime
+    }
+
+    /// The regions the device is inside now, by id.
+    public var inside: Set<String> { Set(logs.filter { $0.value.didEnter }.keys) }
+}
+
+/// Region evaluation state and the events of devices.
+public protocol RegionStateStore: Sendable {
+    /// Reads the region state and the classified zone regions of each device, runs `body`, and writes the new
+    /// states and the events in one transaction.
+    func updateRegionStates<T: Sendable>(
+        deviceIds: [String],
+        _ body:
+            @Sendable ([String: DeviceRegionState], [String: [Region]]) throws -> (
+                [String: DeviceRegionState], [LocationEvent], T
+            )
+    ) async throws -> T
+}
+
+/// The events of devices, in time order.
+public protocol LocationEventStore: Sendable {
+    /// Up to `limit` events of the device, oldest first, after `afterDate` when given.
+    func events(deviceId: String, limit: Int) async throws -> [LocationEvent]
+}
+
+/// Retention (LOCATION.md §5): what the daily job removes.
+public protocol LocationRetention: Sendable {
+    /// Removes visits recorded at or before `cutoff` (first taking their ids out of the ZOIs by `apply`),
+    /// events dated at or before it, and returns how many visits and events went.
+    func expire(
+        recordedAtOrBefore cutoff: Double,
+        _ apply: @Sendable ([ZoneOfInterest], _ expiring: Set<String>, _ remaining: [Visit]) -> [ZoneOfInterest]
+    ) async throws -> (visits: Int, events: Int)
+    /// Removes a device's visits, ZOIs, region state and events; returns how many rows went.
+    func deleteLocationData(deviceId: String) async throws -> Int
+}
+
+/// Every location store together (one implementation per backend).
+public typealias LocationStore = VisitStore & RegionStore & RegionStateStore & LocationEventStore & LocationRetention

@@ -69,6 +69,7 @@ let package = Package(
             name: "EnrichmentStorage",
             dependencies: [
                 "EnrichmentCore",
+                "LocationCore",
                 "Essentials",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
@@ -79,6 +80,7 @@ let package = Package(
             name: "EnrichmentPostgres",
             dependencies: [
                 "EnrichmentCore",
+                "LocationCore",
                 "Essentials",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -268,7 +270,7 @@ let package = Package(
             name: "EnrichmentStorageTests",
             dependencies: [
                 "EnrichmentStorage", "EnrichmentPostgres", "EnrichmentRuntime", "EnrichmentCore", "Essentials",
-                "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio"),
+                "LocationCore", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -331,5 +331,51 @@ enum PostgresSchema {
                 "CREATE INDEX pois_by_version ON pois (version)",
             ]
         ),
+        (
+            // OpenLocate's other fields of a fix; visits, ZOIs, regions, region state and location events.
+            "v4-location",
+            [
+                "ALTER TABLE fixes ADD COLUMN extras TEXT",
+                """
+                CREATE TABLE visits (
+                    seq BIGSERIAL PRIMARY KEY,
+                    device_id TEXT NOT NULL,
+                    id TEXT NOT NULL,
+                    arrival DOUBLE PRECISION NOT NULL,
+                    departure DOUBLE PRECISION NOT NULL,
+                    latitude DOUBLE PRECISION NOT NULL,
+                    longitude DOUBLE PRECISION NOT NULL,
+                    horizontal_accuracy DOUBLE PRECISION NOT NULL,
+                    recorded_at DOUBLE PRECISION NOT NULL,
+                    source TEXT NOT NULL,
+                    UNIQUE (device_id, id)
+                )
+                """,
+                "CREATE INDEX visits_by_device ON visits (device_id, seq)",
+                "CREATE INDEX visits_by_recorded ON visits (recorded_at)",
+                """
+                CREATE TABLE zois (
+                    device_id TEXT NOT NULL,
+                    position INTEGER NOT NULL,
+                    id TEXT NOT NULL,
+                    period TEXT,
+                    body TEXT NOT NULL,
+                    PRIMARY KEY (device_id, position)
+                )
+                """,
+                "CREATE TABLE regions (id TEXT PRIMARY KEY, body TEXT NOT NULL)",
+                "CREATE TABLE region_state (device_id TEXT PRIMARY KEY, body TEXT NOT NULL)",
+                """
+                CREATE TABLE location_events (
+                    seq BIGSERIAL PRIMARY KEY,
+                    device_id TEXT NOT NULL,
+                    date DOUBLE PRECISION NOT NULL,
+                    body TEXT NOT NULL
+                )
+                """,
+                "CREATE INDEX location_events_by_device ON location_events (device_id, date, seq)",
+                "CREATE INDEX location_events_by_date ON location_events (date)",
+            ]
+        ),
     ]
 }

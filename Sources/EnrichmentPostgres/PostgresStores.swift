@@ -25,17 +25,20 @@ public struct PostgresFixStore: FixStore {
         let contexts = fixes.map { $0.context ?? "" }
         let hasContext = fixes.map { $0.context != nil }
         let received = fixes.map(\.receivedAt)
+        let extras = fixes.map { $0.extras.map { String(decoding: JSONWriter.bytes($0), as: UTF8.self) } ?? "" }
         try await database.client.query(
             """
-            INSERT INTO fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at)
-            SELECT d, t, la, lo, NULLIF(a, '')::float8, CASE WHEN hc THEN c END, r
+            INSERT INTO fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at,
+                               extras)
+            SELECT d, t, la, lo, NULLIF(a, '')::float8, CASE WHEN hc THEN c END, r, NULLIF(x, '')
             FROM unnest(\(devices)::text[], \(times)::float8[], \(latitudes)::float8[], \(longitudes)::float8[],
-                        \(accuracies)::text[], \(contexts)::text[], \(hasContext)::bool[], \(received)::float8[])
-                 AS u(d, t, la, lo, a, c, hc, r)
+                        \(accuracies)::text[], \(contexts)::text[], \(hasContext)::bool[], \(received)::float8[],
+                        \(extras)::text[])
+                 AS u(d, t, la, lo, a, c, hc, r, x)
             ON CONFLICT (device_id, fix_time) DO UPDATE SET
                 latitude = excluded.latitude, longitude = excluded.longitude,
                 horizontal_accuracy = excluded.horizontal_accuracy, context = excluded.context,
-                received_at = excluded.received_at
+                received_at = excluded.received_at, extras = excluded.extras
             """)
     }
 
@@ -49,18 +52,35 @@ public struct PostgresFixStore: FixStore {
         let rows = try await database.client.query(
             """
             SELECT DISTINCT ON (device_id) device_id, fix_time, latitude, longitude, horizontal_accuracy, context,
-                   received_at
+                   received_at, extras
             FROM fixes WHERE device_id = ANY(\(ids)::text[]) ORDER BY device_id, fix_time DESC
             """)
         var found: [String: LocationFix] = [:]
-        for try await (id, time, lat, lng, accuracy, context, received) in rows.decode(
-            (String, Double, Double, Double, Double?, String?, Double).self)
-        {
-            found[id] = LocationFix(
-                deviceId: id, coordinate: Coordinate(latitude: lat, longitude: lng), fixTime: time,
-                horizontalAccuracy: accuracy, context: context, receivedAt: received)
-        }
+        for fix in try await Self.decode(rows) { found[fix.deviceId] = fix }
         return found
+    }
+
+    public func fixes(deviceId: String, after: Double, limit: Int) async throws -> [LocationFix] {
+        let rows = try await database.client.query(
+            """
+            SELECT device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras
+            FROM fixes WHERE device_id = \(deviceId) AND fix_time > \(after) ORDER BY fix_time LIMIT \(limit)
+            """)
+        return try await Self.decode(rows)
+    }
+
+    static func decode(_ rows: PostgresRowSequence) async throws -> [LocationFix] {
+        var fixes: [LocationFix] = []
+        for try await (id, time, lat, lng, accuracy, context, received, extras) in rows.decode(
+            (String, Double, Double, Double, Double?, String?, Double, String?).self)
+        {
+            fixes.append(
+                LocationFix(
+                    deviceId: id, coordinate: Coordinate(latitude: lat, longitude: lng), fixTime: time,
+                    horizontalAccuracy: accuracy, context: context, receivedAt: received,
+                    extras: extras.flatMap { try? JSONValue.decode(Data($0.utf8)) }))
+        }
+        return fixes
     }
 
     public func deleteDevice(_ deviceId: String) async throws -> Int {

@@ -140,6 +140,52 @@ public final class SQLiteDatabase: Sendable {
                     CREATE INDEX deliveries_push ON deliveries (push_id, state);
                     """)
         }
+        migrator.registerMigration("v3-location") { db in
+            // OpenLocate's other fields of a fix (a JSON object); visits, ZOIs, regions, region state, events.
+            try db.execute(
+                sql: """
+                    ALTER TABLE fixes ADD COLUMN extras TEXT;
+                    CREATE TABLE visits (
+                        seq INTEGER PRIMARY KEY,
+                        device_id TEXT NOT NULL,
+                        id TEXT NOT NULL,
+                        arrival REAL NOT NULL,
+                        departure REAL NOT NULL,
+                        latitude REAL NOT NULL,
+                        longitude REAL NOT NULL,
+                        horizontal_accuracy REAL NOT NULL,
+                        recorded_at REAL NOT NULL,
+                        source TEXT NOT NULL,
+                        UNIQUE (device_id, id)
+                    );
+                    CREATE INDEX visits_by_device ON visits (device_id, seq);
+                    CREATE INDEX visits_by_recorded ON visits (recorded_at);
+                    CREATE TABLE zois (
+                        device_id TEXT NOT NULL,
+                        position INTEGER NOT NULL,
+                        id TEXT NOT NULL,
+                        period TEXT,
+                        body TEXT NOT NULL,
+                        PRIMARY KEY (device_id, position)
+                    ) WITHOUT ROWID;
+                    CREATE TABLE regions (
+                        id TEXT PRIMARY KEY,
+                        body TEXT NOT NULL
+                    ) WITHOUT ROWID;
+                    CREATE TABLE region_state (
+                        device_id TEXT PRIMARY KEY,
+                        body TEXT NOT NULL
+                    ) WITHOUT ROWID;
+                    CREATE TABLE location_events (
+                        seq INTEGER PRIMARY KEY,
+                        device_id TEXT NOT NULL,
+                        date REAL NOT NULL,
+                        body TEXT NOT NULL
+                    );
+                    CREATE INDEX location_events_by_device ON location_events (device_id, date, seq);
+                    CREATE INDEX location_events_by_date ON location_events (date);
+                    """)
+        }
         return migrator
     }
 

@@ -18,6 +18,13 @@ final class MemoryFixStore: FixStore {
             return before - all.count
         }
     }
+    func fixes(deviceId: String, after: Double, limit: Int) async throws -> [LocationFix] {
+        fixes.withLock { all in
+            Array(
+                all.filter { $0.deviceId == deviceId && $0.fixTime > after }.sorted { $0.fixTime < $1.fixTime }.prefix(
+                    limit))
+        }
+    }
 }
 
 /// Places double that answers with a scripted result.

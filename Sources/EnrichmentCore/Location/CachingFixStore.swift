@@ -99,6 +99,10 @@ public final class CachingFixStore: FixStore {
         return found
     }
 
+    public func fixes(deviceId: String, after: Double, limit: Int) async throws -> [LocationFix] {
+        try await base.fixes(deviceId: deviceId, after: after, limit: limit)
+    }
+
     public func deleteDevice(_ deviceId: String) async throws -> Int {
         let removed = try await base.deleteDevice(deviceId)
         state.withLock { state in

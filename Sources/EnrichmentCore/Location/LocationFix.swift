@@ -1,3 +1,4 @@
+public import Essentials
 import Foundation
 
 /// One reported position of a device.
@@ -12,11 +13,15 @@ public struct LocationFix: Sendable, Equatable {
     public var context: String?
     /// When the service stored it, epoch seconds.
     public var receivedAt: Double
+    /// The rest of OpenLocate's fields as reported and validated (`speed`, `wifi_ssid`, `is_charging`, …), as a
+    /// JSON object; nil when the fix had none.
+    public var extras: JSONValue?
 
     public init(
         deviceId: String, coordinate: Coordinate, fixTime: Double, horizontalAccuracy: Double? = nil,
-        context: String? = nil, receivedAt: Double
+        context: String? = nil, receivedAt: Double, extras: JSONValue? = nil
     ) {
+        self.extras = extras
         self.deviceId = deviceId
         self.coordinate = coordinate
         self.fixTime = fixTime
@@ -36,6 +41,15 @@ public protocol FixStore: Sendable {
     func deleteDevice(_ deviceId: String) async throws -> Int
     /// The last fix of each listed device that has one, read together (one trip to storage for a batch).
     func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix]
+    /// A device's fixes with a fix time after `after`, oldest first, at most `limit` (the visit detector's read).
+    func fixes(deviceId: String, after: Double, limit: Int) async throws -> [LocationFix]
+}
+
+extension LocationFix {
+    /// The Wi-Fi network name the fix reports (OpenLocate `wifi_ssid`).
+    public var wifiSSID: String? { extras?["wifi_ssid"]?.stringValue }
+    /// The Wi-Fi access point the fix reports (OpenLocate `wifi_bssid`), lower-case.
+    public var wifiBSSID: String? { extras?["wifi_bssid"]?.stringValue?.lowercased() }
 }
 
 extension FixStore {
@@ -68,5 +82,9 @@ public struct PrefetchedFixes: FixStore {
 
     public func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix] {
         fixes.filter { deviceIds.contains($0.key) }
+    }
+
+    public func fixes(deviceId: String, after: Double, limit: Int) async throws -> [LocationFix] {
+        fixes[deviceId].map { $0.fixTime > after ? [$0] : [] } ?? []
     }
 }

@@ -102,10 +102,65 @@ public struct OpenLocateBatch: Sendable {
             }
             context = value
         }
+        let extras: JSONValue?
+        switch openLocateExtras(fields) {
+        case .success(let value): extras = value
+        case .failure(let problem): return .failure(problem)
+        }
         return .success(
             LocationFix(
                 deviceId: deviceId, coordinate: Coordinate(latitude: latitude, longitude: longitude),
-                fixTime: time, horizontalAccuracy: accuracy, context: context, receivedAt: receivedAt))
+                fixTime: time, horizontalAccuracy: accuracy, context: context, receivedAt: receivedAt,
+                extras: extras))
+    }
+
+    /// OpenLocate's other fields and their types; anything else in an item is ignored, as before.
+    static let numberFields = ["speed", "course", "altitude", "vertical_accuracy", "utc_timestamp_received"]
+    static let stringFields = [
+        "wifi_ssid", "wifi_bssid", "carrier_name", "device_model", "os_version", "ad_id", "id_type",
+    ]
+    static let boolFields = ["is_charging", "ad_opt_out"]
+
+    /// The OpenLocate fields of an item, checked by type (numbers may be numeric strings, as latitude may).
+    static func openLocateExtras(_ fields: [String: JSONValue]) -> Result<JSONValue?, ItemProblem> {
+        var extras: [String: JSONValue] = [:]
+        for key in numberFields {
+            guard let raw = fields[key], raw != .null else { continue }
+            guard let value = raw.lenientDouble, value.isFinite else {
+                return .failure(ItemProblem(message: "\(key) must be a number, found \(raw.typeName)"))
+            }
+            if key == "course", !(-1..<360).contains(value) {
+                return .failure(ItemProblem(message: "course \(value) is outside [0, 360) (or -1 for unknown)"))
+            }
+            if key == "vertical_accuracy", value < -1 {
+                return .failure(ItemProblem(message: "vertical_accuracy must be metres >= 0 (or -1 for unknown)"))
+            }
+            extras[key] = .double(value)
+        }
+        for key in stringFields {
+            guard let raw = fields[key], raw != .null else { continue }
+            guard let value = raw.stringValue, value.utf8.count <= 256 else {
+                return .failure(ItemProblem(message: "\(key) must be a string of at most 256 bytes"))
+            }
+            if key == "wifi_bssid", !isMACAddress(value) {
+                return .failure(ItemProblem(message: "wifi_bssid '\(value)' must look like a4:2b:b0:12:34:56"))
+            }
+            extras[key] = .string(key == "wifi_bssid" ? value.lowercased() : value)
+        }
+        for key in boolFields {
+            guard let raw = fields[key], raw != .null else { continue }
+            switch raw {
+            case .bool: extras[key] = raw
+            case .string(let text) where text == "true" || text == "false": extras[key] = .bool(text == "true")
+            default: return .failure(ItemProblem(message: "\(key) must be true or false, found \(raw.typeName)"))
+            }
+        }
+        return .success(extras.isEmpty ? nil : .object(extras))
+    }
+
+    static func isMACAddress(_ text: String) -> Bool {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        return parts.count == 6 && parts.allSatisfy { $0.count == 2 && $0.allSatisfy(\.isHexDigit) }
     }
 }
 

@@ -77,12 +77,12 @@ public struct DeviceRegionState: Sendable, Equatable {
 
 /// Region evaluation state and the events of devices.
 public protocol RegionStateStore: Sendable {
-    /// Reads the region state and the classified zone regions of each device, runs `body`, and writes the new
+    /// Reads the region state and the classified (home/work) ZOIs of each device, runs `body`, and writes the new
     /// states and the events in one transaction.
     func updateRegionStates<T: Sendable>(
         deviceIds: [String],
         _ body:
-            @Sendable ([String: DeviceRegionState], [String: [Region]]) throws -> (
+            @Sendable ([String: DeviceRegionState], [String: [ZoneOfInterest]]) throws -> (
                 [String: DeviceRegionState], [LocationEvent], T
             )
     ) async throws -> T

@@ -1,0 +1,262 @@
+import EnrichmentCore
+import Essentials
+public import LocationCore
+import Logging
+import PostgresNIO
+
+/// Visits, ZOIs, regions, region state and location events in PostgreSQL. A device's read-compute-write runs in
+/// one transaction holding a per-device advisory lock, so runs of one device never interleave across nodes.
+public struct PostgresLocationStore: LocationStore {
+    let database: PostgresBackend
+
+    public init(database: PostgresBackend) { self.database = database }
+
+    var logger: Logger { database.logger }
+
+    static func visits(_ connection: PostgresConnection, deviceId: String, logger: Logger) async throws -> [Visit] {
+        let rows = try await connection.query(
+            """
+            SELECT id, arrival, departure, latitude, longitude, horizontal_accuracy, recorded_at, source
+            FROM visits WHERE device_id = \(deviceId) ORDER BY seq
+            """, logger: logger)
+        var visits: [Visit] = []
+        for try await (id, arrival, departure, lat, lng, accuracy, recorded, source) in rows.decode(
+            (String, Double, Double, Double, Double, Double, Double, String).self)
+        {
+            visits.append(
+                Visit(
+                    id: id, deviceId: deviceId, arrival: arrival, departure: departure, latitude: lat, longitude: lng,
+                    horizontalAccuracy: accuracy, recordedAt: recorded, source: source))
+        }
+        return visits
+    }
+
+    static func zois(_ connection: PostgresConnection, deviceId: String, logger: Logger) async throws
+        -> [ZoneOfInterest]
+    {
+        let rows = try await connection.query(
+            "SELECT body FROM zois WHERE device_id = \(deviceId) ORDER BY position", logger: logger)
+        var zois: [ZoneOfInterest] = []
+        for try await body in rows.decode(String.self) { zois.append(try LocationCodec.zoi(body)) }
+        return zois
+    }
+
+    static func replaceZOIs(
+        _ connection: PostgresConnection, deviceId: String, _ zois: [ZoneOfInterest], logger: Logger
+    ) async throws {
+        try await connection.query("DELETE FROM zois WHERE device_id = \(deviceId)", logger: logger)
+        guard !zois.isEmpty else { return }
+        let periods = zois.map { $0.period ?? "" }
+        try await connection.query(
+            """
+            INSERT INTO zois (device_id, position, id, period, body)
+            SELECT \(deviceId), n - 1, i, NULLIF(p, ''), b
+            FROM unnest(\(zois.map(\.id))::text[], \(periods)::text[], \(zois.map(LocationCodec.encode))::text[])
+                 WITH ORDINALITY AS u(i, p, b, n)
+            """, logger: logger)
+    }
+
+    static func append(_ connection: PostgresConnection, _ events: [LocationEvent], logger: Logger) async throws {
+        guard !events.isEmpty else { return }
+        try await connection.query(
+            """
+            INSERT INTO location_events (device_id, date, body)
+            SELECT d, t, b FROM unnest(\(events.map(\.deviceId))::text[], \(events.map(\.date))::float8[],
+                                       \(events.map(LocationCodec.encode))::text[]) WITH ORDINALITY AS u(d, t, b, n)
+            ORDER BY n
+            """, logger: logger)
+    }
+
+    /// A transaction whose body's own error comes out as it was thrown (not wrapped by postgres-nio).
+    func transaction<T: Sendable>(
+        isolation: isolated (any Actor)? = #isolation, _ body: (PostgresConnection) async throws -> sending T
+    ) async throws -> sending T {
+        do {
+            return try await database.client.withTransaction(logger: logger, isolation: isolation, body)
+        } catch let error as PostgresTransactionError {
+            if let inner = error.closureError { throw inner }
+            throw error
+        }
+    }
+
+    /// Holds `key` until the transaction ends.
+    static func lock(_ connection: PostgresConnection, _ key: String, logger: Logger) async throws {
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(key)))", logger: logger)
+    }
+
+    public func updateVisits<T: Sendable>(
+        deviceId: String, _ body: @Sendable (DeviceVisits) throws -> (DeviceVisitsChange, T)
+    ) async throws -> T {
+        try await transaction { connection in
+            try await Self.lock(connection, "visits:\(deviceId)", logger: logger)
+            let state = DeviceVisits(
+                visits: try await Self.visits(connection, deviceId: deviceId, logger: logger),
+                zois: try await Self.zois(connection, deviceId: deviceId, logger: logger))
+            let (change, result) = try body(state)
+            let v = change.newVisits
+            if !v.isEmpty {
+                try await connection.query(
+                    """
+                    INSERT INTO visits (device_id, id, arrival, departure, latitude, longitude, horizontal_accuracy,
+                                        recorded_at, source)
+                    SELECT \(deviceId), i, a, d, la, lo, h, r, s
+                    FROM unnest(\(v.map(\.id))::text[], \(v.map(\.arrival))::float8[], \(v.map(\.departure))::float8[],
+                                \(v.map(\.latitude))::float8[], \(v.map(\.longitude))::float8[],
+                                \(v.map(\.horizontalAccuracy))::float8[], \(v.map(\.recordedAt))::float8[],
+                                \(v.map(\.source))::text[]) WITH ORDINALITY AS u(i, a, d, la, lo, h, r, s, n)
+                    ORDER BY n
+                    """, logger: logger)
+            }
+            if change.zois != state.zois {
+                try await Self.replaceZOIs(connection, deviceId: deviceId, change.zois, logger: logger)
+            }
+            try await Self.append(connection, change.events, logger: logger)
+            return result
+        }
+    }
+
+    public func visits(deviceId: String) async throws -> [Visit] {
+        try await database.client.withConnection { try await Self.visits($0, deviceId: deviceId, logger: logger) }
+    }
+
+    public func zois(deviceId: String) async throws -> [ZoneOfInterest] {
+        try await database.client.withConnection { try await Self.zois($0, deviceId: deviceId, logger: logger) }
+    }
+
+    public func knowsDevice(_ deviceId: String) async throws -> Bool {
+        let rows = try await database.client.query(
+            """
+            SELECT EXISTS (SELECT 1 FROM visits WHERE device_id = \(deviceId))
+                OR EXISTS (SELECT 1 FROM zois WHERE device_id = \(deviceId))
+                OR EXISTS (SELECT 1 FROM region_state WHERE device_id = \(deviceId))
+                OR EXISTS (SELECT 1 FROM location_events WHERE device_id = \(deviceId))
+                OR EXISTS (SELECT 1 FROM fixes WHERE device_id = \(deviceId))
+            """)
+        return try await rows.decode(Bool.self).first { _ in true } ?? false
+    }
+
+    public func putRegion(_ region: Region) async throws -> Bool {
+        let rows = try await database.client.query(
+            """
+            INSERT INTO regions (id, body) VALUES (\(region.id), \(LocationCodec.encode(region)))
+            ON CONFLICT (id) DO UPDATE SET body = excluded.body
+            RETURNING (xmax = 0)
+            """)
+        return try await rows.decode(Bool.self).first { _ in true } ?? false
+    }
+
+    public func regions() async throws -> [Region] {
+        let rows = try await database.client.query("SELECT body FROM regions ORDER BY id")
+        var regions: [Region] = []
+        for try await body in rows.decode(String.self) { regions.append(try LocationCodec.region(body)) }
+        return regions
+    }
+
+    public func deleteRegion(id: String) async throws -> Bool {
+        let rows = try await database.client.query("DELETE FROM regions WHERE id = \(id) RETURNING 1")
+        var removed = false
+        for try await _ in rows { removed = true }
+        return removed
+    }
+
+    public func updateRegionStates<T: Sendable>(
+        deviceIds: [String],
+        _ body:
+            @Sendable ([String: DeviceRegionState], [String: [ZoneOfInterest]]) throws -> (
+                [String: DeviceRegionState], [LocationEvent], T
+            )
+    ) async throws -> T {
+        let ids = Array(Set(deviceIds)).sorted()
+        return try await transaction { connection in
+            // Sorted, so two batches over the same devices take the locks in one order.
+            for id in ids { try await Self.lock(connection, "regions:\(id)", logger: logger) }
+            var states: [String: DeviceRegionState] = [:]
+            let stateRows = try await connection.query(
+                "SELECT device_id, body FROM region_state WHERE device_id = ANY(\(ids)::text[])", logger: logger)
+            for try await (id, text) in stateRows.decode((String, String).self) {
+                states[id] = try LocationCodec.regionState(text)
+            }
+            var zones: [String: [ZoneOfInterest]] = [:]
+            let zoneRows = try await connection.query(
+                """
+                SELECT device_id, body FROM zois
+                WHERE device_id = ANY(\(ids)::text[]) AND period IN ('HOME_PERIOD', 'WORK_PERIOD')
+                ORDER BY device_id, position
+                """, logger: logger)
+            for try await (id, text) in zoneRows.decode((String, String).self) {
+                zones[id, default: []].append(try LocationCodec.zoi(text))
+            }
+            let (updated, events, result) = try body(states, zones)
+            let changed = updated.filter { $0.value != states[$0.key] }
+            if !changed.isEmpty {
+                try await connection.query(
+                    """
+                    INSERT INTO region_state (device_id, body)
+                    SELECT * FROM unnest(\(Array(changed.keys))::text[], \(changed.values.map(LocationCodec.encode))::text[])
+                    ON CONFLICT (device_id) DO UPDATE SET body = excluded.body
+                    """, logger: logger)
+            }
+            try await Self.append(connection, events, logger: logger)
+            return result
+        }
+    }
+
+    public func events(deviceId: String, limit: Int) async throws -> [LocationEvent] {
+        let rows = try await database.client.query(
+            "SELECT body FROM location_events WHERE device_id = \(deviceId) ORDER BY date, seq LIMIT \(limit)")
+        var events: [LocationEvent] = []
+        for try await body in rows.decode(String.self) { events.append(try LocationCodec.event(body)) }
+        return events
+    }
+
+    public func expire(
+        recordedAtOrBefore cutoff: Double,
+        _ apply: @Sendable ([ZoneOfInterest], Set<String>, [Visit]) -> [ZoneOfInterest]
+    ) async throws -> (visits: Int, events: Int) {
+        let deviceRows = try await database.client.query(
+            "SELECT DISTINCT device_id FROM visits WHERE recorded_at <= \(cutoff)")
+        var devices: [String] = []
+        for try await id in deviceRows.decode(String.self) { devices.append(id) }
+        var removed = 0
+        for device in devices {
+            removed += try await transaction { connection in
+                try await Self.lock(connection, "visits:\(device)", logger: logger)
+                let visits = try await Self.visits(connection, deviceId: device, logger: logger)
+                let expiring = Set(visits.filter { $0.recordedAt <= cutoff }.map(\.id))
+                let remaining = visits.filter { $0.recordedAt > cutoff }
+                let zois = try await Self.zois(connection, deviceId: device, logger: logger)
+                try await Self.replaceZOIs(
+                    connection, deviceId: device, apply(zois, expiring, remaining), logger: logger)
+                let rows = try await connection.query(
+                    "DELETE FROM visits WHERE device_id = \(device) AND recorded_at <= \(cutoff) RETURNING 1",
+                    logger: logger)
+                var count = 0
+                for try await _ in rows { count += 1 }
+                return count
+            }
+        }
+        let eventRows = try await database.client.query(
+            "WITH gone AS (DELETE FROM location_events WHERE date <= \(cutoff) RETURNING 1) SELECT count(*) FROM gone")
+        let events = try await eventRows.decode(Int.self).first { _ in true } ?? 0
+        return (removed, events)
+    }
+
+    public func deleteLocationData(deviceId: String) async throws -> Int {
+        try await transaction { connection in
+            var removed = 0
+            for table in ["visits", "zois", "region_state", "location_events"] {
+                let rows = try await connection.query(
+                    PostgresQuery(
+                        unsafeSQL:
+                            "WITH gone AS (DELETE FROM \(table) WHERE device_id = $1 RETURNING 1) SELECT count(*) FROM gone",
+                        binds: {
+                            var binds = PostgresBindings()
+                            binds.append(deviceId)
+                            return binds
+                        }()), logger: logger)
+                removed += try await rows.decode(Int.self).first { _ in true } ?? 0
+            }
+            return removed
+        }
+    }
+}

@@ -1,0 +1,200 @@
+import EnrichmentCore
+import Essentials
+import GRDB
+public import LocationCore
+
+/// Visits, ZOIs, regions, region state and location events in SQLite. Every read-compute-write runs inside one
+/// write transaction, which SQLite serialises: a device's runs never interleave.
+public struct SQLiteLocationStore: LocationStore {
+    let database: SQLiteDatabase
+
+    public init(database: SQLiteDatabase) { self.database = database }
+
+    static func visits(_ db: Database, deviceId: String) throws -> [Visit] {
+        let statement = try db.cachedStatement(
+            sql: """
+                SELECT id, arrival, departure, latitude, longitude, horizontal_accuracy, recorded_at, source
+                FROM visits WHERE device_id = ? ORDER BY seq
+                """)
+        return try Row.fetchAll(statement, arguments: [deviceId]).map { row in
+            Visit(
+                id: row[0], deviceId: deviceId, arrival: row[1], departure: row[2], latitude: row[3],
+                longitude: row[4], horizontalAccuracy: row[5], recordedAt: row[6], source: row[7])
+        }
+    }
+
+    static func zois(_ db: Database, deviceId: String) throws -> [ZoneOfInterest] {
+        let statement = try db.cachedStatement(sql: "SELECT body FROM zois WHERE device_id = ? ORDER BY position")
+        return try String.fetchAll(statement, arguments: [deviceId]).map(LocationCodec.zoi)
+    }
+
+    static func replaceZOIs(_ db: Database, deviceId: String, _ zois: [ZoneOfInterest]) throws {
+        try db.execute(sql: "DELETE FROM zois WHERE device_id = ?", arguments: [deviceId])
+        let insert = try db.cachedStatement(
+            sql: "INSERT INTO zois (device_id, position, id, period, body) VALUES (?, ?, ?, ?, ?)")
+        for (position, zoi) in zois.enumerated() {
+            try insert.execute(arguments: [deviceId, position, zoi.id, zoi.period, LocationCodec.encode(zoi)])
+        }
+    }
+
+    static func append(_ db: Database, _ events: [LocationEvent]) throws {
+        guard !events.isEmpty else { return }
+        let insert = try db.cachedStatement(
+            sql: "INSERT INTO location_events (device_id, date, body) VALUES (?, ?, ?)")
+        for event in events {
+            try insert.execute(arguments: [event.deviceId, event.date, LocationCodec.encode(event)])
+        }
+    }
+
+    public func updateVisits<T: Sendable>(
+        deviceId: String, _ body: @Sendable (DeviceVisits) throws -> (DeviceVisitsChange, T)
+    ) async throws -> T {
+        try await database.pool.write { db in
+            let state = DeviceVisits(
+                visits: try Self.visits(db, deviceId: deviceId), zois: try Self.zois(db, deviceId: deviceId))
+            let (change, result) = try body(state)
+            let insert = try db.cachedStatement(
+                sql: """
+                    INSERT INTO visits (device_id, id, arrival, departure, latitude, longitude, horizontal_accuracy,
+                                        recorded_at, source)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
+            for v in change.newVisits {
+                try insert.execute(arguments: [
+                    deviceId, v.id, v.arrival, v.departure, v.latitude, v.longitude, v.horizontalAccuracy,
+                    v.recordedAt, v.source,
+                ])
+            }
+            if change.zois != state.zois { try Self.replaceZOIs(db, deviceId: deviceId, change.zois) }
+            try Self.append(db, change.events)
+            return result
+        }
+    }
+
+    public func visits(deviceId: String) async throws -> [Visit] {
+        try await database.pool.read { db in try Self.visits(db, deviceId: deviceId) }
+    }
+
+    public func zois(deviceId: String) async throws -> [ZoneOfInterest] {
+        try await database.pool.read { db in try Self.zois(db, deviceId: deviceId) }
+    }
+
+    public func knowsDevice(_ deviceId: String) async throws -> Bool {
+        try await database.pool.read { db in
+            for table in ["visits", "zois", "region_state", "location_events", "fixes"] {
+                if try Bool.fetchOne(
+                    db, sql: "SELECT EXISTS (SELECT 1 FROM \(table) WHERE device_id = ?)", arguments: [deviceId])
+                    == true
+                {
+                    return true
+                }
+            }
+            return false
+        }
+    }
+
+    public func putRegion(_ region: Region) async throws -> Bool {
+        try await database.pool.write { db in
+            let existed =
+                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM regions WHERE id = ?)", arguments: [region.id])
+                ?? false
+            try db.execute(
+                sql: "INSERT INTO regions (id, body) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET body = excluded.body",
+                arguments: [region.id, LocationCodec.encode(region)])
+            return !existed
+        }
+    }
+
+    public func regions() async throws -> [Region] {
+        try await database.pool.read { db in
+            try String.fetchAll(db, sql: "SELECT body FROM regions ORDER BY id").map(LocationCodec.region)
+        }
+    }
+
+    public func deleteRegion(id: String) async throws -> Bool {
+        try await database.pool.write { db in
+            try db.execute(sql: "DELETE FROM regions WHERE id = ?", arguments: [id])
+            return db.changesCount > 0
+        }
+    }
+
+    public func updateRegionStates<T: Sendable>(
+        deviceIds: [String],
+        _ body:
+            @Sendable ([String: DeviceRegionState], [String: [ZoneOfInterest]]) throws -> (
+                [String: DeviceRegionState], [LocationEvent], T
+            )
+    ) async throws -> T {
+        try await database.pool.write { db in
+            var states: [String: DeviceRegionState] = [:]
+            var zones: [String: [ZoneOfInterest]] = [:]
+            let readState = try db.cachedStatement(sql: "SELECT body FROM region_state WHERE device_id = ?")
+            let readZones = try db.cachedStatement(
+                sql: """
+                    SELECT body FROM zois WHERE device_id = ? AND period IN ('HOME_PERIOD', 'WORK_PERIOD')
+                    ORDER BY position
+                    """)
+            for id in Set(deviceIds) {
+                if let text = try String.fetchOne(readState, arguments: [id]) {
+                    states[id] = try LocationCodec.regionState(text)
+                }
+                let classified = try String.fetchAll(readZones, arguments: [id])
+                if !classified.isEmpty { zones[id] = try classified.map(LocationCodec.zoi) }
+            }
+            let (updated, events, result) = try body(states, zones)
+            let write = try db.cachedStatement(
+                sql: """
+                    INSERT INTO region_state (device_id, body) VALUES (?, ?)
+                    ON CONFLICT (device_id) DO UPDATE SET body = excluded.body
+                    """)
+            for (id, state) in updated where state != states[id] {
+                try write.execute(arguments: [id, LocationCodec.encode(state)])
+            }
+            try Self.append(db, events)
+            return result
+        }
+    }
+
+    public func events(deviceId: String, limit: Int) async throws -> [LocationEvent] {
+        try await database.pool.read { db in
+            try String.fetchAll(
+                db, sql: "SELECT body FROM location_events WHERE device_id = ? ORDER BY date, seq LIMIT ?",
+                arguments: [deviceId, limit]
+            ).map(LocationCodec.event)
+        }
+    }
+
+    public func expire(
+        recordedAtOrBefore cutoff: Double,
+        _ apply: @Sendable ([ZoneOfInterest], Set<String>, [Visit]) -> [ZoneOfInterest]
+    ) async throws -> (visits: Int, events: Int) {
+        try await database.pool.write { db in
+            let devices = try String.fetchAll(
+                db, sql: "SELECT DISTINCT device_id FROM visits WHERE recorded_at <= ?", arguments: [cutoff])
+            var removed = 0
+            for device in devices {
+                let visits = try Self.visits(db, deviceId: device)
+                let expiring = Set(visits.filter { $0.recordedAt <= cutoff }.map(\.id))
+                let remaining = visits.filter { $0.recordedAt > cutoff }
+                let zois = try Self.zois(db, deviceId: device)
+                try Self.replaceZOIs(db, deviceId: device, apply(zois, expiring, remaining))
+                try db.execute(
+                    sql: "DELETE FROM visits WHERE device_id = ? AND recorded_at <= ?", arguments: [device, cutoff])
+                removed += db.changesCount
+            }
+            try db.execute(sql: "DELETE FROM location_events WHERE date <= ?", arguments: [cutoff])
+            return (removed, db.changesCount)
+        }
+    }
+
+    public func deleteLocationData(deviceId: String) async throws -> Int {
+        try await database.pool.write { db in
+            var removed = 0
+            for table in ["visits", "zois", "region_state", "location_events"] {
+                try db.execute(sql: "DELETE FROM \(table) WHERE device_id = ?", arguments: [deviceId])
+                removed += db.changesCount
+            }
+            return removed
+        }
+    }
+}

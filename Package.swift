@@ -108,6 +108,7 @@ let package = Package(
                 "APNsCore",
                 "APNsClient",
                 "EnrichmentCore",
+                "LocationCore",
                 "EnrichmentPostgres",
                 "EnrichmentStorage",
                 "EnrichmentUpstream",
@@ -124,6 +125,7 @@ let package = Package(
         .target(
             name: "EnrichmentService",
             dependencies: [
+                "LocationCore",
                 "EnrichmentCore",
                 "EnrichmentRuntime",
                 "Essentials",
@@ -148,6 +150,7 @@ let package = Package(
                 "EnrichmentRuntime",
                 "EnrichmentService",
                 "Essentials",
+                "LocationCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -314,6 +317,7 @@ let package = Package(
                 "EnrichmentStorage",
                 "EnrichmentCore",
                 "Essentials",
+                "LocationCore",
                 "TestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

@@ -83,6 +83,12 @@ public struct PostgresFixStore: FixStore {
         return fixes
     }
 
+    public func expireFixes(takenAtOrBefore cutoff: Double) async throws -> Int {
+        let rows = try await database.client.query(
+            "WITH gone AS (DELETE FROM fixes WHERE fix_time <= \(cutoff) RETURNING 1) SELECT count(*) FROM gone")
+        return try await rows.decode(Int.self).first { _ in true } ?? 0
+    }
+
     public func deleteDevice(_ deviceId: String) async throws -> Int {
         try await database.client.withConnection { connection in
             let rows = try await connection.query(

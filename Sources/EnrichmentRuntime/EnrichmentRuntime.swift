@@ -1,9 +1,10 @@
 import AsyncHTTPClient
 public import EnrichmentCore
 public import EnrichmentPostgres
-public import EnrichmentStorage
+import EnrichmentStorage
 import EnrichmentUpstream
 public import Essentials
+import LocationCore
 public import Logging
 
 /// The engine, wired once from a configuration: the one composition root of the project.
@@ -45,11 +46,17 @@ public struct EnrichmentRuntime: Sendable {
     public let delivery: DeliveryEngine
     /// With PostgreSQL: follows the POIs other nodes import into this node's index (runs in `runBackgroundWork`).
     public let placesFollower: PlacesIndexFollower?
+    /// Visits, zones of interest, regions and their events.
+    public let location: LocationEngine
 
-    /// What the engine does in the background until cancelled: following other nodes' POI imports (PostgreSQL).
-    /// Delivery has its own `delivery.run()`, stopped gracefully.
+    /// What the engine does in the background until cancelled: following other nodes' POI imports and regions
+    /// (PostgreSQL), the daily location retention, the location webhook. Delivery has its own `delivery.run()`,
+    /// stopped gracefully.
     public func runBackgroundWork() async {
-        await placesFollower?.run()
+        await withTaskGroup(of: Void.self) { group in
+            if let placesFollower { group.addTask { await placesFollower.run() } }
+            group.addTask { await location.runBackgroundWork(followRegions: postgres != nil) }
+        }
     }
 
     /// Opens (and migrates) the database and wires the engine; `clock` is injected so tests control "now".
@@ -64,6 +71,7 @@ public struct EnrichmentRuntime: Sendable {
         let pois: any POIStore
         let tokens: any DeviceTokenStore
         let outbox: any OutboxStore
+        let locationStore: any LocationStore
         let postgres: PostgresBackend?
         if let url = configuration.databaseURL {
             var settings = try PostgresSettings(url: url)
@@ -76,6 +84,7 @@ public struct EnrichmentRuntime: Sendable {
             pois = PostgresPOIStore(database: backend)
             tokens = PostgresTokenStore(database: backend)
             outbox = PostgresOutbox(database: backend)
+            locationStore = PostgresLocationStore(database: backend)
         } else {
             let database = try SQLiteDatabase(path: configuration.databasePath, durability: configuration.durability)
             postgres = nil
@@ -83,6 +92,7 @@ public struct EnrichmentRuntime: Sendable {
             pois = SQLitePOIStore(database: database)
             tokens = SQLiteTokenStore(database: database)
             outbox = SQLiteOutbox(database: database)
+            locationStore = SQLiteLocationStore(database: database)
         }
         let index: PlacesIndex
         // The POI version before the index is read: changes after it are applied again (an upsert), none is missed.
@@ -114,13 +124,20 @@ public struct EnrichmentRuntime: Sendable {
                 signingSecret: configuration.mapSigningSecret)
             : nil
         let template = try BodyTemplate(poi: configuration.bodyTemplate, location: configuration.locationTemplate)
+        // This process owns a SQLite file, so its own evaluations keep the contexts current; with PostgreSQL other
+        // nodes evaluate too, so a context is read again after a second.
+        let contexts = DeviceContexts(store: locationStore, ttl: postgres == nil ? .seconds(86_400 * 365) : .seconds(1))
         let enricher = Enricher(
             settings: configuration.enrichmentSettings, fixes: fixes, places: places, map: map, template: template,
-            clock: clock)
+            clock: clock, contexts: contexts)
         let delivery = DeliveryEngine(
             tokens: tokens, outbox: outbox, settings: configuration.delivery, enricher: enricher,
             senders: scope == .full ? try configuration.delivery.makeSenders() : [:], clock: clock, logger: logger,
             observer: deliveryObserver, exclusiveStore: postgres == nil)
+        let location = try await LocationEngine(
+            store: locationStore, fixes: fixes, settings: configuration.location,
+            index: configuration.places == .local ? index : nil, webhookURL: configuration.locationWebhookURL,
+            delivery: delivery, contexts: contexts, clock: clock, logger: logger)
         return EnrichmentRuntime(
             configuration: configuration, postgres: postgres, fixes: fixes, pois: pois, index: index, places: places,
             map: map, template: template, enricher: enricher,
@@ -129,7 +146,7 @@ public struct EnrichmentRuntime: Sendable {
             placesFollower: scope == .full
                 ? (pois as? PostgresPOIStore).map {
                     PlacesIndexFollower(store: $0, index: index, from: startVersion ?? 0, logger: logger)
-                } : nil)
+                } : nil, location: location)
     }
 }
 

@@ -2,6 +2,7 @@ import EnrichmentCore
 import EnrichmentStorage
 public import Essentials
 import Foundation
+import LocationCore
 import Logging
 
 extension ServiceConfiguration {
@@ -264,6 +265,86 @@ extension ServiceConfiguration {
             "feedback-url", "ENRICH_FEEDBACK_URL", valueName: "url",
             help: "Webhook that gets a JSON POST for each token deactivation.", default: "unset",
             allowed: "an http(s) URL", parse: httpURL, store: { $0.delivery.feedbackURL = $1 }),
+        Setting(
+            "zoi", "ENRICH_ZOI", valueName: "true|false",
+            help: "Build zones of interest from accepted visits (the SDK's creationOfZOIEnable).",
+            default: "\(defaults.location.zoiEnabled)", allowed: "true or false", parse: boolean,
+            store: { $0.location.zoiEnabled = $1 }),
+        Setting(
+            "zoi-classification", "ENRICH_ZOI_CLASSIFICATION", valueName: "true|false",
+            help: "Label zones home/work (the SDK's classificationEnable).",
+            default: "\(defaults.location.classificationEnabled)", allowed: "true or false", parse: boolean,
+            store: { $0.location.classificationEnabled = $1 }),
+        Setting(
+            "visit-accuracy-filter", "ENRICH_VISIT_ACCURACY_FILTER", valueName: "metres",
+            help: "A visit needs horizontal_accuracy strictly below this.",
+            default: "\(defaults.location.visitAccuracyFilter)", allowed: "metres > 0 and at most 100000",
+            parse: { positive($0).flatMap { $0 <= 100_000 ? $0 : nil } },
+            store: { $0.location.visitAccuracyFilter = $1 }),
+        Setting(
+            "classified-zoi-radius", "ENRICH_CLASSIFIED_ZOI_RADIUS", valueName: "metres",
+            help: "A visit or fix this close to a home/work zone's centre is in it.",
+            default: "\(defaults.location.classifiedZOIRadius)", allowed: "metres > 0 and at most 100000",
+            parse: { positive($0).flatMap { $0 <= 100_000 ? $0 : nil } },
+            store: { $0.location.classifiedZOIRadius = $1 }),
+        Setting(
+            "retention-days", "ENRICH_RETENTION_DAYS", valueName: "days",
+            help: "Visits and location events older than this go in the daily clean-up.",
+            default: "\(defaults.location.retentionDays)", allowed: "an integer 1-3650", parse: integer(1...3_650),
+            store: { $0.location.retentionDays = $1 }),
+        Setting(
+            "detect-visits", "ENRICH_DETECT_VISITS", valueName: "true|false",
+            help: "Detect visits from reported fixes.", default: "\(defaults.location.detectVisits)",
+            allowed: "true or false", parse: boolean, store: { $0.location.detectVisits = $1 }),
+        Setting(
+            "visit-radius", "ENRICH_VISIT_RADIUS", valueName: "metres",
+            help: "Detector: fixes within this of the stay's first fix stay in it.",
+            default: "\(defaults.location.detector.radius)", allowed: "metres > 0 and at most 10000",
+            parse: { positive($0).flatMap { $0 <= 10_000 ? $0 : nil } },
+            store: { $0.location.detector.radius = $1 }),
+        Setting(
+            "visit-min-duration", "ENRICH_VISIT_MIN_DURATION", valueName: "seconds",
+            help: "Detector: the shortest stay that is a visit.",
+            default: "\(defaults.location.detector.minimumDuration)",
+            allowed: "seconds > 0 and at most 86400", parse: seconds(86_400),
+            store: { $0.location.detector.minimumDuration = $1 }),
+        Setting(
+            "visit-max-fix-accuracy", "ENRICH_VISIT_MAX_FIX_ACCURACY", valueName: "metres",
+            help: "Detector: fixes less accurate than this are ignored.",
+            default: "\(defaults.location.detector.maximumFixAccuracy)", allowed: "metres > 0 and at most 100000",
+            parse: { positive($0).flatMap { $0 <= 100_000 ? $0 : nil } },
+            store: { $0.location.detector.maximumFixAccuracy = $1 }),
+        Setting(
+            "visit-max-gap", "ENRICH_VISIT_MAX_GAP", valueName: "seconds",
+            help: "Detector: a longer gap between fixes ends the stay.",
+            default: "\(defaults.location.detector.maximumGap)", allowed: "seconds > 0 and at most 604800",
+            parse: seconds(604_800), store: { $0.location.detector.maximumGap = $1 }),
+        Setting(
+            "regions", "ENRICH_REGIONS", valueName: "true|false",
+            help: "Evaluate region enter/exit as fixes arrive.", default: "\(defaults.location.regionsEnabled)",
+            allowed: "true or false", parse: boolean, store: { $0.location.regionsEnabled = $1 }),
+        Setting(
+            "poi-regions", "ENRICH_POI_REGIONS", valueName: "count",
+            help: "Regions around this many nearest POIs of each fix (the SDK's stores_by_page); 0 turns them off.",
+            default: "\(defaults.location.poiRegionsCount)", allowed: "an integer 0-5", parse: integer(0...5),
+            store: {
+                $0.location.poiRegionsEnabled = $1 > 0
+                $0.location.poiRegionsCount = max($1, 1)
+            }),
+        Setting(
+            "poi-region-radius", "ENRICH_POI_REGION_RADIUS", valueName: "metres",
+            help: "Radius of the POI regions.", default: "\(defaults.location.poiRegionRadius)",
+            allowed: "metres 1-100000", parse: { positive($0).flatMap { (1...100_000).contains($0) ? $0 : nil } },
+            store: { $0.location.poiRegionRadius = $1 }),
+        Setting(
+            "custom-regions-per-device", "ENRICH_CUSTOM_REGIONS_PER_DEVICE", valueName: "count",
+            help: "Most custom regions evaluated per fix (the nearest; iOS monitors 20, the SDK keeps 13).",
+            default: "\(defaults.location.customRegionsPerDevice)", allowed: "an integer 1-1000",
+            parse: integer(1...1_000), store: { $0.location.customRegionsPerDevice = $1 }),
+        Setting(
+            "location-webhook-url", "ENRICH_LOCATION_WEBHOOK_URL", valueName: "url",
+            help: "Webhook that gets a JSON POST for each location event (visit, region and zone enter/exit).",
+            default: "unset", allowed: "an http(s) URL", parse: httpURL, store: { $0.locationWebhookURL = $1 }),
     ])
 
     /// The values a configuration starts with: the defaults shown in help come from here, not from copies.

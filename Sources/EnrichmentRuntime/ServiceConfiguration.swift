@@ -3,6 +3,7 @@ import EnrichmentPostgres
 public import EnrichmentStorage
 public import Essentials
 import Foundation
+public import LocationCore
 public import Logging
 
 #if canImport(Glibc)
@@ -79,6 +80,10 @@ public struct ServiceConfiguration: Sendable {
     public var connections = ConnectionLimits()
     /// Delivery to APNs (`POST /v1/push`): credentials, hosts, connections, retries, the feedback webhook.
     public var delivery = DeliverySettings()
+    /// Visits, zones of interest and regions (LOCATION.md).
+    public var location = LocationSettings()
+    /// Where location events are posted, when set.
+    public var locationWebhookURL: String?
 
     public init() {}
 

@@ -23,6 +23,7 @@ struct ServiceState: Sendable {
     let metrics: ServiceMetrics
     let tokens: any DeviceTokenStore
     let delivery: DeliveryEngine
+    let location: LocationEngine
 
     init(runtime: EnrichmentRuntime, metrics: ServiceMetrics) {
         configuration = runtime.configuration
@@ -35,6 +36,7 @@ struct ServiceState: Sendable {
         clock = runtime.clock
         tokens = runtime.tokens
         delivery = runtime.delivery
+        location = runtime.location
         self.metrics = metrics
     }
 }
@@ -90,6 +92,7 @@ func buildRouter(_ state: ServiceState) -> Router<ServiceContext> {
     EnrichRoutes(state: state).register(on: routes)
     TokenRoutes(state: state).register(on: routes)
     PushRoutes(state: state).register(on: routes)
+    LocationRoutes(state: state).register(on: routes)
     return router
 }
 

@@ -85,6 +85,13 @@ public struct SQLiteFixStore: FixStore {
         extras.map { String(decoding: JSONWriter.bytes($0), as: UTF8.self) }
     }
 
+    public func expireFixes(takenAtOrBefore cutoff: Double) async throws -> Int {
+        try await database.pool.write { db in
+            try db.execute(sql: "DELETE FROM fixes WHERE fix_time <= ?", arguments: [cutoff])
+            return db.changesCount
+        }
+    }
+
     public func deleteDevice(_ deviceId: String) async throws -> Int {
         try await database.pool.write { db in
             try db.execute(sql: "DELETE FROM fixes WHERE device_id = ?", arguments: [deviceId])

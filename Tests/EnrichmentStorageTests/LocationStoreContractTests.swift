@@ -47,7 +47,7 @@ struct LocationStoreContractTests {
     func visitsAndZOIs(kind: LocationStoreKind) async throws {
         let temp = try TemporaryDatabase()
         let (store, _) = try await kind.make(temp)
-        let intake = VisitIntake(settings: LocationSettings(), makeId: { UUID().uuidString })
+        let intake = VisitIntake(settings: LocationSettings(), makeId: { _ in UUID().uuidString })
         let visits = [visit("b", 1000), visit("a", 90_000), visit("c", 200_000, lat: 48.5)]
         let expected = intake.replaySample(visits)
         let count = try await store.updateVisits(deviceId: "d") { state in
@@ -118,7 +118,7 @@ struct LocationStoreContractTests {
         let (store, _) = try await kind.make(temp)
         var home = LocationSettings()
         home.classificationEnabled = false
-        var zoi = VisitIntake(settings: home, makeId: { "z1" }).replaySample([visit("a", 1000)])[0]
+        var zoi = VisitIntake(settings: home, makeId: { _ in "z1" }).replaySample([visit("a", 1000)])[0]
         zoi.period = ZOIPeriod.home
         var other = zoi
         other.id = "z2"
@@ -153,7 +153,7 @@ struct LocationStoreContractTests {
     func retention(kind: LocationStoreKind) async throws {
         let temp = try TemporaryDatabase()
         let (store, _) = try await kind.make(temp)
-        let intake = VisitIntake(settings: LocationSettings(), makeId: { UUID().uuidString })
+        let intake = VisitIntake(settings: LocationSettings(), makeId: { _ in UUID().uuidString })
         let visits = [
             visit("old1", 1000), visit("old2", 90_000), visit("new", 200_000), visit("far", 300_000, lat: 49),
         ]

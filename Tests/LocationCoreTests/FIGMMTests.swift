@@ -23,7 +23,7 @@ import Testing
     /// Runs visits one by one through the device round trip.
     static func replay(_ visits: [Visit], classification: Bool = true) -> [ZoneOfInterest] {
         let counter = Counter()
-        let figmm = FIGMM(classificationEnabled: classification, makeId: { "z\(counter.next())" })
+        let figmm = FIGMM(classificationEnabled: classification, makeId: { _ in "z\(counter.next())" })
         var zois: [ZoneOfInterest] = []
         var stored: [String: Visit] = [:]
         for v in visits {

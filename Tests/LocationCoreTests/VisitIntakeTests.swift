@@ -6,7 +6,7 @@ import Testing
 
 /// The rules of LOCATION.md §1.2 and the classified-zone check of §3.7.
 @Suite struct VisitIntakeTests {
-    let intake = VisitIntake(settings: LocationSettings(), makeId: { "zoi" })
+    let intake = VisitIntake(settings: LocationSettings(), makeId: { _ in "zoi" })
 
     func item(_ json: String) throws -> [Result<VisitIntake.Item, VisitIntake.Rejection>] {
         try VisitIntake.parse(try JSONValue.decode(Data(json.utf8)))

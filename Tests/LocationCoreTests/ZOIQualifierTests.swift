@@ -129,7 +129,7 @@ import Testing
         let text = try String(contentsOf: url, encoding: .utf8)
         let visits = try VisitFile.sampleCSV(text, deviceId: "sample")
         #expect(visits.count == 164)
-        let zois = VisitIntake(settings: LocationSettings(), makeId: { UUID().uuidString }).replaySample(visits)
+        let zois = VisitIntake(settings: LocationSettings(), makeId: { _ in UUID().uuidString }).replaySample(visits)
         var periodOfVisit: [String: String] = [:]
         for zoi in zois { for id in zoi.visitIds { periodOfVisit[id] = zoi.period ?? "" } }
         #expect(periodOfVisit.count == 164)

@@ -2,14 +2,16 @@
 ///
 /// Variables: `name`, `distance` (readable: `85 m`, `140 m`, `1.2 km`, `12 km`), `distance_m` (whole metres),
 /// `city`, `zipcode`, `country_code`, `address` (lines joined with `, `), `lat`, `lng` (user, 5 decimals),
-/// `poi_lat`, `poi_lng`. Sections such as `{{#city}} in {{city}}{{/city}}` drop text for missing values.
+/// `poi_lat`, `poi_lng`, and the device's context: `region` (the region it is in) and `zone` (`home` or `work`
+/// inside a classified zone). Sections such as `{{#city}} in {{city}}{{/city}}` drop text for missing values.
 public struct BodyTemplate: Sendable {
     /// The template used when none is configured.
-    public static let defaultPOITemplate = "{{name}} is {{distance}} away{{#city}} in {{city}}{{/city}}"
+    public static let defaultPOITemplate =
+        "{{name}} is {{distance}} away{{#city}} in {{city}}{{/city}}{{#zone}}, near {{zone}}{{/zone}}"
     /// The body used when there is a fix but no POI data (upstream degraded).
     public static let defaultLocationTemplate = "You are near {{lat}}, {{lng}}"
 
-    static let locationVariables: Set<String> = ["lat", "lng"]
+    static let locationVariables: Set<String> = ["lat", "lng", "region", "zone"]
     static let poiVariables: Set<String> = locationVariables.union(
         ["name", "distance", "distance_m", "city", "zipcode", "country_code", "address", "poi_lat", "poi_lng"])
 
@@ -37,7 +39,7 @@ public struct BodyTemplate: Sendable {
     }
 
     /// The body for a POI near the user.
-    public func render(poi match: PlaceMatch, user: Coordinate) -> String {
+    public func render(poi match: PlaceMatch, user: Coordinate, context: DeviceContext? = nil) -> String {
         let poi = match.poi
         return poiTemplate.render { name in
             switch name {
@@ -50,20 +52,22 @@ public struct BodyTemplate: Sendable {
             case "address": poi.address.lines.joined(separator: ", ")
             case "poi_lat": CFormat.fixed(poi.coordinate.latitude, decimals: 5)
             case "poi_lng": CFormat.fixed(poi.coordinate.longitude, decimals: 5)
-            default: Self.locationValue(name, user)
+            default: Self.locationValue(name, user, context)
             }
         }
     }
 
     /// The location-only body (used when POI data is unavailable).
-    public func render(location user: Coordinate) -> String {
-        locationTemplate.render { Self.locationValue($0, user) }
+    public func render(location user: Coordinate, context: DeviceContext? = nil) -> String {
+        locationTemplate.render { Self.locationValue($0, user, context) }
     }
 
-    private static func locationValue(_ name: String, _ user: Coordinate) -> String? {
+    private static func locationValue(_ name: String, _ user: Coordinate, _ context: DeviceContext?) -> String? {
         switch name {
         case "lat": CFormat.fixed(user.latitude, decimals: 5)
         case "lng": CFormat.fixed(user.longitude, decimals: 5)
+        case "region": context?.region
+        case "zone": context?.zone
         default: nil
         }
     }

@@ -35,11 +35,15 @@ public struct Enricher: Sendable {
     public let map: StaticMapBuilder?
     public let template: BodyTemplate
     public let clock: any WallClock
+    /// The device's regions and zone for the template (nil without location intelligence).
+    public let contexts: (any DeviceContextProvider)?
 
     public init(
         settings: EnrichmentSettings, fixes: any FixStore, places: (any PlacesProvider)?,
-        map: StaticMapBuilder?, template: BodyTemplate, clock: any WallClock = SystemWallClock()
+        map: StaticMapBuilder?, template: BodyTemplate, clock: any WallClock = SystemWallClock(),
+        contexts: (any DeviceContextProvider)? = nil
     ) {
+        self.contexts = contexts
         self.settings = settings
         self.fixes = fixes
         self.places = places
@@ -99,10 +103,14 @@ public struct Enricher: Sendable {
             ageSeconds: age, horizontalAccuracy: fix.horizontalAccuracy, context: fix.context)
         guard age <= settings.fixMaxAge else { return try draft.finish(.noFix, rule: "fix_too_old") }
         let user = fix.coordinate
+        // The context is a nicety: a failure to read it never fails the enrichment.
+        let context = try? await contexts?.context(deviceId: deviceId)
+        draft.deviceContext = context
 
         guard let places else {
             // Map-only or neither: the SDK writes the location lines.
-            draft.body = mode == .woosmap ? WoosmapBody.location(user) : template.render(location: user)
+            draft.body =
+                mode == .woosmap ? WoosmapBody.location(user) : template.render(location: user, context: context)
             draft.mapURL = map?.url(user: user, poi: nil)
             return try draft.finish(.enriched, rule: map == nil ? "location_only" : "location_and_map")
         }
@@ -117,7 +125,8 @@ public struct Enricher: Sendable {
             if mode == .woosmap, case .httpStatus(let status) = error {
                 draft.body = WoosmapBody.searchError(status: status)
             } else {
-                draft.body = mode == .woosmap ? WoosmapBody.location(user) : template.render(location: user)
+                draft.body =
+                    mode == .woosmap ? WoosmapBody.location(user) : template.render(location: user, context: context)
                 draft.mapURL = map?.url(user: user, poi: nil)
             }
             return try draft.finish(.degraded, rule: error.reason)
@@ -130,7 +139,7 @@ public struct Enricher: Sendable {
             draft.body =
                 mode == .woosmap
                 ? WoosmapBody.body(user: user, poi: nearest, mapConfigured: map != nil)
-                : template.render(poi: nearest, user: user)
+                : template.render(poi: nearest, user: user, context: context)
             draft.mapURL = map?.url(user: user, poi: nearest.poi.coordinate)
             return try draft.finish(.enriched, rule: "nearest_poi")
         }
@@ -183,6 +192,7 @@ struct Draft {
     var placesProvider: String?
     var degraded: EnrichmentResult.Degradation?
     var placesMilliseconds: Double?
+    var deviceContext: DeviceContext?
 
     init(mode: BodyMode, payload: NotificationPayload, now: Date) {
         self.mode = mode
@@ -208,6 +218,7 @@ struct Draft {
                 title: alert.title, subtitle: alert.subtitle, body: alert.body,
                 attachmentURL: mapURL),
             fix: fix, pois: pois, staticMapURL: mapURL, placesProvider: placesProvider, degraded: degraded,
-            evaluatedAt: now.timeIntervalSince1970, placesMilliseconds: placesMilliseconds)
+            evaluatedAt: now.timeIntervalSince1970, placesMilliseconds: placesMilliseconds,
+            deviceContext: deviceContext)
     }
 }

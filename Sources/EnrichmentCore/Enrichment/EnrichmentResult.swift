@@ -95,6 +95,8 @@ public struct EnrichmentResult: Sendable {
     public var evaluatedAt: Double
     /// Milliseconds spent on the places search, when one ran.
     public var placesMilliseconds: Double?
+    /// The device's regions and zone used by the template, when location intelligence knows any.
+    public var deviceContext: DeviceContext? = nil
 
 }
 
@@ -147,6 +149,7 @@ extension EnrichmentResult {
                 d.field("message", degraded.message)
             }
         }
+        if let deviceContext, !deviceContext.isEmpty { o.field("device_context", object: deviceContext) }
         o.field("evaluated_at", evaluatedAt)
         return o.finished()
     }

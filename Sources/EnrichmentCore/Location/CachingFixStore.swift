@@ -99,6 +99,11 @@ public final class CachingFixStore: FixStore {
         return found
     }
 
+    public func expireFixes(takenAtOrBefore cutoff: Double) async throws -> Int {
+        // A cached last fix this old is past any fix age the enricher accepts; the cache needs no change.
+        try await base.expireFixes(takenAtOrBefore: cutoff)
+    }
+
     public func fixes(deviceId: String, after: Double, limit: Int) async throws -> [LocationFix] {
         try await base.fixes(deviceId: deviceId, after: after, limit: limit)
     }

@@ -43,6 +43,13 @@ public protocol FixStore: Sendable {
     func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix]
     /// A device's fixes with a fix time after `after`, oldest first, at most `limit` (the visit detector's read).
     func fixes(deviceId: String, after: Double, limit: Int) async throws -> [LocationFix]
+    /// Removes every fix taken at or before `cutoff` (retention); returns how many went.
+    func expireFixes(takenAtOrBefore cutoff: Double) async throws -> Int
+}
+
+extension FixStore {
+    /// Stores that keep nothing for long (test doubles, read-only views) have nothing to expire.
+    public func expireFixes(takenAtOrBefore cutoff: Double) async throws -> Int { 0 }
 }
 
 extension LocationFix {

@@ -54,7 +54,7 @@ public final class DeliveryEngine: Sendable {
     let clock: any WallClock
     let logger: Logger
     let observer: (any DeliveryObserver)?
-    let feedback: FeedbackWebhook?
+    let feedback: WebhookQueue?
     /// The name of this process; each lane claims as `<node>-<lane>`.
     public let node: String
     /// True when one process owns the store (SQLite): claims left by a previous run are released at start.
@@ -88,7 +88,7 @@ public final class DeliveryEngine: Sendable {
         self.clock = clock
         self.logger = logger
         self.observer = observer
-        self.feedback = settings.feedbackURL.map { FeedbackWebhook(url: $0, logger: logger) }
+        self.feedback = settings.feedbackURL.map { WebhookQueue(url: $0, name: "feedback", logger: logger) }
         self.node = "node-\(UUID().uuidString.prefix(8).lowercased())"
         self.exclusiveStore = exclusiveStore
         self.lanes = max(1, lanes)
@@ -434,7 +434,7 @@ public final class DeliveryEngine: Sendable {
                         "token": "\(DeviceTokenFormat.redacted(registration.token))",
                         "reason": "\(deactivation.reason)",
                     ])
-                feedback?.post(registration)
+                feedback?.post(WebhookQueue.body(registration))
             } catch {
                 logger.error("cannot deactivate a token", metadata: ["error": "\(error)"])
             }

@@ -3,6 +3,8 @@ import EnrichmentRuntime
 import Essentials
 import Foundation
 import Hummingbird
+import LocationCore
+import Logging
 
 /// Location reports and per-device data: `/v1/devices/{deviceId}/...`.
 struct DeviceRoutes {
@@ -11,10 +13,16 @@ struct DeviceRoutes {
     struct IngestResult: JSONObjectRepresentable {
         var accepted: Int
         var rejected: [OpenLocateBatch.Rejection]
+        /// Location events the batch raised (region and zone enter/exit, detected visits).
+        var events: Int?
+        /// Why location intelligence could not evaluate the batch (the fixes are stored regardless).
+        var locationError: String?
 
         func writeJSON(into object: inout JSONObjectWriter) {
             object.field("accepted", accepted)
             object.field("rejected", objects: rejected)
+            object.field("events", events.map { Int64($0) })
+            object.field("location_error", locationError)
         }
     }
 
@@ -32,6 +40,9 @@ struct DeviceRoutes {
             object.field("longitude", fix.coordinate.longitude)
             object.field("received_at", fix.receivedAt)
             object.field("utc_timestamp", fix.fixTime)
+            if case .object(let extras)? = fix.extras {
+                for (key, value) in extras.sorted(by: { $0.key < $1.key }) { object.field(key, json: value) }
+            }
         }
     }
 
@@ -39,9 +50,11 @@ struct DeviceRoutes {
         var deviceId: String
         var deletedFixes: Int
         var deletedTokens: Int
+        var deletedLocationRecords: Int
 
         func writeJSON(into object: inout JSONObjectWriter) {
             object.field("deleted_fixes", deletedFixes)
+            object.field("deleted_location_records", deletedLocationRecords)
             object.field("deleted_tokens", deletedTokens)
             object.field("device_id", deviceId)
         }
@@ -70,10 +83,21 @@ struct DeviceRoutes {
             // Stored (and committed) before we acknowledge: an accepted fix is never lost.
             try await state.fixes.insert(batch.accepted)
             state.metrics.fixes(accepted: batch.accepted.count, rejected: batch.rejected.count)
+            // Regions and visits after the commit: a failure here is reported, and the fixes stay stored.
+            var events: Int?
+            var locationError: String?
+            do {
+                events = try await state.location.ingested(batch.accepted)
+            } catch {
+                context.logger.error("location evaluation failed", metadata: ["error": "\(error)"])
+                locationError = "regions and visits were not evaluated for this batch: \(error)"
+            }
             let status: HTTPResponse.Status =
                 batch.accepted.isEmpty && !batch.rejected.isEmpty ? .unprocessableContent : .ok
             return JSONIO.response(
-                IngestResult(accepted: batch.accepted.count, rejected: batch.rejected), status: status)
+                IngestResult(
+                    accepted: batch.accepted.count, rejected: batch.rejected, events: events,
+                    locationError: locationError), status: status)
         }
         devices.get(":deviceId/location") { _, context in
             let id = try Self.deviceId(context)
@@ -87,7 +111,10 @@ struct DeviceRoutes {
             let id = try Self.deviceId(context)
             let removed = try await state.fixes.deleteDevice(id)
             let tokens = try await state.tokens.removeDevice(id)
-            return JSONIO.response(DeleteResult(deviceId: id, deletedFixes: removed, deletedTokens: tokens))
+            let location = try await state.location.store.deleteLocationData(deviceId: id)
+            return JSONIO.response(
+                DeleteResult(
+                    deviceId: id, deletedFixes: removed, deletedTokens: tokens, deletedLocationRecords: location))
         }
     }
 }

@@ -81,6 +81,7 @@ public enum LocationCodec {
         for (id, log) in state.logs { logs[id] = .array([.bool(log.didEnter), .double(log.date)]) }
         var object: [String: JSONValue] = ["poi_regions": .array(state.poiRegions.map(json)), "logs": .object(logs)]
         if let last = state.lastFixTime { object["last_fix_time"] = .double(last) }
+        if let after = state.detectAfter { object["detect_after"] = .double(after) }
         return String(decoding: JSONWriter.bytes(.object(object)), as: UTF8.self)
     }
 
@@ -93,7 +94,8 @@ public enum LocationCodec {
             logs[id] = DeviceRegionState.Log(didEnter: enter, date: try double(pair[1], "log date"))
         }
         return DeviceRegionState(
-            poiRegions: try regions.map(region), logs: logs, lastFixTime: json["last_fix_time"]?.lenientDouble)
+            poiRegions: try regions.map(region), logs: logs, lastFixTime: json["last_fix_time"]?.lenientDouble,
+            detectAfter: json["detect_after"]?.lenientDouble)
     }
 
     // MARK: Events

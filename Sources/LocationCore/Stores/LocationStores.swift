@@ -64,11 +64,16 @@ public struct DeviceRegionState: Sendable, Equatable {
     public var logs: [String: Log]
     /// The newest fix time evaluated (fixes at or before it were seen already).
     public var lastFixTime: Double?
+    /// The visit detector reads fixes after this time: earlier ones can no longer be part of a new visit.
+    public var detectAfter: Double?
 
-    public init(poiRegions: [Region] = [], logs: [String: Log] = [:], lastFixTime: Double? = nil) {
+    public init(
+        poiRegions: [Region] = [], logs: [String: Log] = [:], lastFixTime: Double? = nil, detectAfter: Double? = nil
+    ) {
         self.poiRegions = poiRegions
         self.logs = logs
         self.lastFixTime = lastFixTime
+        self.detectAfter = detectAfter
     }
 
     /// The regions the device is inside now, by id.

@@ -27,6 +27,12 @@ public struct VisitDetector: Sendable {
 
     /// The visits closed in `fixes` (any order; sorted by fix time here), as intake items with their ids.
     public func detect(_ fixes: [LocationFix], deviceId: String) -> [VisitIntake.Item] {
+        scan(fixes, deviceId: deviceId).visits
+    }
+
+    /// The visits closed in `fixes`, and the time after which the next scan must start: fixes at or before it
+    /// can no longer belong to a new visit (nil when `fixes` is empty).
+    public func scan(_ fixes: [LocationFix], deviceId: String) -> (visits: [VisitIntake.Item], resumeAfter: Double?) {
         var usable = fixes.enumerated().filter { _, fix in
             fix.horizontalAccuracy.map { $0 <= parameters.maximumFixAccuracy } ?? true
         }
@@ -36,6 +42,7 @@ public struct VisitDetector: Sendable {
         var stream: [LocationFix] = []
         for (_, fix) in usable where stream.last?.fixTime != fix.fixTime { stream.append(fix) }
         var items: [VisitIntake.Item] = []
+        var resumeAfter = stream.last?.fixTime
         var i = 0
         while i < stream.count {
             let anchor = stream[i]
@@ -54,8 +61,12 @@ public struct VisitDetector: Sendable {
                     break
                 }
             }
-            // The stay is stream[i..<j]. Open (reached the end, not closed by a marker): not emitted yet.
-            if j == stream.count && !closedByExit { break }
+            // The stay is stream[i..<j]. Open (reached the end, not closed by a marker): not emitted yet, and the
+            // next scan starts at its first fix.
+            if j == stream.count && !closedByExit {
+                resumeAfter = anchor.fixTime.nextDown
+                break
+            }
             let stay = stream[i..<j]
             let span = stay.last!.fixTime - stay.first!.fixTime
             if span >= parameters.minimumDuration || (marked && closedByExit && stay.count > 1) {
@@ -65,7 +76,7 @@ public struct VisitDetector: Sendable {
                 i += 1
             }
         }
-        return items
+        return (items, resumeAfter)
     }
 
     /// The visit of a stay: mean position, accuracy from the spread and the fixes' own accuracy.

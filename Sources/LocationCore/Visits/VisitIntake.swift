@@ -8,12 +8,12 @@ public struct VisitIntake: Sendable {
     public var settings: LocationSettings
     public var figmm: FIGMM
 
-    /// `makeId` names new ZOIs (random UUIDs when nil).
-    public init(settings: LocationSettings, makeId: (@Sendable () -> String)? = nil) {
+    /// `makeId` names new ZOIs after the visit that creates them (`zoi-<visit id>` when nil).
+    public init(settings: LocationSettings, makeId: (@Sendable (Visit) -> String)? = nil) {
         self.settings = settings
-        self.figmm = FIGMM(
-            classificationEnabled: settings.classificationEnabled,
-            makeId: makeId ?? { UUID().uuidString.lowercased() })
+        self.figmm =
+            makeId.map { FIGMM(classificationEnabled: settings.classificationEnabled, makeId: $0) }
+            ?? FIGMM(classificationEnabled: settings.classificationEnabled)
     }
 
     /// One item of a visits request, read but not yet judged.

@@ -8,10 +8,13 @@ import Foundation
 public struct FIGMM: Sendable {
     /// Run the time features and home/work labels (§3) after every visit.
     public var classificationEnabled: Bool
-    /// Makes the id of a new ZOI (stable for its life).
-    public var makeId: @Sendable () -> String
+    /// Makes the id of a new ZOI from the visit that creates it (stable for the ZOI's life). The default,
+    /// `zoi-<visit id>`, makes replays of one file give the same ids everywhere.
+    public var makeId: @Sendable (Visit) -> String
 
-    public init(classificationEnabled: Bool = true, makeId: @escaping @Sendable () -> String) {
+    public init(
+        classificationEnabled: Bool = true, makeId: @escaping @Sendable (Visit) -> String = { "zoi-\($0.id)" }
+    ) {
         self.classificationEnabled = classificationEnabled
         self.makeId = makeId
     }
@@ -65,7 +68,7 @@ public struct FIGMM: Sendable {
             let sigma = 2.0 * visit.horizontalAccuracy
             let inv = pow(sigma, -2)
             let zoi = ZoneOfInterest(
-                id: makeId(), meanX: px, meanY: py, inverse: [inv * 1.0, inv * 0.0, inv * 0.0, inv * 1.0],
+                id: makeId(visit), meanX: px, meanY: py, inverse: [inv * 1.0, inv * 0.0, inv * 0.0, inv * 1.0],
                 det: pow(pow(sigma, 2), 2), prior: 1.0, accumulator: 1.0, age: 1.0, visitIds: [],
                 startTime: visit.arrival, endTime: visit.departure, duration: visit.duration,
                 weeklyDensity: [Double](repeating: 0, count: 168), period: ZOIPeriod.unqualified, wktPolygon: "")

@@ -1,0 +1,34 @@
+public import Essentials
+
+/// Where a device is, as location intelligence knows it: the regions it is inside and, when it is inside a zone
+/// classified home or work, which one. Enrichment offers it to the body template and reports it.
+public struct DeviceContext: Sendable, Equatable {
+    /// Ids of the regions the device is inside (custom, POI and zone regions).
+    public var regions: [String]
+    /// A readable name of the region it is in: a custom region's own id, else a POI region's POI name.
+    public var region: String?
+    /// `home` or `work` when inside a classified zone.
+    public var zone: String?
+
+    public init(regions: [String] = [], region: String? = nil, zone: String? = nil) {
+        self.regions = regions
+        self.region = region
+        self.zone = zone
+    }
+
+    public var isEmpty: Bool { regions.isEmpty && zone == nil }
+}
+
+extension DeviceContext: JSONObjectRepresentable {
+    public func writeJSON(into object: inout JSONObjectWriter) {
+        object.field("regions", strings: regions)
+        object.field("region", region)
+        object.field("zone", zone)
+    }
+}
+
+/// Gives the enricher a device's context (location intelligence implements it).
+public protocol DeviceContextProvider: Sendable {
+    /// The device's context, or nil when nothing is known.
+    func context(deviceId: String) async throws -> DeviceContext?
+}

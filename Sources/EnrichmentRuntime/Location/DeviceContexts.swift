@@ -1,0 +1,69 @@
+public import EnrichmentCore
+import Essentials
+public import LocationCore
+import Synchronization
+
+/// The device contexts (regions inside, home/work zone) the enricher offers its template: computed as regions
+/// are evaluated and kept in memory; read from the store on a miss or after `ttl` (other nodes may have
+/// evaluated the device since).
+public final class DeviceContexts: DeviceContextProvider, Sendable {
+    let store: any RegionStateStore
+    let ttl: Duration
+    let cache = Mutex<[String: (context: DeviceContext, at: ContinuousClock.Instant)]>([:])
+
+    public init(store: any RegionStateStore, ttl: Duration) {
+        self.store = store
+        self.ttl = ttl
+    }
+
+    func remember(_ contexts: [String: DeviceContext]) {
+        let now = ContinuousClock.now
+        cache.withLock { cache in
+            // Bounded: past a million devices start again (entries are cheap to read back).
+            if cache.count > 1_000_000 { cache.removeAll() }
+            for (device, context) in contexts { cache[device] = (context, now) }
+        }
+    }
+
+    func forget(_ deviceId: String) { cache.withLock { _ = $0.removeValue(forKey: deviceId) } }
+
+    func forgetAll() { cache.withLock { $0.removeAll() } }
+
+    /// The device's context from its region state and classified zones.
+    static func context(_ state: DeviceRegionState, zones: [ZoneOfInterest]) -> DeviceContext {
+        let inside = state.inside
+        let ids = inside.sorted { a, b in
+            let ra = a.hasPrefix("custom_") ? 0 : (a.hasPrefix("poi_") ? 1 : 2)
+            let rb = b.hasPrefix("custom_") ? 0 : (b.hasPrefix("poi_") ? 1 : 2)
+            return ra != rb ? ra < rb : a < b
+        }
+        var name: String?
+        if let first = ids.first(where: { $0.hasPrefix("custom_") }) {
+            name = String(first.dropFirst("custom_".count))
+        } else if let poi = state.poiRegions.first(where: { inside.contains($0.id) }) {
+            name = poi.extra["name"]?.stringValue
+        }
+        var zone: String?
+        for zoi in zones where inside.contains("zoi_\(zoi.id)") {
+            if zoi.period == ZOIPeriod.home {
+                zone = "home"
+            } else if zoi.period == ZOIPeriod.work, zone == nil {
+                zone = "work"
+            }
+        }
+        return DeviceContext(regions: ids, region: name, zone: zone)
+    }
+
+    public func context(deviceId: String) async throws -> DeviceContext? {
+        let ttl = ttl
+        if let cached = cache.withLock({ $0[deviceId] }), ContinuousClock.now - cached.at < ttl {
+            return cached.context.isEmpty ? nil : cached.context
+        }
+        // A device with nothing evaluated yet is remembered as empty too, so enrichment reads it once.
+        let context = try await store.updateRegionStates(deviceIds: [deviceId]) { states, zones in
+            (states, [], states[deviceId].map { Self.context($0, zones: zones[deviceId] ?? []) } ?? DeviceContext())
+        }
+        remember([deviceId: context])
+        return context.isEmpty ? nil : context
+    }
+}

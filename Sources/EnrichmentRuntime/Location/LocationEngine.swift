@@ -1,0 +1,363 @@
+public import EnrichmentCore
+public import Essentials
+import Foundation
+public import LocationCore
+import Logging
+import Synchronization
+
+/// Location intelligence over the stores (LOCATION.md): reported and detected visits through the SDK's ZOI
+/// pipeline, custom, POI and zone regions evaluated as fixes arrive, their events, the webhook, region pushes,
+/// retention, and the device context the enricher offers its template.
+public final class LocationEngine: Sendable {
+    public let store: any LocationStore
+    public let settings: LocationSettings
+    let fixes: any FixStore
+    let intake: VisitIntake
+    let evaluator: RegionEvaluator
+    let detector: VisitDetector
+    /// The local places index the POI regions come from (nil: no POI regions).
+    let index: PlacesIndex?
+    let clock: any WallClock
+    let logger: Logger
+    let webhook: WebhookQueue?
+    let delivery: DeliveryEngine?
+    let custom: Mutex<CustomRegionSet>
+    /// The device contexts the enricher reads, refreshed here as regions are evaluated.
+    public let contexts: DeviceContexts
+
+    /// Most fixes the detector reads for one device at a time.
+    static let detectorWindow = 50_000
+
+    init(
+        store: any LocationStore, fixes: any FixStore, settings: LocationSettings, index: PlacesIndex?,
+        webhookURL: String?, delivery: DeliveryEngine?, contexts: DeviceContexts, clock: any WallClock,
+        logger: Logger
+    ) async throws {
+        self.store = store
+        self.fixes = fixes
+        self.settings = settings
+        self.intake = VisitIntake(settings: settings)
+        self.evaluator = RegionEvaluator(settings: settings)
+        self.detector = VisitDetector(parameters: settings.detector)
+        self.index = settings.poiRegionsEnabled ? index : nil
+        self.clock = clock
+        self.logger = logger
+        self.webhook = webhookURL.map { WebhookQueue(url: $0, name: "location", logger: logger) }
+        self.delivery = delivery
+        self.contexts = contexts
+        self.custom = Mutex(CustomRegionSet(try await store.regions()))
+    }
+
+    // MARK: Visits
+
+    /// What a visits request did.
+    public struct VisitReport: Sendable {
+        public var accepted: [Visit]
+        public var rejected: [VisitIntake.Rejection]
+        public var events: Int
+    }
+
+    /// Runs a `{"visits": [...]}` document through §1.2, §3.7 and §2 for the device, in order, and commits it.
+    public func reportVisits(deviceId: String, document: JSONValue) async throws -> VisitReport {
+        let items = try VisitIntake.parse(document)
+        return try await process(items, deviceId: deviceId)
+    }
+
+    func process(_ items: [Result<VisitIntake.Item, VisitIntake.Rejection>], deviceId: String) async throws
+        -> VisitReport
+    {
+        let now = clock.now().timeIntervalSince1970
+        let intake = self.intake
+        let (outcome, events) = try await store.updateVisits(deviceId: deviceId) { state in
+            let (change, outcome) = intake.run(items, deviceId: deviceId, state: state, now: now)
+            return (change, (outcome, change.events))
+        }
+        publish(events)
+        contexts.forget(deviceId)
+        return VisitReport(accepted: outcome.accepted, rejected: outcome.rejected, events: events.count)
+    }
+
+    /// The device's ZOIs, or nil when the service knows nothing of the device.
+    public func zois(deviceId: String) async throws -> [ZoneOfInterest]? {
+        let zois = try await store.zois(deviceId: deviceId)
+        if zois.isEmpty, try await !store.knowsDevice(deviceId) { return nil }
+        return zois
+    }
+
+    /// The device's visits, or nil when the service knows nothing of the device.
+    public func visits(deviceId: String) async throws -> [Visit]? {
+        let visits = try await store.visits(deviceId: deviceId)
+        if visits.isEmpty, try await !store.knowsDevice(deviceId) { return nil }
+        return visits
+    }
+
+    /// The device's events (oldest first), or nil when the service knows nothing of the device.
+    public func events(deviceId: String, limit: Int) async throws -> [LocationEvent]? {
+        let events = try await store.events(deviceId: deviceId, limit: limit)
+        if events.isEmpty, try await !store.knowsDevice(deviceId) { return nil }
+        return events
+    }
+
+    // MARK: Regions
+
+    /// Why a region was refused.
+    public struct RegionProblem: Error, Sendable, CustomStringConvertible {
+        public var field: String
+        public var description: String
+    }
+
+    /// Reads a `POST /v1/regions` body into a custom region (`custom_<id>`), checked.
+    public func region(from document: JSONValue) throws(RegionProblem) -> Region {
+        guard case .object(let fields) = document else {
+            throw RegionProblem(
+                field: "body",
+                description: "body must be a JSON object {\"id\", \"latitude\", \"longitude\", \"radius\"}")
+        }
+        let known: Set<String> = [
+            "id", "latitude", "longitude", "radius", "wifi_ssid", "wifi_bssid", "policy", "push_payload",
+        ]
+        if let unknown = fields.keys.sorted().first(where: { !known.contains($0) }) {
+            throw RegionProblem(
+                field: unknown,
+                description: "\(unknown) is not a region field; allowed: \(known.sorted().joined(separator: ", "))")
+        }
+        guard let id = fields["id"]?.stringValue, !id.isEmpty, id.utf8.count <= 200 else {
+            throw RegionProblem(field: "id", description: "id must be a non-empty string of at most 200 bytes")
+        }
+        guard !id.contains("position") else {
+            throw RegionProblem(
+                field: "id", description: "id must not contain 'position': the SDK treats such regions as its own")
+        }
+        func number(_ key: String) throws(RegionProblem) -> Double {
+            guard let raw = fields[key], let value = raw.lenientDouble, value.isFinite, raw.stringValue == nil else {
+                throw RegionProblem(field: key, description: "\(key) must be a number")
+            }
+            return value
+        }
+        let latitude = try number("latitude")
+        let longitude = try number("longitude")
+        let radius = try number("radius")
+        guard (-90...90).contains(latitude) else {
+            throw RegionProblem(field: "latitude", description: "latitude \(latitude) is outside [-90, 90]")
+        }
+        guard (-180...180).contains(longitude) else {
+            throw RegionProblem(field: "longitude", description: "longitude \(longitude) is outside [-180, 180]")
+        }
+        guard settings.customRadius.contains(radius) else {
+            throw RegionProblem(
+                field: "radius",
+                description:
+                    "radius \(radius) is outside \(settings.customRadius.lowerBound)-\(settings.customRadius.upperBound) metres"
+            )
+        }
+        var ssid: String?
+        if let raw = fields["wifi_ssid"], raw != .null {
+            guard let text = raw.stringValue, !text.isEmpty, text.utf8.count <= 32 else {
+                throw RegionProblem(field: "wifi_ssid", description: "wifi_ssid must be a network name of 1-32 bytes")
+            }
+            ssid = text
+        }
+        var bssid: String?
+        if let raw = fields["wifi_bssid"], raw != .null {
+            let parts = raw.stringValue?.split(separator: ":", omittingEmptySubsequences: false) ?? []
+            guard parts.count == 6, parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isHexDigit) }) else {
+                throw RegionProblem(field: "wifi_bssid", description: "wifi_bssid must look like a4:2b:b0:12:34:56")
+            }
+            bssid = raw.stringValue?.lowercased()
+        }
+        var policy = Region.Policy.either
+        if let raw = fields["policy"], raw != .null {
+            guard let text = raw.stringValue, let value = Region.Policy(rawValue: text) else {
+                throw RegionProblem(field: "policy", description: "policy must be circle, wifi or either")
+            }
+            policy = value
+        }
+        var payload: JSONValue?
+        if let raw = fields["push_payload"], raw != .null {
+            guard case .object = raw, raw["aps"]?.objectValue != nil else {
+                throw RegionProblem(
+                    field: "push_payload",
+                    description: "push_payload must be an APNs payload object with an aps dictionary")
+            }
+            payload = raw
+        }
+        return Region(
+            id: "custom_\(id)", latitude: latitude, longitude: longitude, radius: radius, wifiSSID: ssid,
+            wifiBSSID: bssid, policy: policy, pushPayload: payload)
+    }
+
+    /// Adds or replaces a custom region; returns whether it was new.
+    public func putRegion(_ region: Region) async throws -> Bool {
+        let created = try await store.putRegion(region)
+        try await reloadRegions()
+        return created
+    }
+
+    public func regions() async throws -> [Region] { try await store.regions() }
+
+    /// Removes a custom region by its stored id (`custom_…`) or the id it was created with.
+    public func deleteRegion(id: String) async throws -> Bool {
+        let stored = id.hasPrefix("custom_") ? id : "custom_\(id)"
+        let removed = try await store.deleteRegion(id: stored)
+        try await reloadRegions()
+        return removed
+    }
+
+    /// Reads the custom regions again (other nodes may have changed them).
+    public func reloadRegions() async throws {
+        let regions = try await store.regions()
+        custom.withLock { $0 = CustomRegionSet(regions) }
+    }
+
+    // MARK: Fixes
+
+    /// Evaluates regions on fixes just stored, then looks for visits in them; returns how many events came out.
+    ///
+    /// Called after the fixes are committed: a failure here loses no fix (the next batch evaluates from where
+    /// this one stopped).
+    @discardableResult
+    public func ingested(_ batch: [LocationFix]) async throws -> Int {
+        guard !batch.isEmpty, settings.regionsEnabled || settings.detectVisits else { return 0 }
+        var byDevice: [String: [LocationFix]] = [:]
+        for fix in batch { byDevice[fix.deviceId, default: []].append(fix) }
+        let regionsOn = settings.regionsEnabled
+        let evaluator = self.evaluator
+        let customSet = custom.withLock { $0 }
+        let perDevice = settings.customRegionsPerDevice
+        let index = self.index
+        let query = PlacesQuery(limit: settings.poiRegionsCount)
+        let zoneRadius = settings.classifiedZOIRadius
+        let grouped = byDevice
+        let (events, detectFrom, contexts) = try await store.updateRegionStates(deviceIds: Array(grouped.keys)) {
+            states, zones in
+            var updated = states
+            var events: [LocationEvent] = []
+            var detectFrom: [String: Double?] = [:]
+            var contexts: [String: DeviceContext] = [:]
+            for (device, fixes) in grouped {
+                var state = states[device] ?? DeviceRegionState()
+                detectFrom[device] = state.detectAfter
+                if regionsOn {
+                    let zoneRegions = (zones[device] ?? []).map { RegionEvaluator.zoneRegion($0, radius: zoneRadius) }
+                    events += evaluator.evaluate(
+                        fixes.map { .init(fix: $0, wifiSSID: $0.wifiSSID, wifiBSSID: $0.wifiBSSID) }, deviceId: device,
+                        state: &state, zones: zoneRegions, custom: { customSet.nearest($0, count: perDevice) },
+                        customById: { customSet.byId[$0] },
+                        pois: index.map { index in { index.nearest(to: $0, query: query) } })
+                    contexts[device] = DeviceContexts.context(state, zones: zones[device] ?? [])
+                }
+                updated[device] = state
+            }
+            return (updated, events, (events, detectFrom, contexts))
+        }
+        self.contexts.remember(contexts)
+        publish(events)
+        await pushOnEnter(events, regions: customSet)
+        if settings.detectVisits {
+            for (device, after) in detectFrom { try await detectVisits(deviceId: device, after: after) }
+        }
+        return events.count
+    }
+
+    /// Runs the detector over the device's fixes after `after` and reports what it finds as visits.
+    func detectVisits(deviceId: String, after: Double?) async throws {
+        let fixes = try await self.fixes.fixes(
+            deviceId: deviceId, after: after ?? -Double.greatestFiniteMagnitude, limit: Self.detectorWindow)
+        guard !fixes.isEmpty else { return }
+        let (items, resume) = detector.scan(fixes, deviceId: deviceId)
+        if !items.isEmpty {
+            let report = try await process(items.map { .success($0) }, deviceId: deviceId)
+            if !report.accepted.isEmpty {
+                logger.debug("visits detected from fixes", metadata: ["count": "\(report.accepted.count)"])
+            }
+        }
+        guard let resume, resume != after else { return }
+        try await store.updateRegionStates(deviceIds: [deviceId]) { states, _ in
+            var state = states[deviceId] ?? DeviceRegionState()
+            // Only forward: a concurrent batch may have moved it further.
+            if (state.detectAfter ?? -Double.infinity) < resume { state.detectAfter = resume }
+            return ([deviceId: state], [], ())
+        }
+    }
+
+    /// A region with a push payload sends it (enriched) to the device when the device enters.
+    func pushOnEnter(_ events: [LocationEvent], regions: CustomRegionSet) async {
+        guard let delivery else { return }
+        for event in events where event.type == "region_enter" {
+            guard case .string(let id)? = event.fields["region_id"], let payload = regions.byId[id]?.pushPayload else {
+                continue
+            }
+            let push = PushDefinition(
+                id: UUID().uuidString.lowercased(), createdAt: clock.now().timeIntervalSince1970, payload: payload,
+                pushType: "alert", priority: 10, enrich: true, deviceIds: [event.deviceId])
+            do {
+                let receipt = try await delivery.submit(push)
+                logger.info(
+                    "region entry push submitted",
+                    metadata: ["region": "\(id)", "push": "\(push.id)", "deliveries": "\(receipt.deliveries)"])
+            } catch {
+                logger.warning("region entry push not submitted", metadata: ["region": "\(id)", "error": "\(error)"])
+            }
+        }
+    }
+
+    func publish(_ events: [LocationEvent]) {
+        guard let webhook else { return }
+        for event in events { webhook.post(JSONWriter.bytes(event.json)) }
+    }
+
+    // MARK: Retention
+
+    /// What one retention pass removed.
+    public struct RetentionReport: Sendable, Equatable {
+        public var visits: Int
+        public var events: Int
+        public var fixes: Int
+    }
+
+    /// Removes fixes, visits and events captured at or before `now − retention_days` (LOCATION.md §5, with the
+    /// intended per-visit ZOI update).
+    public func runRetention(now: Double) async throws -> RetentionReport {
+        let cutoff = now - Double(settings.retentionDays) * 86_400
+        let (visits, events) = try await store.expire(recordedAtOrBefore: cutoff) { zois, expiring, remaining in
+            FIGMM.removeVisits(expiring, from: zois, remaining: remaining)
+        }
+        let fixes = try await self.fixes.expireFixes(takenAtOrBefore: cutoff)
+        contexts.forgetAll()
+        return RetentionReport(visits: visits, events: events, fixes: fixes)
+    }
+
+    /// Runs retention once a day until cancelled (the first pass one day after start, as the SDK's first
+    /// activation cleans nothing); sends queued webhook events meanwhile.
+    public func runBackgroundWork(followRegions: Bool) async {
+        await withTaskGroup(of: Void.self) { group in
+            if let webhook { group.addTask { await webhook.run() } }
+            if followRegions {
+                group.addTask {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .seconds(1))
+                        try? await self.reloadRegions()
+                    }
+                }
+            }
+            group.addTask {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(86_400))
+                    if Task.isCancelled { break }
+                    do {
+                        let report = try await self.runRetention(now: self.clock.now().timeIntervalSince1970)
+                        self.logger.info(
+                            "location retention ran",
+                            metadata: [
+                                "visits": "\(report.visits)", "events": "\(report.events)", "fixes": "\(report.fixes)",
+                            ])
+                    } catch {
+                        self.logger.error(
+                            "location retention failed; retrying tomorrow", metadata: ["error": "\(error)"])
+                    }
+                }
+            }
+            await group.waitForAll()
+        }
+    }
+}

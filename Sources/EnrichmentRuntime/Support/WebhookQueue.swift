@@ -1,0 +1,88 @@
+import AsyncHTTPClient
+import EnrichmentCore
+import Essentials
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// Posts JSON events to a webhook URL, off the caller's path: token deactivations (`ENRICH_FEEDBACK_URL`) and
+/// location events (`ENRICH_LOCATION_WEBHOOK_URL`).
+///
+/// `post` never waits: events queue (at most `capacity`; beyond it the oldest are dropped and counted) and one
+/// task sends them in order, each with up to `attempts` tries and backoff. Bodies are never logged.
+final class WebhookQueue: Sendable {
+    let url: String
+    let name: String
+    let attempts: Int
+    let logger: Logger
+    private let events: AsyncStream<[UInt8]>
+    private let continuation: AsyncStream<[UInt8]>.Continuation
+
+    init(url: String, name: String, attempts: Int = 3, capacity: Int = 10_000, logger: Logger) {
+        self.url = url
+        self.name = name
+        self.attempts = attempts
+        self.logger = logger
+        (events, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(capacity))
+    }
+
+    /// Queues one event body.
+    func post(_ body: [UInt8]) {
+        if case .dropped = continuation.yield(body) {
+            logger.warning("\(name) webhook queue full; the oldest event was dropped")
+        }
+    }
+
+    /// Ends the queue; `run` returns once the queued events are sent (or given up).
+    func finish() { continuation.finish() }
+
+    /// Sends queued events until `finish()` and the queue is empty.
+    func run() async {
+        for await body in events {
+            await send(body)
+        }
+    }
+
+    private func send(_ body: [UInt8]) async {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "content-type", value: "application/json")
+        request.body = .bytes(ByteBuffer(bytes: body))
+        var delay = 0.5
+        for attempt in 1...attempts {
+            do {
+                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(5))
+                _ = try? await response.body.collect(upTo: 64 << 10)
+                if (200...299).contains(response.status.code) { return }
+                logger.warning(
+                    "\(name) webhook refused an event",
+                    metadata: ["status": "\(response.status.code)", "attempt": "\(attempt)"])
+            } catch {
+                logger.warning(
+                    "\(name) webhook unreachable", metadata: ["error": "\(error)", "attempt": "\(attempt)"])
+            }
+            if attempt < attempts {
+                try? await Task.sleep(for: .milliseconds(Int64(delay * 1000)))
+                delay *= 2
+            }
+        }
+        logger.error("\(name) webhook event given up after \(attempts) attempts")
+    }
+}
+
+extension WebhookQueue {
+    /// The JSON body of one token deactivation.
+    static func body(_ registration: TokenRegistration) -> [UInt8] {
+        var o = JSONObjectWriter(capacity: 512)
+        o.field("event", "token_deactivated")
+        o.field("device_id", registration.deviceId)
+        o.field("token", registration.token)
+        o.field("topic", registration.topic)
+        o.field("environment", registration.environment.rawValue)
+        o.field("reason", registration.reason)
+        o.field("invalidated_at", registration.invalidatedAt)
+        o.field("registered_at", registration.registeredAt)
+        return o.finished()
+    }
+}

@@ -1,0 +1,119 @@
+import EnrichmentCore
+import EnrichmentRuntime
+import Essentials
+import Foundation
+import Hummingbird
+import LocationCore
+
+/// Visits, zones of interest, events (`/v1/devices/{deviceId}/visits|zois|events`) and custom regions
+/// (`/v1/regions`).
+struct LocationRoutes {
+    let state: ServiceState
+
+    struct VisitsResult: JSONObjectRepresentable {
+        var report: LocationEngine.VisitReport
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("accepted", report.accepted.count)
+            object.field("accepted_ids", strings: report.accepted.map(\.id))
+            object.field("rejected", objects: report.rejected)
+            object.field("events", report.events)
+        }
+    }
+
+    struct VisitList: JSONObjectRepresentable {
+        var visits: [Visit]
+        func writeJSON(into object: inout JSONObjectWriter) { object.field("visits", objects: visits) }
+    }
+
+    struct EventList: JSONObjectRepresentable {
+        var events: [LocationEvent]
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("events", json: .array(events.map(\.json)))
+        }
+    }
+
+    struct RegionList: JSONObjectRepresentable {
+        var regions: [Region]
+        func writeJSON(into object: inout JSONObjectWriter) { object.field("regions", objects: regions) }
+    }
+
+    struct Deleted: JSONObjectRepresentable {
+        var id: String
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("deleted", true)
+            object.field("id", id)
+        }
+    }
+
+    static func unknownDevice(_ id: String) -> APIError {
+        APIError(
+            .notFound, reason: "unknown_device",
+            message: "nothing is known of device '\(id)': report locations or visits for it first")
+    }
+
+    func register(on router: RouteRecorder) {
+        let location = state.location
+        let devices = router.group("/v1/devices")
+        devices.post(":deviceId/visits") { request, context in
+            let id = try DeviceRoutes.deviceId(context)
+            let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
+            let report: LocationEngine.VisitReport
+            do {
+                report = try await location.reportVisits(deviceId: id, document: document)
+            } catch let error as VisitRequestError {
+                throw APIError(.badRequest, reason: "invalid_visits", message: error.description)
+            }
+            return JSONIO.response(VisitsResult(report: report))
+        }
+        devices.get(":deviceId/visits") { _, context in
+            let id = try DeviceRoutes.deviceId(context)
+            guard let visits = try await location.visits(deviceId: id) else { throw Self.unknownDevice(id) }
+            return JSONIO.response(VisitList(visits: visits))
+        }
+        devices.get(":deviceId/zois") { _, context in
+            let id = try DeviceRoutes.deviceId(context)
+            guard let zois = try await location.zois(deviceId: id) else { throw Self.unknownDevice(id) }
+            return JSONIO.response(ZOIList(zois))
+        }
+        devices.get(":deviceId/events") { request, context in
+            let id = try DeviceRoutes.deviceId(context)
+            var limit = 1000
+            if let raw = request.uri.queryParameters.get("limit") {
+                guard let value = Int(raw), (1...10_000).contains(value) else {
+                    throw APIError.invalid("invalid_limit", "limit must be an integer 1-10000", field: "limit")
+                }
+                limit = value
+            }
+            guard let events = try await location.events(deviceId: id, limit: limit) else {
+                throw Self.unknownDevice(id)
+            }
+            return JSONIO.response(EventList(events: events))
+        }
+
+        router.post("/v1/regions") { request, _ in
+            let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
+            let region: Region
+            switch Result(catching: { () throws(LocationEngine.RegionProblem) in try location.region(from: document) })
+            {
+            case .success(let value): region = value
+            case .failure(let problem):
+                throw APIError.invalid("invalid_region", problem.description, field: problem.field)
+            }
+            let created = try await location.putRegion(region)
+            return JSONIO.response(region, status: created ? .created : .ok)
+        }
+        router.get("/v1/regions") { _, _ in
+            JSONIO.response(RegionList(regions: try await location.regions()))
+        }
+        router.delete("/v1/regions/:regionId") { _, context in
+            let raw = try context.parameters.require("regionId")
+            let id = raw.removingPercentEncoding ?? raw
+            guard try await location.deleteRegion(id: id) else {
+                throw APIError(
+                    .notFound, reason: "unknown_region", message: "no region '\(id)'; GET /v1/regions lists them")
+            }
+            return JSONIO.response(Deleted(id: id.hasPrefix("custom_") ? id : "custom_\(id)"))
+        }
+    }
+}

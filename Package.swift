@@ -287,7 +287,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EnrichmentRuntimeTests",
-            dependencies: ["EnrichmentRuntime", "EnrichmentCore", "Essentials"],
+            dependencies: ["EnrichmentRuntime", "EnrichmentCore", "Essentials", "LocationCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -298,6 +298,7 @@ let package = Package(
                 "EnrichmentRuntime",
                 "EnrichmentCore",
                 "Essentials",
+                "LocationCore",
                 "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

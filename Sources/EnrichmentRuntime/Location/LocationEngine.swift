@@ -284,11 +284,15 @@ public final class LocationEngine: Sendable {
     func pushOnEnter(_ events: [LocationEvent], regions: CustomRegionSet) async {
         guard let delivery else { return }
         for event in events where event.type == "region_enter" {
-            guard case .string(let id)? = event.fields["region_id"], let payload = regions.byId[id]?.pushPayload else {
+            guard case .string(let id)? = event.fields["region_id"], var payload = regions.byId[id]?.pushPayload else {
                 continue
             }
+            // The push is made now: stamped now unless the template carries its own timestamp, so the staleness
+            // rule judges how long it waited for delivery.
+            let now = clock.now().timeIntervalSince1970
+            if payload["aps"]?["timestamp"] == nil { payload["aps"]?["timestamp"] = .int(Int64(now)) }
             let push = PushDefinition(
-                id: UUID().uuidString.lowercased(), createdAt: clock.now().timeIntervalSince1970, payload: payload,
+                id: UUID().uuidString.lowercased(), createdAt: now, payload: payload,
                 pushType: "alert", priority: 10, enrich: true, deviceIds: [event.deviceId])
             do {
                 let receipt = try await delivery.submit(push)

@@ -210,7 +210,7 @@ struct PostgresSpecificTests {
         let rows = try await backends[0].client.query("SELECT version FROM schema_migrations ORDER BY version")
         var versions: [String] = []
         for try await version in rows.decode(String.self) { versions.append(version) }
-        #expect(versions == ["v1-fixes", "v1-pois", "v2-delivery", "v3-pois-version"])
+        #expect(versions == ["v1-fixes", "v1-pois", "v2-delivery", "v3-pois-version", "v4-location"])
         // Every node can use the schema.
         for backend in backends { #expect(try await PostgresPOIStore(database: backend).count() == 0) }
     }

@@ -100,6 +100,10 @@ public struct OpenLocateBatch: Sendable {
             guard let value = raw.stringValue else {
                 return .failure(ItemProblem(message: "location_context must be a string, found \(raw.typeName)"))
             }
+            guard value.utf8.count <= 256, !hasControlCharacters(value) else {
+                return .failure(
+                    ItemProblem(message: "location_context must be at most 256 bytes, without control characters"))
+            }
             context = value
         }
         let extras: JSONValue?
@@ -139,8 +143,9 @@ public struct OpenLocateBatch: Sendable {
         }
         for key in stringFields {
             guard let raw = fields[key], raw != .null else { continue }
-            guard let value = raw.stringValue, value.utf8.count <= 256 else {
-                return .failure(ItemProblem(message: "\(key) must be a string of at most 256 bytes"))
+            guard let value = raw.stringValue, value.utf8.count <= 256, !hasControlCharacters(value) else {
+                return .failure(
+                    ItemProblem(message: "\(key) must be a string of at most 256 bytes, without control characters"))
             }
             if key == "wifi_bssid", !isMACAddress(value) {
                 return .failure(ItemProblem(message: "wifi_bssid '\(value)' must look like a4:2b:b0:12:34:56"))
@@ -156,6 +161,10 @@ public struct OpenLocateBatch: Sendable {
             }
         }
         return .success(extras.isEmpty ? nil : .object(extras))
+    }
+
+    static func hasControlCharacters(_ text: String) -> Bool {
+        text.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 
     static func isMACAddress(_ text: String) -> Bool {

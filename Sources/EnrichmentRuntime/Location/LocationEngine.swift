@@ -121,8 +121,11 @@ public final class LocationEngine: Sendable {
                 field: unknown,
                 description: "\(unknown) is not a region field; allowed: \(known.sorted().joined(separator: ", "))")
         }
-        guard let id = fields["id"]?.stringValue, !id.isEmpty, id.utf8.count <= 200 else {
-            throw RegionProblem(field: "id", description: "id must be a non-empty string of at most 200 bytes")
+        guard let id = fields["id"]?.stringValue, !id.isEmpty, id.count <= 200,
+            !id.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else {
+            throw RegionProblem(
+                field: "id", description: "id must be 1-200 characters, without control characters")
         }
         guard !id.contains("position") else {
             throw RegionProblem(
@@ -152,8 +155,12 @@ public final class LocationEngine: Sendable {
         }
         var ssid: String?
         if let raw = fields["wifi_ssid"], raw != .null {
-            guard let text = raw.stringValue, !text.isEmpty, text.utf8.count <= 32 else {
-                throw RegionProblem(field: "wifi_ssid", description: "wifi_ssid must be a network name of 1-32 bytes")
+            guard let text = raw.stringValue, !text.isEmpty, text.count <= 32,
+                !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+            else {
+                throw RegionProblem(
+                    field: "wifi_ssid",
+                    description: "wifi_ssid must be a network name of 1-32 characters, without control characters")
             }
             ssid = text
         }

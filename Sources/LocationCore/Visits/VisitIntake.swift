@@ -113,8 +113,10 @@ public struct VisitIntake: Sendable {
         }
         var id: String?
         if let raw = fields["id"], raw != .null {
-            guard let text = raw.stringValue, !text.isEmpty, text.utf8.count <= 128 else {
-                return fail("invalid", "visits[\(index)].id must be a non-empty string of at most 128 bytes")
+            guard let text = raw.stringValue, !text.isEmpty, text.count <= 128,
+                !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+            else {
+                return fail("invalid", "visits[\(index)].id must be 1-128 characters, without control characters")
             }
             id = text
         }
@@ -141,8 +143,10 @@ public struct VisitIntake: Sendable {
         if let departure = item.departure, departure < SDKDates.distantFuture, departure < item.arrival {
             return reject("invalid", "visits[\(index)].departure is before its arrival")
         }
-        guard item.horizontalAccuracy > 0 else {
-            return reject("invalid", "visits[\(index)].horizontal_accuracy must be greater than 0 metres")
+        // The SDK needs > 0 (σ = 0 turns the mixture into NaN); below a micrometre pow(σ, −2) overflows as well.
+        guard item.horizontalAccuracy >= Self.minimumAccuracy else {
+            return reject(
+                "invalid", "visits[\(index)].horizontal_accuracy must be at least \(Self.minimumAccuracy) metres")
         }
         guard item.horizontalAccuracy < settings.visitAccuracyFilter else {
             return reject(
@@ -155,6 +159,9 @@ public struct VisitIntake: Sendable {
         }
         return nil
     }
+
+    /// The smallest accepted accuracy, metres: the mixture's numbers stay finite above it.
+    public static let minimumAccuracy = 0.000001
 
     /// Runs the items (in order) over a device's stored state; `now` is the recording time.
     public func run(
@@ -195,9 +202,21 @@ public struct VisitIntake: Sendable {
                 longitude: item.longitude, horizontalAccuracy: item.horizontalAccuracy, recordedAt: now,
                 source: item.source)
             byId[visit.id] = visit
+            if settings.zoiEnabled {
+                let next = figmm.process(visit, zois: zois) { byId[$0] }
+                // A mixture that overflowed would be stored as nulls and poison every later visit: refused whole.
+                guard next.allSatisfy(\.isFinite) else {
+                    byId[visit.id] = nil
+                    outcome.rejected.append(
+                        Rejection(
+                            index: index, reason: "numeric_overflow",
+                            message: "visits[\(index)] would make the zones' numbers overflow; not stored"))
+                    continue
+                }
+                zois = next
+            }
             change.newVisits.append(visit)
             outcome.accepted.append(visit)
-            if settings.zoiEnabled { zois = figmm.process(visit, zois: zois) { byId[$0] } }
             change.events.append(
                 .make(
                     "visit", deviceId: deviceId, date: now,

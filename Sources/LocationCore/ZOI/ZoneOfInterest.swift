@@ -52,6 +52,12 @@ public struct ZoneOfInterest: Sendable, Equatable {
     public var latitude: Double { SphericalMercator.y2lat(meanY) }
     public var longitude: Double { SphericalMercator.x2lon(meanX) }
 
+    /// True when every number is finite (what JSON and the stores can hold).
+    public var isFinite: Bool {
+        meanX.isFinite && meanY.isFinite && inverse.allSatisfy(\.isFinite) && det.isFinite && prior.isFinite
+            && accumulator.isFinite && age.isFinite
+    }
+
     /// The periods §3.7 acts on.
     public var isClassified: Bool { period == ZOIPeriod.home || period == ZOIPeriod.work }
 }

@@ -72,6 +72,7 @@ let package = Package(
                 "LocationCore",
                 "Essentials",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -60,11 +60,12 @@ public struct PostgresFixStore: FixStore {
         return found
     }
 
-    public func fixes(deviceId: String, after: Double, limit: Int) async throws -> [LocationFix] {
+    public func fixes(deviceId: String, after: Double, before: Double, limit: Int) async throws -> [LocationFix] {
         let rows = try await database.client.query(
             """
             SELECT device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras
-            FROM fixes WHERE device_id = \(deviceId) AND fix_time > \(after) ORDER BY fix_time LIMIT \(limit)
+            FROM fixes WHERE device_id = \(deviceId) AND fix_time > \(after) AND fix_time < \(before)
+            ORDER BY fix_time LIMIT \(limit)
             """)
         return try await Self.decode(rows)
     }

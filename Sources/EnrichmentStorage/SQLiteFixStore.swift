@@ -2,6 +2,7 @@ public import EnrichmentCore
 import Essentials
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// Location fixes in SQLite; the last fix is found through the (device_id, fix_time) primary key.
 public struct SQLiteFixStore: FixStore {
@@ -38,8 +39,7 @@ public struct SQLiteFixStore: FixStore {
                     SELECT fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras
                     FROM fixes WHERE device_id = ? ORDER BY fix_time DESC LIMIT 1
                     """)
-            guard let row = try Row.fetchOne(statement, arguments: [deviceId]) else { return nil }
-            return Self.fix(row, deviceId: deviceId)
+            return try FixCursor(statement, arguments: [deviceId], deviceId: deviceId).next()
         }
     }
 
@@ -52,33 +52,21 @@ public struct SQLiteFixStore: FixStore {
                     """)
             var found: [String: LocationFix] = [:]
             for id in Set(deviceIds) {
-                guard let row = try Row.fetchOne(statement, arguments: [id]) else { continue }
-                found[id] = Self.fix(row, deviceId: id)
+                if let fix = try FixCursor(statement, arguments: [id], deviceId: id).next() { found[id] = fix }
             }
             return found
         }
     }
 
-    public func fixes(deviceId: String, after: Double, limit: Int) async throws -> [LocationFix] {
+    public func fixes(deviceId: String, after: Double, before: Double, limit: Int) async throws -> [LocationFix] {
         try await database.pool.read { db in
             let statement = try db.cachedStatement(
                 sql: """
                     SELECT fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras
-                    FROM fixes WHERE device_id = ? AND fix_time > ? ORDER BY fix_time LIMIT ?
+                    FROM fixes WHERE device_id = ? AND fix_time > ? AND fix_time < ? ORDER BY fix_time LIMIT ?
                     """)
-            return try Row.fetchAll(statement, arguments: [deviceId, after, limit]).map {
-                Self.fix($0, deviceId: deviceId)
-            }
+            return try Array(FixCursor(statement, arguments: [deviceId, after, before, limit], deviceId: deviceId))
         }
-    }
-
-    /// A fix from a row of (fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras).
-    static func fix(_ row: Row, deviceId: String) -> LocationFix {
-        let extras: String? = row[6]
-        return LocationFix(
-            deviceId: deviceId, coordinate: Coordinate(latitude: row[1], longitude: row[2]), fixTime: row[0],
-            horizontalAccuracy: row[3], context: row[4], receivedAt: row[5],
-            extras: extras.flatMap { try? JSONValue.decode(Data($0.utf8)) })
     }
 
     static func encode(_ extras: JSONValue?) -> String? {
@@ -97,5 +85,36 @@ public struct SQLiteFixStore: FixStore {
             try db.execute(sql: "DELETE FROM fixes WHERE device_id = ?", arguments: [deviceId])
             return db.changesCount
         }
+    }
+}
+
+/// Reads fixes straight from SQLite's columns (fix_time, latitude, longitude, horizontal_accuracy, context,
+/// received_at, extras): GRDB's generic row decoding costs more than the query on the ingest and enrich paths.
+final class FixCursor: DatabaseCursor {
+    typealias Element = LocationFix
+    var _isDone = false
+    let _statement: Statement
+    let deviceId: String
+
+    init(_ statement: Statement, arguments: StatementArguments, deviceId: String) throws {
+        _statement = statement
+        self.deviceId = deviceId
+        try statement.setArguments(arguments)
+    }
+
+    func _element(sqliteStatement s: SQLiteStatement) throws -> LocationFix {
+        func text(_ column: CInt) -> String? {
+            guard sqlite3_column_type(s, column) != SQLITE_NULL, let bytes = sqlite3_column_text(s, column) else {
+                return nil
+            }
+            return String(cString: bytes)
+        }
+        let accuracy = sqlite3_column_type(s, 3) == SQLITE_NULL ? nil : sqlite3_column_double(s, 3)
+        return LocationFix(
+            deviceId: deviceId,
+            coordinate: Coordinate(latitude: sqlite3_column_double(s, 1), longitude: sqlite3_column_double(s, 2)),
+            fixTime: sqlite3_column_double(s, 0), horizontalAccuracy: accuracy, context: text(4),
+            receivedAt: sqlite3_column_double(s, 5),
+            extras: text(6).flatMap { try? JSONValue.decode(Data($0.utf8)) })
     }
 }

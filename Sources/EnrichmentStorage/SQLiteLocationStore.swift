@@ -2,11 +2,19 @@ import EnrichmentCore
 import Essentials
 import GRDB
 public import LocationCore
+import Synchronization
 
-/// Visits, ZOIs, regions, region state and location events in SQLite. Every read-compute-write runs inside one
-/// write transaction, which SQLite serialises: a device's runs never interleave.
-public struct SQLiteLocationStore: LocationStore {
+/// Visits, ZOIs, regions, region state and location events in SQLite. A visit run reads, computes and writes in
+/// one write transaction, which SQLite serialises. Region evaluation reads outside the writer and computes under a
+/// per-device lock (this process owns the file), and writes only what changed.
+///
+/// What changes on every batch but matters little (the last fix time evaluated, the detector's position) is kept
+/// in memory and written with the device's next real change: after a crash a device may evaluate a late, older
+/// fix once more and the detector reads a little more (its visits have stable ids, so none is stored twice).
+public final class SQLiteLocationStore: LocationStore {
     let database: SQLiteDatabase
+    let deviceLocks = KeyedAsyncLock()
+    let volatile = Mutex<[String: (lastFixTime: Double?, detectAfter: Double?)]>([:])
 
     public init(database: SQLiteDatabase) { self.database = database }
 
@@ -125,33 +133,75 @@ public struct SQLiteLocationStore: LocationStore {
                 [String: DeviceRegionState], [LocationEvent], T
             )
     ) async throws -> T {
-        try await database.pool.write { db in
-            var states: [String: DeviceRegionState] = [:]
-            var zones: [String: [ZoneOfInterest]] = [:]
-            let readState = try db.cachedStatement(sql: "SELECT body FROM region_state WHERE device_id = ?")
-            let readZones = try db.cachedStatement(
-                sql: """
-                    SELECT body FROM zois WHERE device_id = ? AND period IN ('HOME_PERIOD', 'WORK_PERIOD')
-                    ORDER BY position
-                    """)
-            for id in Set(deviceIds) {
-                if let text = try String.fetchOne(readState, arguments: [id]) {
-                    states[id] = try LocationCodec.regionState(text)
+        let ids = Array(Set(deviceIds))
+        return try await deviceLocks.withLocks(ids) {
+            let (stored, zones) = try await database.pool.read { db in
+                var states: [String: DeviceRegionState] = [:]
+                var zones: [String: [ZoneOfInterest]] = [:]
+                let readState = try db.cachedStatement(sql: "SELECT body FROM region_state WHERE device_id = ?")
+                let readZones = try db.cachedStatement(
+                    sql: """
+                        SELECT body FROM zois WHERE device_id = ? AND period IN ('HOME_PERIOD', 'WORK_PERIOD')
+                        ORDER BY position
+                        """)
+                for id in ids {
+                    if let text = try String.fetchOne(readState, arguments: [id]) {
+                        states[id] = try LocationCodec.regionState(text)
+                    }
+                    let classified = try String.fetchAll(readZones, arguments: [id])
+                    if !classified.isEmpty { zones[id] = try classified.map(LocationCodec.zoi) }
                 }
-                let classified = try String.fetchAll(readZones, arguments: [id])
-                if !classified.isEmpty { zones[id] = try classified.map(LocationCodec.zoi) }
+                return (states, zones)
+            }
+            // The in-memory fields over what is stored.
+            var states = stored
+            volatile.withLock { memory in
+                for id in ids {
+                    guard let kept = memory[id] else { continue }
+                    var state = states[id] ?? DeviceRegionState()
+                    state.lastFixTime = Self.later(state.lastFixTime, kept.lastFixTime)
+                    state.detectAfter = Self.later(state.detectAfter, kept.detectAfter)
+                    states[id] = state
+                }
             }
             let (updated, events, result) = try body(states, zones)
-            let write = try db.cachedStatement(
-                sql: """
-                    INSERT INTO region_state (device_id, body) VALUES (?, ?)
-                    ON CONFLICT (device_id) DO UPDATE SET body = excluded.body
-                    """)
-            for (id, state) in updated where state != states[id] {
-                try write.execute(arguments: [id, LocationCodec.encode(state)])
+            let withEvents = Set(events.map(\.deviceId))
+            var writes: [(String, DeviceRegionState)] = []
+            var kept: [(String, DeviceRegionState)] = []
+            for (id, state) in updated {
+                let before = stored[id] ?? DeviceRegionState()
+                if withEvents.contains(id) || state.poiRegions != before.poiRegions || state.logs != before.logs {
+                    writes.append((id, state))
+                } else if state != states[id] {
+                    kept.append((id, state))
+                }
             }
-            try Self.append(db, events)
+            let toWrite = writes
+            if !toWrite.isEmpty || !events.isEmpty {
+                try await database.pool.write { db in
+                    let write = try db.cachedStatement(
+                        sql: """
+                            INSERT INTO region_state (device_id, body) VALUES (?, ?)
+                            ON CONFLICT (device_id) DO UPDATE SET body = excluded.body
+                            """)
+                    for (id, state) in toWrite { try write.execute(arguments: [id, LocationCodec.encode(state)]) }
+                    try Self.append(db, events)
+                }
+            }
+            volatile.withLock { memory in
+                if memory.count > 1_000_000 { memory.removeAll() }
+                for (id, _) in writes { memory[id] = nil }
+                for (id, state) in kept { memory[id] = (state.lastFixTime, state.detectAfter) }
+            }
             return result
+        }
+    }
+
+    static func later(_ a: Double?, _ b: Double?) -> Double? {
+        switch (a, b) {
+        case (nil, _): b
+        case (_, nil): a
+        case (let a?, let b?): max(a, b)
         }
     }
 

@@ -11,8 +11,8 @@ final class GatedFixStore: FixStore {
 
     func insert(_ fixes: [LocationFix]) async throws { try await inner.insert(fixes) }
     func deleteDevice(_ deviceId: String) async throws -> Int { try await inner.deleteDevice(deviceId) }
-    func fixes(deviceId: String, after: Double, limit: Int) async throws -> [LocationFix] {
-        try await inner.fixes(deviceId: deviceId, after: after, limit: limit)
+    func fixes(deviceId: String, after: Double, before: Double, limit: Int) async throws -> [LocationFix] {
+        try await inner.fixes(deviceId: deviceId, after: after, before: before, limit: limit)
     }
     func latestFix(deviceId: String) async throws -> LocationFix? {
         reads.withLock { $0 += 1 }

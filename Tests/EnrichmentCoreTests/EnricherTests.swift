@@ -18,10 +18,12 @@ final class MemoryFixStore: FixStore {
             return before - all.count
         }
     }
-    func fixes(deviceId: String, after: Double, limit: Int) async throws -> [LocationFix] {
+    func fixes(deviceId: String, after: Double, before: Double, limit: Int) async throws -> [LocationFix] {
         fixes.withLock { all in
             Array(
-                all.filter { $0.deviceId == deviceId && $0.fixTime > after }.sorted { $0.fixTime < $1.fixTime }.prefix(
+                all.filter { $0.deviceId == deviceId && $0.fixTime > after && $0.fixTime < before }.sorted {
+                    $0.fixTime < $1.fixTime
+                }.prefix(
                     limit))
         }
     }

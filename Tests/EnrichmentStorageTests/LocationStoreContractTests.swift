@@ -194,10 +194,12 @@ struct LocationStoreContractTests {
                 extras: extras),
             LocationFix(deviceId: "d", coordinate: .init(latitude: 1, longitude: 2), fixTime: 30, receivedAt: 31),
         ])
-        let after = try await fixes.fixes(deviceId: "d", after: 10, limit: 1)
+        let after = try await fixes.fixes(deviceId: "d", after: 10, before: .infinity, limit: 1)
         #expect(after.map(\.fixTime) == [20])
         #expect(after.first?.extras == extras)
         #expect(after.first?.wifiSSID == "Shop")
-        #expect(try await fixes.fixes(deviceId: "d", after: 0, limit: 10).map(\.fixTime) == [10, 20, 30])
+        #expect(
+            try await fixes.fixes(deviceId: "d", after: 0, before: .infinity, limit: 10).map(\.fixTime) == [10, 20, 30])
+        #expect(try await fixes.fixes(deviceId: "d", after: 0, before: 30, limit: 10).map(\.fixTime) == [10, 20])
     }
 }

@@ -87,3 +87,28 @@ import Testing
         #expect(events.first?.fields["idstore"] == .string("s1"))
     }
 }
+
+@Suite struct RegionStatePruningTests {
+    @Test func oldExitLogsGoAndBehaveAsNoLog() {
+        let region = Region(id: "custom_a", latitude: 48, longitude: 2, radius: 100)
+        let evaluator = RegionEvaluator(settings: LocationSettings())
+        func at(_ t: Double, _ lat: Double) -> RegionEvaluator.Observation {
+            .init(
+                fix: LocationFix(
+                    deviceId: "d", coordinate: Coordinate(latitude: lat, longitude: 2), fixTime: t,
+                    horizontalAccuracy: 0, receivedAt: t))
+        }
+        var state = DeviceRegionState()
+        let events = evaluator.evaluate(
+            [at(0, 48), at(10, 49), at(20, 49)], deviceId: "d", state: &state, zones: [], custom: { _ in [region] },
+            customById: { _ in region }, pois: nil)
+        #expect(events.map(\.type) == ["region_enter", "region_exit"])
+        #expect(state.logs.isEmpty)
+        // Back inside: a new enter, as after an exit log.
+        let again = evaluator.evaluate(
+            [at(30, 48)], deviceId: "d", state: &state, zones: [], custom: { _ in [region] },
+            customById: { _ in region }, pois: nil)
+        #expect(again.map(\.type) == ["region_enter"])
+        #expect(state.logs["custom_a"]?.didEnter == true)
+    }
+}

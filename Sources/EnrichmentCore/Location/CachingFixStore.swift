@@ -104,8 +104,8 @@ public final class CachingFixStore: FixStore {
         try await base.expireFixes(takenAtOrBefore: cutoff)
     }
 
-    public func fixes(deviceId: String, after: Double, limit: Int) async throws -> [LocationFix] {
-        try await base.fixes(deviceId: deviceId, after: after, limit: limit)
+    public func fixes(deviceId: String, after: Double, before: Double, limit: Int) async throws -> [LocationFix] {
+        try await base.fixes(deviceId: deviceId, after: after, before: before, limit: limit)
     }
 
     public func deleteDevice(_ deviceId: String) async throws -> Int {

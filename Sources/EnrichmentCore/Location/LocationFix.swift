@@ -41,8 +41,9 @@ public protocol FixStore: Sendable {
     func deleteDevice(_ deviceId: String) async throws -> Int
     /// The last fix of each listed device that has one, read together (one trip to storage for a batch).
     func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix]
-    /// A device's fixes with a fix time after `after`, oldest first, at most `limit` (the visit detector's read).
-    func fixes(deviceId: String, after: Double, limit: Int) async throws -> [LocationFix]
+    /// A device's fixes with a fix time after `after` and before `before`, oldest first, at most `limit` (the
+    /// visit detector's read).
+    func fixes(deviceId: String, after: Double, before: Double, limit: Int) async throws -> [LocationFix]
     /// Removes every fix taken at or before `cutoff` (retention); returns how many went.
     func expireFixes(takenAtOrBefore cutoff: Double) async throws -> Int
 }
@@ -91,7 +92,7 @@ public struct PrefetchedFixes: FixStore {
         fixes.filter { deviceIds.contains($0.key) }
     }
 
-    public func fixes(deviceId: String, after: Double, limit: Int) async throws -> [LocationFix] {
-        fixes[deviceId].map { $0.fixTime > after ? [$0] : [] } ?? []
+    public func fixes(deviceId: String, after: Double, before: Double, limit: Int) async throws -> [LocationFix] {
+        fixes[deviceId].map { $0.fixTime > after && $0.fixTime < before ? [$0] : [] } ?? []
     }
 }

@@ -6,9 +6,12 @@ struct CustomRegionSet: Sendable {
     let regions: [Region]
     let byId: [String: Region]
     let index: SpatialIndex
+    /// The largest radius: a region whose centre is farther than this plus the fix's accuracy cannot hold it.
+    let maximumRadius: Double
 
     init(_ regions: [Region]) {
         self.regions = regions
+        maximumRadius = regions.map(\.radius).max() ?? 0
         var byId: [String: Region] = [:]
         for region in regions { byId[region.id] = region }
         self.byId = byId
@@ -16,11 +19,12 @@ struct CustomRegionSet: Sendable {
     }
 
     /// The `count` regions whose edge is nearest `point` (distance to the centre minus the radius), chosen among
-    /// the nearest centres: what a device would monitor there.
-    func nearest(_ point: Coordinate, count: Int) -> [Region] {
+    /// the nearest centres that could hold a fix of accuracy `reach`: what a device would monitor there. Regions
+    /// farther away could only give exits, and the ones the device is in are evaluated anyway.
+    func nearest(_ point: Coordinate, count: Int, reach: Double) -> [Region] {
         guard !regions.isEmpty else { return [] }
-        if regions.count <= count { return regions }
-        let candidates = index.nearest(to: point, k: min(regions.count, count * 4))
+        let candidates = index.nearest(
+            to: point, k: min(regions.count, count * 4), maxMetres: maximumRadius + max(reach, 0) + 1)
         var ranked: [(region: Region, edge: Double)] = []
         ranked.reserveCapacity(candidates.count)
         for candidate in candidates {

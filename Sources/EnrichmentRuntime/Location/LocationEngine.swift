@@ -25,6 +25,11 @@ public final class LocationEngine: Sendable {
     /// The device contexts the enricher reads, refreshed here as regions are evaluated.
     public let contexts: DeviceContexts
 
+    /// Where the detector is to resume per device, not yet written: folded into the device's next region-state
+    /// write instead of a transaction of its own (lost on a crash, which only makes the detector read a little
+    /// more: detected visits have stable ids, so none is stored twice).
+    let pendingDetect = Mutex<[String: Double]>([:])
+
     /// Most fixes the detector reads for one device at a time.
     static let detectorWindow = 50_000
 
@@ -229,28 +234,47 @@ public final class LocationEngine: Sendable {
         for fix in batch { byDevice[fix.deviceId, default: []].append(fix) }
         let regionsOn = settings.regionsEnabled
         let evaluator = self.evaluator
-        let customSet = custom.withLock { $0 }
-        let perDevice = settings.customRegionsPerDevice
-        let index = self.index
-        let query = PlacesQuery(limit: settings.poiRegionsCount)
         let zoneRadius = settings.classifiedZOIRadius
         let grouped = byDevice
+        // The searches depend on the fixes alone: done here, outside the transaction, so devices evaluated side
+        // by side do not wait on each other's searches while a writer holds the database.
+        var reach: [Coordinate: Double] = [:]
+        if regionsOn {
+            for fix in batch { reach[fix.coordinate] = max(reach[fix.coordinate] ?? 0, fix.horizontalAccuracy ?? 0) }
+        }
+        let customSet = custom.withLock { $0 }
+        let perDevice = settings.customRegionsPerDevice
+        var customNear: [Coordinate: [Region]] = [:]
+        var poisNear: [Coordinate: [PlaceMatch]] = [:]
+        let query = PlacesQuery(limit: settings.poiRegionsCount)
+        for (point, accuracy) in reach {
+            customNear[point] = customSet.nearest(point, count: perDevice, reach: accuracy)
+            if let index { poisNear[point] = index.nearest(to: point, query: query) }
+        }
+        let searchedCustom = customNear
+        let searchedPOIs = poisNear
+        let poisOn = index != nil
+        let pending = pendingDetect.withLock { all in grouped.keys.compactMap { id in all[id].map { (id, $0) } } }
+        let resumeAt = Dictionary(uniqueKeysWithValues: pending)
         let (events, detectFrom, contexts) = try await store.updateRegionStates(deviceIds: Array(grouped.keys)) {
             states, zones in
             var updated = states
             var events: [LocationEvent] = []
-            var detectFrom: [String: Double?] = [:]
+            var detectFrom: [String: (after: Double?, evaluatedUntil: Double?)] = [:]
             var contexts: [String: DeviceContext] = [:]
             for (device, fixes) in grouped {
                 var state = states[device] ?? DeviceRegionState()
-                detectFrom[device] = state.detectAfter
+                if let resume = resumeAt[device], resume > (state.detectAfter ?? -Double.infinity) {
+                    state.detectAfter = resume
+                }
+                detectFrom[device] = (state.detectAfter, regionsOn ? state.lastFixTime : nil)
                 if regionsOn {
                     let zoneRegions = (zones[device] ?? []).map { RegionEvaluator.zoneRegion($0, radius: zoneRadius) }
                     events += evaluator.evaluate(
                         fixes.map { .init(fix: $0, wifiSSID: $0.wifiSSID, wifiBSSID: $0.wifiBSSID) }, deviceId: device,
-                        state: &state, zones: zoneRegions, custom: { customSet.nearest($0, count: perDevice) },
+                        state: &state, zones: zoneRegions, custom: { searchedCustom[$0] ?? [] },
                         customById: { customSet.byId[$0] },
-                        pois: index.map { index in { index.nearest(to: $0, query: query) } })
+                        pois: poisOn ? { searchedPOIs[$0] ?? [] } : nil)
                     contexts[device] = DeviceContexts.context(state, zones: zones[device] ?? [])
                 }
                 updated[device] = state
@@ -261,15 +285,35 @@ public final class LocationEngine: Sendable {
         publish(events)
         await pushOnEnter(events, regions: customSet)
         if settings.detectVisits {
-            for (device, after) in detectFrom { try await detectVisits(deviceId: device, after: after) }
+            for (device, from) in detectFrom {
+                try await detectVisits(
+                    deviceId: device, after: from.after, batch: grouped[device] ?? [],
+                    evaluatedUntil: from.evaluatedUntil)
+            }
         }
         return events.count
     }
 
     /// Runs the detector over the device's fixes after `after` and reports what it finds as visits.
-    func detectVisits(deviceId: String, after: Double?) async throws {
-        let fixes = try await self.fixes.fixes(
-            deviceId: deviceId, after: after ?? -Double.greatestFiniteMagnitude, limit: Self.detectorWindow)
+    ///
+    /// When the batch comes after every fix evaluated before (`evaluatedUntil`, the usual case), the store holds
+    /// nothing later than the batch but the batch itself: only the fixes between `after` and the batch are read,
+    /// and the batch comes from memory. Otherwise (a late batch) everything after `after` is read.
+    func detectVisits(deviceId: String, after: Double?, batch: [LocationFix], evaluatedUntil: Double?) async throws {
+        let start = after ?? -Double.greatestFiniteMagnitude
+        let first = batch.map(\.fixTime).min() ?? Double.infinity
+        let fixes: [LocationFix]
+        if let evaluatedUntil, evaluatedUntil < first {
+            let earlier = try await self.fixes.fixes(
+                deviceId: deviceId, after: start, before: first, limit: Self.detectorWindow)
+            // Repeated fix times in a batch: the store kept the later one, so does this.
+            var latest: [Double: LocationFix] = [:]
+            for fix in batch where fix.fixTime > start { latest[fix.fixTime] = fix }
+            fixes = earlier + latest.values.sorted { $0.fixTime < $1.fixTime }
+        } else {
+            fixes = try await self.fixes.fixes(
+                deviceId: deviceId, after: start, before: Double.infinity, limit: Self.detectorWindow)
+        }
         guard !fixes.isEmpty else { return }
         let (items, resume) = detector.scan(fixes, deviceId: deviceId)
         if !items.isEmpty {
@@ -279,11 +323,11 @@ public final class LocationEngine: Sendable {
             }
         }
         guard let resume, resume != after else { return }
-        try await store.updateRegionStates(deviceIds: [deviceId]) { states, _ in
-            var state = states[deviceId] ?? DeviceRegionState()
+        pendingDetect.withLock { all in
+            // Bounded like the context cache; a forgotten position only costs a longer read.
+            if all.count > 1_000_000 { all.removeAll() }
             // Only forward: a concurrent batch may have moved it further.
-            if (state.detectAfter ?? -Double.infinity) < resume { state.detectAfter = resume }
-            return ([deviceId: state], [], ())
+            if (all[deviceId] ?? -Double.infinity) < resume { all[deviceId] = resume }
         }
     }
 

@@ -65,23 +65,32 @@ public struct RegionEvaluator: Sendable {
             // §4.3: replace the POI regions (no exit for the dropped ones), then check "inside" at once with the
             // region's own containment (no accuracy), through rule 3 (ours: no duplicate enter).
             if let pois {
-                let regions = pois(fix.coordinate).map { Self.poiRegion($0, radius: settings.poiRegionRadius) }
-                let old = Set(state.poiRegions.map(\.id))
-                state.poiRegions = regions
-                for region in regions where !old.contains(region.id) {
-                    if region.centre.distance(to: fix.coordinate) <= region.radius {
-                        transition(region, enter: true, at: fix.fixTime, fromPosition: false, &state, &events, deviceId)
+                let matches = pois(fix.coordinate)
+                let radius = settings.poiRegionRadius
+                // Most fixes find the POIs they found before: compare ids before building regions.
+                let same =
+                    matches.count == state.poiRegions.count
+                    && zip(matches, state.poiRegions).allSatisfy { $0.poi.storeId == $1.extra["idstore"]?.stringValue }
+                if !same {
+                    let regions = matches.map { Self.poiRegion($0, radius: radius) }
+                    let old = state.poiRegions.map(\.id)
+                    state.poiRegions = regions
+                    for region in regions where !old.contains(region.id) {
+                        if region.centre.distance(to: fix.coordinate) <= region.radius {
+                            transition(
+                                region, enter: true, at: fix.fixTime, fromPosition: false, &state, &events, deviceId)
+                        }
                     }
                 }
             }
-            // §4.5 rule 2 over every monitored region.
+            // §4.5 rule 2 over every monitored region (a handful: a linear check removes repeats).
             var monitored: [Region] = []
-            var seen = Set<String>()
+            monitored.reserveCapacity(settings.customRegionsPerDevice + state.poiRegions.count + zones.count + 2)
             func add(_ region: Region) {
-                if seen.insert(region.id).inserted { monitored.append(region) }
+                if !monitored.contains(where: { $0.id == region.id }) { monitored.append(region) }
             }
             custom(fix.coordinate).forEach(add)
-            for id in state.inside.sorted() where id.hasPrefix("custom_") {
+            for (id, log) in state.logs.sorted(by: { $0.key < $1.key }) where log.didEnter && id.hasPrefix("custom_") {
                 if let region = customById(id) { add(region) }
             }
             state.poiRegions.forEach(add)
@@ -91,7 +100,15 @@ public struct RegionEvaluator: Sendable {
                 transition(region, enter: inside, at: fix.fixTime, fromPosition: true, &state, &events, deviceId)
             }
         }
+        Self.prune(&state)
         return events
+    }
+
+    /// Drops exit logs older than the 5 s rule: rule 3 then acts as if there were none (an enter is allowed, an
+    /// exit is not), so the state of a device that keeps moving past POIs stays small.
+    static func prune(_ state: inout DeviceRegionState) {
+        guard let now = state.lastFixTime else { return }
+        state.logs = state.logs.filter { $0.value.didEnter || now - $0.value.date < minimumInterval }
     }
 
     /// §4.5 rule 3: log and raise an event when the state changes, not within 5 s of the last log, never a first

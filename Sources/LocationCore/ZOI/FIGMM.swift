@@ -47,6 +47,10 @@ public struct FIGMM: Sendable {
     public func process(
         _ visit: Visit, zois stored: [ZoneOfInterest], storedVisit: (String) -> Visit?
     ) -> [ZoneOfInterest] {
+        // The polygons as stored, by id: a zone whose mean and C did not move keeps its text (same inputs, same
+        // bytes), which spares most of the %f formatting.
+        var storedPolygons: [String: (Double, Double, [Double], String)] = [:]
+        for z in stored { storedPolygons[z.id] = (z.meanX, z.meanY, z.inverse, z.wktPolygon) }
         // Load (§2.10).
         var zois = stored.map { z in
             Working(zoi: z, visits: z.visitIds.compactMap(storedVisit), classificationDuration: z.duration)
@@ -97,7 +101,14 @@ public struct FIGMM: Sendable {
         // 7-8 and the save (§2.10): polygon, then duration and times recomputed from the visits.
         return zois.map { w in
             var z = w.zoi
-            z.wktPolygon = ZOIPolygon.wkt(meanX: z.meanX, meanY: z.meanY, inverse: z.inverse)
+            if let old = storedPolygons[z.id], old.0.bitPattern == z.meanX.bitPattern,
+                old.1.bitPattern == z.meanY.bitPattern,
+                old.2.map(\.bitPattern) == z.inverse.map(\.bitPattern), !old.3.isEmpty
+            {
+                z.wktPolygon = old.3
+            } else {
+                z.wktPolygon = ZOIPolygon.wkt(meanX: z.meanX, meanY: z.meanY, inverse: z.inverse)
+            }
             var duration = 0
             var start = Double.infinity
             var end = -Double.infinity

@@ -1,3 +1,4 @@
+import EnrichmentCore
 import Foundation
 
 /// The WKT ellipse of a ZOI at χ²(0.7) (LOCATION.md §2.11, the SDK's `geometryFigmm`).
@@ -71,18 +72,21 @@ public enum ZOIPolygon {
         let b = sqrt(chi / quadratic(-sinT, cosT, c))
         let step = 8.0
         let count = Int(2 * Double.pi * step) + 1
-        var text = "POLYGON(("
-        var first = ""
+        var text: [UInt8] = Array("POLYGON((".utf8)
+        text.reserveCapacity(53 * 24 + 12)
+        var firstEnd = 0
         for i in 0...count {
             let t = Double(i) / step
             let x = (meanX + (a * cosT) * cos(t)) - (b * sinT) * sin(t)
             let y = (meanY + (a * sinT) * cos(t)) + (b * cosT) * sin(t)
-            let pair =
-                String(format: "%f", SphericalMercator.x2lon(x)) + " "
-                + String(format: "%f", SphericalMercator.y2lat(y))
-            if i == 0 { first = pair }
-            text += pair + ","
+            CFormat.appendFixed(SphericalMercator.x2lon(x), to: &text)
+            text.append(UInt8(ascii: " "))
+            CFormat.appendFixed(SphericalMercator.y2lat(y), to: &text)
+            if i == 0 { firstEnd = text.count }
+            text.append(UInt8(ascii: ","))
         }
-        return text + first + "))"
+        text.append(contentsOf: text[9..<firstEnd])
+        text.append(contentsOf: Array("))".utf8))
+        return String(decoding: text, as: UTF8.self)
     }
 }

@@ -102,6 +102,10 @@ final class FixCursor: DatabaseCursor {
         try statement.setArguments(arguments)
     }
 
+    // A statement left mid-way keeps its read transaction open: reset it however the cursor ends, as GRDB's own
+    // cursors do.
+    deinit { sqlite3_reset(_statement.sqliteStatement) }
+
     func _element(sqliteStatement s: SQLiteStatement) throws -> LocationFix {
         func text(_ column: CInt) -> String? {
             guard sqlite3_column_type(s, column) != SQLITE_NULL, let bytes = sqlite3_column_text(s, column) else {

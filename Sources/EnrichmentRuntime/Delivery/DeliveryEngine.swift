@@ -291,7 +291,8 @@ public final class DeliveryEngine: Sendable {
         let batchEnricher = Enricher(
             settings: enricher.settings,
             fixes: PrefetchedFixes(try await enricher.fixes.latestFixes(deviceIds: claimed.map(\.delivery.deviceId))),
-            places: enricher.places, map: enricher.map, template: enricher.template, clock: enricher.clock)
+            places: enricher.places, map: enricher.map, template: enricher.template, clock: enricher.clock,
+            contexts: enricher.contexts)
         var pushes: [String: PushDefinition] = [:]
         for id in Set(claimed.map(\.pushId)) { pushes[id] = try await definition(id) }
         var work: [(group: Int, push: PushDefinition, deviceId: String)] = []

@@ -8,13 +8,21 @@ struct CustomRegionSet: Sendable {
     let index: SpatialIndex
     /// The largest radius: a region whose centre is farther than this plus the fix's accuracy cannot hold it.
     let maximumRadius: Double
+    /// Regions naming a Wi-Fi network, by `ssid:<name>` and `bssid:<address>`: inside wherever the fix reports it.
+    let byNetwork: [String: [Region]]
 
     init(_ regions: [Region]) {
         self.regions = regions
         maximumRadius = regions.map(\.radius).max() ?? 0
         var byId: [String: Region] = [:]
-        for region in regions { byId[region.id] = region }
+        var byNetwork: [String: [Region]] = [:]
+        for region in regions {
+            byId[region.id] = region
+            if let ssid = region.wifiSSID { byNetwork["ssid:\(ssid)", default: []].append(region) }
+            if let bssid = region.wifiBSSID { byNetwork["bssid:\(bssid)", default: []].append(region) }
+        }
         self.byId = byId
+        self.byNetwork = byNetwork
         index = SpatialIndex(points: regions.map(\.centre))
     }
 
@@ -33,5 +41,16 @@ struct CustomRegionSet: Sendable {
         }
         ranked.sort { a, b in a.edge != b.edge ? a.edge < b.edge : a.region.id < b.region.id }
         return ranked.prefix(count).map(\.region)
+    }
+
+    /// The regions naming the network a fix reports.
+    func onNetwork(ssid: String?, bssid: String?) -> [Region] {
+        guard !byNetwork.isEmpty else { return [] }
+        var found = ssid.flatMap { byNetwork["ssid:\($0)"] } ?? []
+        for region in bssid.flatMap({ byNetwork["bssid:\($0)"] }) ?? []
+        where !found.contains(where: { $0.id == region.id }) {
+            found.append(region)
+        }
+        return found
     }
 }

@@ -272,7 +272,11 @@ public final class LocationEngine: Sendable {
                     let zoneRegions = (zones[device] ?? []).map { RegionEvaluator.zoneRegion($0, radius: zoneRadius) }
                     events += evaluator.evaluate(
                         fixes.map { .init(fix: $0, wifiSSID: $0.wifiSSID, wifiBSSID: $0.wifiBSSID) }, deviceId: device,
-                        state: &state, zones: zoneRegions, custom: { searchedCustom[$0] ?? [] },
+                        state: &state, zones: zoneRegions,
+                        custom: {
+                            (searchedCustom[$0.fix.coordinate] ?? [])
+                                + customSet.onNetwork(ssid: $0.wifiSSID, bssid: $0.wifiBSSID)
+                        },
                         customById: { customSet.byId[$0] },
                         pois: poisOn ? { searchedPOIs[$0] ?? [] } : nil)
                     contexts[device] = DeviceContexts.context(state, zones: zones[device] ?? [])

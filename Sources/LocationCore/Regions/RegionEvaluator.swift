@@ -48,12 +48,13 @@ public struct RegionEvaluator: Sendable {
 
     /// Evaluates one device's new fixes in fix-time order.
     ///
-    /// - `custom(fix)`: the custom regions to evaluate for a fix (the nearest ones).
+    /// - `custom(observation)`: the custom regions to evaluate for a fix (the nearest ones, and those naming the
+    ///   Wi-Fi network it reports).
     /// - `customById`: every custom region, to keep evaluating the ones the device is in.
     /// - `pois(fix)`: the nearest POIs for the POI regions (nil when POI regions are off).
     public func evaluate(
         _ observations: [Observation], deviceId: String, state: inout DeviceRegionState, zones: [Region],
-        custom: (Coordinate) -> [Region], customById: (String) -> Region?, pois: ((Coordinate) -> [PlaceMatch])?
+        custom: (Observation) -> [Region], customById: (String) -> Region?, pois: ((Coordinate) -> [PlaceMatch])?
     ) -> [LocationEvent] {
         var events: [LocationEvent] = []
         let sorted = observations.sorted { $0.fix.fixTime < $1.fix.fixTime }
@@ -89,7 +90,7 @@ public struct RegionEvaluator: Sendable {
             func add(_ region: Region) {
                 if !monitored.contains(where: { $0.id == region.id }) { monitored.append(region) }
             }
-            custom(fix.coordinate).forEach(add)
+            custom(observation).forEach(add)
             for (id, log) in state.logs.sorted(by: { $0.key < $1.key }) where log.didEnter && id.hasPrefix("custom_") {
                 if let region = customById(id) { add(region) }
             }

@@ -19,6 +19,9 @@ public struct EnrichmentRuntime: Sendable {
         case full
         /// The database and stores only (bulk imports: no index to build, no sample POIs).
         case storage
+        /// The stores and an enricher whose local places search reads the POI store (no index to build): one-off
+        /// enrichments such as `push-sender simulate` in process.
+        case query
     }
 
     public let configuration: ServiceConfiguration
@@ -110,7 +113,7 @@ public struct EnrichmentRuntime: Sendable {
         }
         let places: (any PlacesProvider)? =
             switch configuration.places {
-            case .local: LocalPlacesProvider(index: index)
+            case .local: scope == .query ? StoredPlacesProvider(store: pois) : LocalPlacesProvider(index: index)
             case .woosmap:
                 WoosmapPlacesProvider(
                     client: HTTPClient.shared, baseURL: configuration.woosmapBaseURL, apiKey: configuration.woosmapKey,

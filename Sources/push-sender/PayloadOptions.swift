@@ -52,6 +52,11 @@ enum PayloadLoader {
         } else {
             throw ValidationError("no payload given")
         }
+        return try parse(data, origin: origin, now: now, stampNow: stampNow)
+    }
+
+    /// A payload document from bytes read elsewhere (`origin` names them in errors).
+    static func parse(_ data: Data, origin: String, now: Int64, stampNow: Bool) throws -> JSONValue {
         let value: JSONValue
         do { value = try JSONParser.parse(data) } catch {
             throw PayloadProblem(message: "\(origin) is not valid JSON: \(error.description)")

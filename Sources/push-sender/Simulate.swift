@@ -16,7 +16,11 @@ struct Simulate: AsyncParsableCommand {
             With --server, asks the running service (POST /v1/enrich; ENRICH_API_KEY is sent as the bearer token). \
             Without it, runs in-process with the service's own engine on its SQLite file: every ENRICH_* setting \
             the service reads applies (template, staleness window, places, map), with --db and --mode over \
-            ENRICH_DB and ENRICH_MODE. Exit status 3 when the payload is not valid.
+            ENRICH_DB and ENRICH_MODE; the places search reads the database directly, so nothing is loaded first. \
+            --lat and --lng give a fix for this run only (nothing is stored).
+
+            Exit status, as `check`: 0 when the payload was fresh, 1 stale, 2 no usable timestamp, 3 not a valid \
+            payload.
             """)
 
     @Argument(help: "The payload file (or - for standard input).") var file: String
@@ -25,6 +29,9 @@ struct Simulate: AsyncParsableCommand {
     @Option(help: ArgumentHelp("In-process: " + ServiceConfiguration.settings.help(for: "db"))) var db: String?
     @Option(help: "Evaluate as of this epoch time (default: now).") var now: Double?
     @Option(help: ArgumentHelp(ServiceConfiguration.settings.help(for: "mode"))) var mode: BodyMode?
+    @Option(help: "A fix for this run only: latitude (with --lng).") var lat: Double?
+    @Option(help: "A fix for this run only: longitude (with --lat).") var lng: Double?
+    @Option(help: "The horizontal accuracy of the --lat/--lng fix, metres.") var accuracy: Double?
     @Flag(help: "Set aps.timestamp to now before simulating.") var stampNow = false
     @Flag(help: "Print the service's full result as JSON.") var json = false
 
@@ -32,6 +39,22 @@ struct Simulate: AsyncParsableCommand {
         if let problem = DeviceID.problem(with: device) { throw ValidationError("--device: \(problem)") }
         if let server, !(server.hasPrefix("http://") || server.hasPrefix("https://")) {
             throw ValidationError("--server must be an http(s) URL such as http://127.0.0.1:8080")
+        }
+        if (lat == nil) != (lng == nil) { throw ValidationError("give --lat and --lng together") }
+        if let lat, !(-90...90).contains(lat) { throw ValidationError("--lat must be in [-90, 90]") }
+        if let lng, !(-180...180).contains(lng) { throw ValidationError("--lng must be in [-180, 180]") }
+        if let accuracy, !(accuracy >= 0 && accuracy.isFinite) {
+            throw ValidationError("--accuracy must be metres >= 0")
+        }
+        if accuracy != nil, lat == nil { throw ValidationError("--accuracy goes with --lat and --lng") }
+    }
+
+    /// The exit status of a result, as `check` gives it for the verdict.
+    static func exitStatus(_ result: JSONValue) -> Int32 {
+        switch result["staleness"]?["state"]?.stringValue {
+        case "stale": 1
+        case "no_timestamp": 2
+        default: 0
         }
     }
 
@@ -53,11 +76,18 @@ struct Simulate: AsyncParsableCommand {
         } else {
             print(PhoneView.render(result))
         }
+        let status = Self.exitStatus(result)
+        if status != 0 { throw ExitCode(status) }
     }
 
     func viaServer(_ payload: JSONValue, at instant: Double) async throws -> JSONValue {
         var body: [String: JSONValue] = ["device_id": .string(device), "payload": payload, "at": .double(instant)]
         if let mode { body["mode"] = .string(mode.rawValue) }
+        if let lat, let lng {
+            var fix: [String: JSONValue] = ["latitude": .double(lat), "longitude": .double(lng)]
+            if let accuracy { fix["horizontal_accuracy"] = .double(accuracy) }
+            body["fix"] = .object(fix)
+        }
         let (status, value) = try await ServiceCall.post(
             server: server!, path: "/v1/enrich", body: .object(body), timeout: 30)
         guard status == 200 else {
@@ -94,9 +124,18 @@ struct Simulate: AsyncParsableCommand {
             printError(error.description)
             throw ExitCode(3)
         }
-        let runtime = try await EnrichmentRuntime.open(configuration, clock: FixedWallClock(epochSeconds: instant))
+        // The query scope searches the POI store directly: nothing is loaded that the service keeps in memory.
+        let runtime = try await EnrichmentRuntime.open(
+            configuration, scope: .query, clock: FixedWallClock(epochSeconds: instant))
+        let fix = lat.flatMap { lat in
+            lng.map { lng in
+                LocationFix(
+                    deviceId: device, coordinate: Coordinate(latitude: lat, longitude: lng), fixTime: instant,
+                    horizontalAccuracy: accuracy, context: "simulate", receivedAt: instant)
+            }
+        }
         do {
-            let result = try await runtime.enricher.enrich(deviceId: device, payload: payload)
+            let result = try await runtime.enricher.enrich(deviceId: device, payload: payload, fix: fix)
             return try JSONParser.parse(result.encodedJSON())
         } catch let error as PayloadError {
             printError(error.description)

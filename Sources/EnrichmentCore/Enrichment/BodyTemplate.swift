@@ -1,3 +1,5 @@
+import Foundation
+
 /// The `default` mode's body: a template over the nearest POI (see `TextTemplate` for the syntax).
 ///
 /// Variables: `name`, `distance` (readable: `85 m`, `140 m`, `1.2 km`, `12 km`), `distance_m` (whole metres),
@@ -46,7 +48,8 @@ public struct BodyTemplate: Sendable {
             case "name": poi.name
             case "distance": Self.readableDistance(match.distance)
             case "distance_m": String(Int(match.distance.rounded()))
-            case "city": poi.address.city
+            // A place whose city is itself (a GeoNames city) would read "Lyon is 1.9 km away in Lyon".
+            case "city": poi.address.city.flatMap { Self.sameName($0, poi.name) ? nil : $0 }
             case "zipcode": poi.address.zipcode
             case "country_code": poi.address.countryCode
             case "address": poi.address.lines.joined(separator: ", ")
@@ -70,6 +73,11 @@ public struct BodyTemplate: Sendable {
         case "zone": context?.zone
         default: nil
         }
+    }
+
+    /// True when a city and a place name are the same words (case and accents aside).
+    static func sameName(_ a: String, _ b: String) -> Bool {
+        a.compare(b, options: [.caseInsensitive, .diacriticInsensitive]) == .orderedSame
     }
 
     /// Distance for people: whole metres under 100 m, tens of metres under 1 km, 0.1 km under 10 km, then km.

@@ -61,23 +61,27 @@ public struct Enricher: Sendable {
     /// `degraded` result instead.
     public func enrich(
         deviceId: String, payload: NotificationPayload, at: Date? = nil,
-        mode modeOverride: BodyMode? = nil
+        mode modeOverride: BodyMode? = nil, staleness stalenessOverride: StalenessPolicy? = nil,
+        fix fixOverride: LocationFix? = nil
     ) async throws -> EnrichmentResult {
         let now = at ?? clock.now()
         let mode = modeOverride ?? settings.mode
+        let policy = stalenessOverride ?? settings.staleness
         let inputSize = payload.encodedSize
         if inputSize > NotificationPayload.maximumSize {
             throw PayloadError.tooLarge(bytes: inputSize, limit: NotificationPayload.maximumSize)
         }
         var draft = Draft(mode: mode, payload: payload, now: now)
+        draft.rules = policy
 
         // iOS runs an extension only for a mutable push with a visible alert.
         guard payload.isMutable else { return try draft.finish(.unchanged, rule: "mutable_content_missing") }
         guard payload.hasVisibleAlert else { return try draft.finish(.unchanged, rule: "no_visible_alert") }
 
         // The timestamp is checked first, for any category.
-        let verdict = settings.staleness.evaluate(payload.readTimestamp(mode: mode), now: now)
+        let verdict = policy.evaluate(payload.readTimestamp(mode: mode), now: now)
         draft.staleness = verdict
+        draft.hints += verdict.hints
         draft.legacyShape = verdict.source == .legacyTopLevel
         switch verdict.state {
         case .noTimestamp:
@@ -94,10 +98,18 @@ public struct Enricher: Sendable {
         draft.legacyShape = draft.legacyShape || request.legacy
         guard request.wanted else { return try draft.finish(.unchanged, rule: "category_not_location") }
 
-        guard let fix = try await fixes.latestFix(deviceId: deviceId) else {
+        // A fix given for this evaluation only (QA) stands in for the stored one.
+        let stored = fixOverride == nil ? try await fixes.latestFix(deviceId: deviceId) : fixOverride
+        guard let fix = stored else {
             return try draft.finish(.noFix, rule: "no_fix_reported")
         }
         let age = now.timeIntervalSince1970 - fix.fixTime
+        if age < 0 {
+            // The rules are unchanged (the newest fix is the last fix); the caller should know.
+            draft.hints.append(
+                "the device's last fix was taken \(Int((-age).rounded(.up))) s after the evaluation time: "
+                    + "evaluating in the past still uses the newest fix")
+        }
         draft.fix = EnrichmentResult.FixUsed(
             latitude: fix.coordinate.latitude, longitude: fix.coordinate.longitude, fixTime: fix.fixTime,
             ageSeconds: age, horizontalAccuracy: fix.horizontalAccuracy, context: fix.context)
@@ -193,6 +205,8 @@ struct Draft {
     var degraded: EnrichmentResult.Degradation?
     var placesMilliseconds: Double?
     var deviceContext: DeviceContext?
+    var rules: StalenessPolicy?
+    var hints: [String] = []
 
     init(mode: BodyMode, payload: NotificationPayload, now: Date) {
         self.mode = mode
@@ -219,6 +233,6 @@ struct Draft {
                 attachmentURL: mapURL),
             fix: fix, pois: pois, staticMapURL: mapURL, placesProvider: placesProvider, degraded: degraded,
             evaluatedAt: now.timeIntervalSince1970, placesMilliseconds: placesMilliseconds,
-            deviceContext: deviceContext)
+            deviceContext: deviceContext, rules: rules, hints: hints)
     }
 }

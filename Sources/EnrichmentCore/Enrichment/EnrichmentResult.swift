@@ -97,6 +97,10 @@ public struct EnrichmentResult: Sendable {
     public var placesMilliseconds: Double?
     /// The device's regions and zone used by the template, when location intelligence knows any.
     public var deviceContext: DeviceContext? = nil
+    /// The staleness rules the payload was judged by (the service's, or the request's own).
+    public var rules: StalenessPolicy? = nil
+    /// What looks wrong in the input (a timestamp in milliseconds, a fix from after the evaluation time).
+    public var hints: [String] = []
 
 }
 
@@ -108,6 +112,17 @@ extension EnrichmentResult {
         o.field("rule", rule)
         o.field("mode", mode.rawValue)
         if let staleness { o.object("staleness") { staleness.write(into: &$0) } }
+        if let rules {
+            o.object("rules") { r in
+                r.field("window", rules.window)
+                if let skew = rules.maxFutureSkew {
+                    r.field("max_future_skew", skew)
+                } else {
+                    r.field("max_future_skew", json: .null)
+                }
+            }
+        }
+        if !hints.isEmpty { o.field("hints", strings: hints) }
         o.field("legacy_shape", legacyShape)
         o.object("notification") { n in
             n.field("title", notification.title)

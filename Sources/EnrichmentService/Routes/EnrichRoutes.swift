@@ -13,9 +13,23 @@ struct EnrichRoutes {
             let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
             let input = try EnrichRequest(document)
             let started = ContinuousClock.now
+            let rules = state.enricher.settings.staleness
+            let policy =
+                input.window == nil && input.maxFutureSkew == nil
+                ? nil
+                : StalenessPolicy(
+                    window: input.window ?? rules.window,
+                    maxFutureSkew: input.maxFutureSkew.map { $0 } ?? rules.maxFutureSkew)
             let result = try await state.enricher.enrich(
                 deviceId: input.deviceId, payload: input.payload,
-                at: input.at, mode: input.mode)
+                at: input.at, mode: input.mode, staleness: policy,
+                fix: input.fix.map { fix in
+                    LocationFix(
+                        deviceId: input.deviceId, coordinate: fix.coordinate,
+                        fixTime: fix.time ?? (input.at ?? state.clock.now()).timeIntervalSince1970,
+                        horizontalAccuracy: fix.accuracy, context: "request",
+                        receivedAt: state.clock.now().timeIntervalSince1970)
+                })
             state.metrics.enrichDuration(ContinuousClock.now - started)
             if let ms = result.placesMilliseconds { state.metrics.placesDuration(.microseconds(Int64(ms * 1000))) }
             state.metrics.outcome(result.outcome.rawValue, provider: result.placesProvider ?? "none")
@@ -30,11 +44,32 @@ struct EnrichRequest {
     var payload: NotificationPayload
     var at: Date?
     var mode: BodyMode?
+    /// This request's staleness window, seconds (the service's when nil).
+    var window: Int64?
+    /// This request's future skew limit: nil keeps the service's, `.some(nil)` turns it off (JSON null).
+    var maxFutureSkew: Int64??
+
+    /// A fix for this evaluation only: `{"latitude", "longitude", "horizontal_accuracy"?, "utc_timestamp"?}`.
+    var fix: (coordinate: Coordinate, accuracy: Double?, time: Double?)?
+
+    static let members = ["device_id", "payload", "at", "mode", "window", "max_future_skew", "fix"]
 
     init(_ document: JSONValue) throws {
         guard case .object(let fields) = document else {
             throw APIError.invalid(
                 "invalid_request", "body must be a JSON object {\"device_id\", \"payload\", \"at\"?}")
+        }
+        // An unknown member is refused: a misspelt rule silently ignored would judge by the wrong one.
+        if let unknown = fields.keys.sorted().first(where: { !Self.members.contains($0) }) {
+            throw APIError.invalid(
+                "unknown_field",
+                "'\(unknown)' is not a member of this request; allowed: \(Self.members.joined(separator: ", "))",
+                field: unknown)
+        }
+        window = try Self.seconds(fields["window"], name: "window")
+        if let raw = fields["fix"], raw != .null { fix = try Self.fix(raw) }
+        if let raw = fields["max_future_skew"] {
+            maxFutureSkew = raw == .null ? .some(nil) : .some(try Self.seconds(raw, name: "max_future_skew"))
         }
         guard let idValue = fields["device_id"] else {
             throw APIError.invalid("invalid_request", "device_id is required")
@@ -67,6 +102,51 @@ struct EnrichRequest {
             }
             mode = parsed
         case let other?: throw APIError.invalid("invalid_request", "mode must be a string, found \(other.typeName)")
+        }
+    }
+
+    /// The request's own fix, checked member by member.
+    static func fix(_ value: JSONValue) throws -> (coordinate: Coordinate, accuracy: Double?, time: Double?) {
+        guard case .object(let members) = value else {
+            throw APIError.invalid(
+                "invalid_request", "fix must be an object {\"latitude\", \"longitude\", \"horizontal_accuracy\"?}",
+                field: "fix")
+        }
+        let allowed = ["latitude", "longitude", "horizontal_accuracy", "utc_timestamp"]
+        if let unknown = members.keys.sorted().first(where: { !allowed.contains($0) }) {
+            throw APIError.invalid(
+                "unknown_field", "fix.\(unknown) is not a fix member; allowed: \(allowed.joined(separator: ", "))",
+                field: "fix.\(unknown)")
+        }
+        func number(_ key: String, _ range: ClosedRange<Double>?) throws -> Double? {
+            guard let raw = members[key], raw != .null else { return nil }
+            guard let value = raw.lenientDouble, raw.stringValue == nil, value.isFinite,
+                range.map({ $0.contains(value) }) ?? true
+            else {
+                let allowedText = range.map { " in [\($0.lowerBound), \($0.upperBound)]" } ?? ""
+                throw APIError.invalid(
+                    "invalid_request", "fix.\(key) must be a number\(allowedText)", field: "fix.\(key)")
+            }
+            return value
+        }
+        guard let latitude = try number("latitude", -90...90), let longitude = try number("longitude", -180...180)
+        else {
+            throw APIError.invalid("invalid_request", "fix needs latitude and longitude", field: "fix")
+        }
+        let accuracy = try number("horizontal_accuracy", 0...1_000_000)
+        let time = try number("utc_timestamp", StalenessPolicy.evaluableSeconds)
+        return (Coordinate(latitude: latitude, longitude: longitude), accuracy, time)
+    }
+
+    /// A whole number of seconds from 0 to ten years, or nil when absent.
+    static func seconds(_ value: JSONValue?, name: String) throws -> Int64? {
+        let limit: Int64 = 315_360_000
+        switch value {
+        case nil: return nil
+        case .int(let seconds)? where (0...limit).contains(seconds): return seconds
+        default:
+            throw APIError.invalid(
+                "invalid_request", "\(name) must be whole seconds from 0 to \(limit) (ten years)", field: name)
         }
     }
 

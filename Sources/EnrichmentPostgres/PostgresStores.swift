@@ -206,6 +206,20 @@ public struct PostgresPOIStore: POIStore {
         try await database.client.query("SELECT count(*) FROM pois").decode(Int.self).first { _ in true } ?? 0
     }
 
+    public func poi(storeId: String) async throws -> POI? {
+        try await Self.rows(database.client.query("\(unescaped: Self.columns) WHERE store_id = \(storeId)")).first?.1
+    }
+
+    /// Removes POIs by store id. Other nodes' in-memory indexes learn of it at their next start (the follower
+    /// applies upserts only).
+    public func delete(storeIds: [String]) async throws -> Int {
+        let ids = Array(Set(storeIds))
+        let rows = try await database.client.query(
+            "WITH gone AS (DELETE FROM pois WHERE store_id = ANY(\(ids)::text[]) RETURNING 1) SELECT count(*) FROM gone"
+        )
+        return try await rows.decode(Int.self).first { _ in true } ?? 0
+    }
+
     /// Exact nearest-k: candidates from the GiST index (`point <@ box`), ranked by haversine metres.
     public func nearest(to point: Coordinate, query: PlacesQuery) async throws -> [PlaceMatch] {
         guard query.limit > 0 else { return [] }

@@ -180,6 +180,13 @@ public struct POIImporter: Sendable {
         _ = try await store.upsert(pois)
         index?.upsert(pois)
     }
+
+    /// Removes POIs from the store, then from the in-memory index; returns how many were stored.
+    public func deletePOIs(storeIds: [String]) async throws -> Int {
+        let removed = try await store.delete(storeIds: storeIds)
+        index?.remove(storeIds)
+        return removed
+    }
 }
 
 /// Applies the POIs other nodes import to this node's in-memory index, incrementally, within `interval`.

@@ -71,6 +71,24 @@ public struct SQLitePOIStore: POIStore {
             rows: { ids in try await database.pool.read { db in try Self.pois(db, ids: ids) } })
     }
 
+    public func poi(storeId: String) async throws -> POI? {
+        try await database.pool.read { db in
+            try Row.fetchOne(db, sql: "\(Self.columns) FROM pois WHERE store_id = ?", arguments: [storeId]).map(
+                Self.poi)
+        }
+    }
+
+    public func delete(storeIds: [String]) async throws -> Int {
+        try await database.pool.write { db in
+            var removed = 0
+            for id in Set(storeIds) {
+                try db.execute(sql: "DELETE FROM pois WHERE store_id = ?", arguments: [id])
+                removed += db.changesCount
+            }
+            return removed
+        }
+    }
+
     /// Full POIs for row ids.
     static func pois(_ db: Database, ids: [Int64]) throws -> [Int64: POI] {
         let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")

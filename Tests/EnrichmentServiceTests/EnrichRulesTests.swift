@@ -99,3 +99,24 @@ struct EnrichRulesTests {
         }
     }
 }
+
+@Suite("POIs by store id over HTTP")
+struct POIByIdTests {
+    @Test("GET and DELETE /v1/pois/{store_id}; a deleted POI leaves the search at once")
+    func getDelete() async throws {
+        try await withService({ $0.loadSamplePOIs = false }) { client in
+            _ = try await client.post("/v1/pois", json: onePOI("shop 1", "Shop", lat: 45, lng: 5))
+            let got = try await client.get("/v1/pois/shop%201")
+            #expect(got.status == 200)
+            #expect(got.json?["properties"]?["store_id"] == .string("shop 1"))
+            #expect(got.json?["geometry"]?["coordinates"] == .array([.int(5), .int(45)]))
+            let search = try await client.get("/stores/search/?lat=45&lng=5")
+            #expect(search.json?["features"].map { if case .array(let f) = $0 { f.count } else { -1 } } == 1)
+            #expect(try await client.delete("/v1/pois/shop%201").status == 200)
+            #expect(try await client.get("/v1/pois/shop%201").errorReason == "unknown_poi")
+            #expect(try await client.delete("/v1/pois/shop%201").errorReason == "unknown_poi")
+            let after = try await client.get("/stores/search/?lat=45&lng=5")
+            #expect(after.json?["features"] == .array([]))
+        }
+    }
+}

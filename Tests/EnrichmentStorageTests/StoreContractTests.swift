@@ -188,3 +188,25 @@ struct SQLiteSpecificTests {
 extension Double {
     var wrappedLongitude: Double { self > 180 ? self - 360 : (self < -180 ? self + 360 : self) }
 }
+
+@Suite("POI store: get and delete by store id")
+struct POIGetDeleteContractTests {
+    @Test(
+        "a POI is read back by store id and deleted from the store and its spatial search",
+        arguments: StoreKind.allCases)
+    func getAndDelete(kind: StoreKind) async throws {
+        let temp = try TemporaryDatabase()
+        let (_, pois) = try await kind.makeStores(temp)
+        let a = POI(storeId: "a", name: "Alpha", coordinate: Coordinate(latitude: 48, longitude: 2), types: ["cafe"])
+        let b = POI(storeId: "b", name: "Beta", coordinate: Coordinate(latitude: 48.001, longitude: 2))
+        _ = try await pois.upsert([a, b])
+        #expect(try await pois.poi(storeId: "a") == a)
+        #expect(try await pois.poi(storeId: "zz") == nil)
+        #expect(try await pois.delete(storeIds: ["a", "zz"]) == 1)
+        #expect(try await pois.poi(storeId: "a") == nil)
+        #expect(try await pois.count() == 1)
+        let near = try await pois.nearest(to: a.coordinate, query: PlacesQuery(limit: 5))
+        #expect(near.map(\.poi.storeId) == ["b"])
+        #expect(try await pois.delete(storeIds: ["a"]) == 0)
+    }
+}

@@ -137,4 +137,8 @@ public protocol POIStore: Sendable {
     func count() async throws -> Int
     /// Nearest POIs using the store's own spatial index (the slow, exact path; the in-memory index is the fast one).
     func nearest(to point: Coordinate, query: PlacesQuery) async throws -> [PlaceMatch]
+    /// The POI with this store id, if stored.
+    func poi(storeId: String) async throws -> POI?
+    /// Removes POIs by store id; returns how many were stored.
+    func delete(storeIds: [String]) async throws -> Int
 }

@@ -28,6 +28,13 @@ public enum WoosmapFormat {
     }
 
     /// One store as a GeoJSON Feature.
+    /// One POI as a Woosmap store Feature (the shape `POST /v1/pois` reads).
+    public static func feature(_ poi: POI) -> [UInt8] {
+        var feature = JSONObjectWriter(capacity: 512)
+        writeFeature(poi, distance: nil, into: &feature)
+        return feature.finished()
+    }
+
     static func writeFeature(_ poi: POI, distance: Double?, into feature: inout JSONObjectWriter) {
         feature.object("geometry") { geometry in
             geometry.field(

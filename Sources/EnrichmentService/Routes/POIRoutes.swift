@@ -1,11 +1,21 @@
 import EnrichmentCore
 import EnrichmentRuntime
+import Essentials
 import Foundation
 import Hummingbird
 
 /// POI import (`POST /v1/pois`) and the Woosmap-compatible search (`GET /stores/search/`).
 struct POIRoutes {
     let state: ServiceState
+
+    static func storeId(_ context: ServiceContext) throws -> String {
+        let raw = try context.parameters.require("storeId")
+        guard let id = raw.removingPercentEncoding, !id.isEmpty else {
+            throw APIError.invalid(
+                "invalid_store_id", "store id '\(raw)' is not valid percent-encoding", field: "storeId")
+        }
+        return id
+    }
 
     func register(on router: RouteRecorder) {
         let imports = AsyncGate()
@@ -24,6 +34,22 @@ struct POIRoutes {
                 return batch.report(total: state.index.count, seconds: seconds, format: format)
             }
             return JSONIO.response(report)
+        }
+
+        router.get("/v1/pois/:storeId") { _, context in
+            let id = try Self.storeId(context)
+            guard let poi = try await state.pois.poi(storeId: id) else {
+                throw APIError(.notFound, reason: "unknown_poi", message: "no POI with store id '\(id)'")
+            }
+            return JSONIO.response(bytes: WoosmapFormat.feature(poi))
+        }
+        router.delete("/v1/pois/:storeId") { _, context in
+            let id = try Self.storeId(context)
+            guard try await state.importer.deletePOIs(storeIds: [id]) > 0 else {
+                throw APIError(.notFound, reason: "unknown_poi", message: "no POI with store id '\(id)'")
+            }
+            return JSONIO.response(
+                bytes: JSONWriter.bytes(.object(["deleted": .bool(true), "store_id": .string(id)])))
         }
 
         router.get("/stores/search") { request, _ in

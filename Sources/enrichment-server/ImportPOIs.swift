@@ -4,6 +4,10 @@ import EnrichmentRuntime
 import Essentials
 import Foundation
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// `enrichment-server import-pois FILE`: load a large CSV or GeoJSON file straight into the SQLite database.
 struct ImportPOIs: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -74,12 +78,16 @@ struct ImportPOIs: AsyncParsableCommand {
         } else {
             format = .csv(idPrefix.map { POIColumnMapping.headerNames(idPrefix: $0) })
         }
+        let progress = Progress(enabled: isatty(STDERR_FILENO) == 1 && !json)
+        progress.say("reading \(file) (\(data.count / 1024) KiB)…")
         let batch: POIBatch
         do throws(POIImportError) { batch = try POIBatch.read(data, format: format) } catch {
             throw ValidationError("\(file): \(error.description)")
         }
+        progress.say("read \(batch.pois.count) POIs in \(progress.elapsed); writing them in one transaction…")
         let runtime = try await EnrichmentRuntime.open(configuration, scope: .storage)
         try await runtime.importer.importPOIs(batch.pois)
+        progress.say("written in \(progress.elapsed)")
         let seconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1e6
         let report = batch.report(total: try await runtime.pois.count(), seconds: seconds, format: format)
         if json {
@@ -87,5 +95,21 @@ struct ImportPOIs: AsyncParsableCommand {
         } else {
             print("\(path): " + report.humanLines.joined(separator: "\n"))
         }
+    }
+}
+
+/// Phase lines on standard error when it is a terminal (scripts and pipes get only the result on stdout).
+struct Progress {
+    let enabled: Bool
+    let started = ContinuousClock.now
+
+    var elapsed: String {
+        let seconds = Double((ContinuousClock.now - started) / .milliseconds(1)) / 1000
+        return String(format: "%.1f s", seconds)
+    }
+
+    func say(_ line: String) {
+        guard enabled else { return }
+        FileHandle.standardError.write(Data("import-pois: \(line)\n".utf8))
     }
 }

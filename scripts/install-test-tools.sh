@@ -12,6 +12,8 @@ command -v openssl >/dev/null || missing+=(openssl)
 [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
 # PostgreSQL, for the PostgreSQL store contracts (scripts/with-postgres.sh runs a throwaway cluster of it).
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+# Chromium (headless), for the preview page test: it loads /preview and takes a screenshot.
+command -v chromium >/dev/null || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && apt-get install -y -qq "${missing[@]}"
 fi

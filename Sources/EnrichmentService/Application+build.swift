@@ -93,6 +93,7 @@ func buildRouter(_ state: ServiceState) -> Router<ServiceContext> {
     TokenRoutes(state: state).register(on: routes)
     PushRoutes(state: state).register(on: routes)
     LocationRoutes(state: state).register(on: routes)
+    PreviewRoutes(state: state).register(on: routes)
     return router
 }
 

@@ -34,6 +34,8 @@ struct Simulate: AsyncParsableCommand {
     @Option(help: "The horizontal accuracy of the --lat/--lng fix, metres.") var accuracy: Double?
     @Flag(help: "Set aps.timestamp to now before simulating.") var stampNow = false
     @Flag(help: "Print the service's full result as JSON.") var json = false
+    @Option(help: "Also write the notification as an HTML page (the service's /preview): text and a local map.")
+    var html: String?
 
     func validate() throws {
         if let problem = DeviceID.problem(with: device) { throw ValidationError("--device: \(problem)") }
@@ -75,6 +77,16 @@ struct Simulate: AsyncParsableCommand {
             print(String(decoding: JSONWriter.bytes(result), as: UTF8.self))
         } else {
             print(PhoneView.render(result))
+        }
+        if let html {
+            let page = PreviewPage.render(
+                result: result,
+                context: PreviewPage.Context(
+                    deviceId: device, payloadText: String(decoding: JSONWriter.bytes(payloadValue), as: UTF8.self)))
+            do { try Data(page.utf8).write(to: URL(fileURLWithPath: html)) } catch {
+                throw ValidationError("cannot write '\(html)': \(error.localizedDescription)")
+            }
+            if !json { print("preview written to \(html)") }
         }
         let status = Self.exitStatus(result)
         if status != 0 { throw ExitCode(status) }
@@ -163,13 +175,18 @@ enum PhoneView {
             out.append("│ " + text.padding(toLength: width, withPad: " ", startingAt: 0) + " │")
         }
         if attachment != nil {
-            out.append("│ " + "[map image attached]".padding(toLength: width, withPad: " ", startingAt: 0) + " │")
+            // The phone would download and attach the map; here only its URL is known (see --html for a picture).
+            out.append(
+                "│ " + "[map: attachment-url below]".padding(toLength: width, withPad: " ", startingAt: 0) + " │")
         }
         out.append("└" + String(repeating: "─", count: width + 2) + "┘")
         let outcome = result["outcome"]?.stringValue ?? "?"
         let rule = result["rule"]?.stringValue ?? "?"
         out.append("outcome: \(outcome) (\(rule))")
         if let degraded = result["degraded"]?["message"]?.stringValue { out.append("degraded: \(degraded)") }
+        if case .array(let hints)? = result["hints"] {
+            for hint in hints.compactMap(\.stringValue) { out.append("hint: \(hint)") }
+        }
         if let staleness = result["staleness"], let state = staleness["state"]?.stringValue {
             out.append(
                 "staleness: \(state)" + (staleness["age_seconds"].map { " (age \(JSONWriterText.text($0)) s)" } ?? ""))

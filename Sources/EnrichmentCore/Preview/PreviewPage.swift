@@ -55,6 +55,7 @@ public enum PreviewPage {
         .title{font-weight:600;font-size:15px}.subtitle{font-size:15px}.body{font-size:15px;white-space:pre-wrap}
         .map{margin-top:10px;border-radius:12px;overflow:hidden;background:#f4f1ea}
         .meta{width:390px;margin:16px auto;font-size:13px}.meta code{background:#fff;padding:1px 4px}
+        .meta a{word-break:break-all}
         .hint{color:#b45309}.error{color:#b91c1c}
         form{width:390px;margin:16px auto}textarea{width:100%;height:140px;font-family:monospace;font-size:12px}
         """

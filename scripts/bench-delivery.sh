@@ -13,6 +13,7 @@
 # Prints both rates and the ratio service/push-sender (target: at least 0.5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bench-lib.sh
 N=${N:-10000}
 DATA=.cache/bench-delivery
 SERVER=${SERVER:-.build-release/release/enrichment-server}
@@ -22,7 +23,6 @@ SENDER=${SENDER:-.build-release/release/push-sender}
 rm -rf "$DATA" && mkdir -p "$DATA"
 certs.example/make-local-certs.sh "$DATA/certs" >/dev/null
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT

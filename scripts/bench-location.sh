@@ -10,6 +10,7 @@
 #   scripts/bench-location.sh                  # DURATION=10 s per ingest phase, CONNS=32
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bench-lib.sh
 DURATION=${DURATION:-10}
 CONNS=${CONNS:-32}
 DATA=.cache/bench-location
@@ -19,7 +20,6 @@ command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk;
 PLACES=$(scripts/fetch-places.sh)
 rm -rf "$DATA" && mkdir -p "$DATA"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
@@ -28,8 +28,7 @@ start_node() { # port db [settings...]
   shift 2
   env "$@" "$BIN" serve --port "$port" --db "$db" --sample-pois false --log-level warning >>"$DATA/server.log" 2>&1 &
   PIDS+=($!)
-  for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && return; sleep 0.2; done
-  echo "node on $port did not start" >&2; exit 1
+  wait_healthy "$port"
 }
 stop_nodes() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; PIDS=(); }
 

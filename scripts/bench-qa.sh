@@ -8,6 +8,7 @@
 #   scripts/bench-qa.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bench-lib.sh
 DATA=.cache/bench-qa
 BIN=${BIN:-.build-release/release/enrichment-server}
 SENDER=${SENDER:-.build-release/release/push-sender}
@@ -16,11 +17,11 @@ SENDER=${SENDER:-.build-release/release/push-sender}
 PLACES=$(scripts/fetch-places.sh)
 rm -rf "$DATA" && mkdir -p "$DATA"
 "$BIN" import-pois "$PLACES" --map geonames --db "$DATA/db.sqlite" >/dev/null
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 "$BIN" serve --port "$PORT" --db "$DATA/db.sqlite" --sample-pois false --log-level warning >"$DATA/server.log" 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null || true' EXIT
-for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.2; done
+wait_healthy "$PORT"
 echo "== $(nproc) cores, $(curl -s "http://127.0.0.1:$PORT/health" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pois"])') POIs"
 python3 - "$PORT" <<'PY'
 import http.client, json, statistics, sys, time

@@ -10,6 +10,7 @@
 #   DURATION=20 CONNS=64 scripts/bench-scale.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bench-lib.sh
 if [ -z "${ENRICH_TEST_DATABASE_URL:-}" ]; then exec scripts/with-postgres.sh "$0" "$@"; fi
 DURATION=${DURATION:-10}
 CONNS=${CONNS:-32}
@@ -21,7 +22,6 @@ command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk;
 PLACES=$(scripts/fetch-places.sh)
 rm -rf "$DATA" && mkdir -p "$DATA"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
@@ -33,8 +33,7 @@ start_node() { # port [database-url]
   env -u ENRICH_DATABASE_URL "$BIN" serve --port "$port" --db "$DATA/db.sqlite" --sample-pois false \
     --log-level warning "${database[@]}" >>"$DATA/server.log" 2>&1 &
   PIDS+=($!)
-  for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && return; sleep 0.2; done
-  echo "node on $port did not start" >&2; exit 1
+  wait_healthy "$port"
 }
 
 seed() { # port

@@ -15,6 +15,7 @@
 # whole process (start-up, TLS handshakes and the JWT included); h2load and aioapns only while sending.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bench-lib.sh
 N=${N:-100000}
 N_AIOAPNS=${N_AIOAPNS:-20000}
 DATA=.cache/bench-sender
@@ -46,7 +47,6 @@ PY
 # A 300-byte payload, as in the issue's measurements.
 python3 -c 'import json; p={"aps":{"alert":{"title":"Nearby","body":"bench"}},"pad":""}; p["pad"]="x"*(300-len(json.dumps(p,separators=(",",":")))); print(json.dumps(p,separators=(",",":")),end="")' > "$DATA/payload.json"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT

@@ -156,7 +156,8 @@ struct PushSenderCLITests {
             defer { directory.remove() }
             let (key, ca) = (directory.key, directory.ca)
             let process = Process()
-            process.executableURL = try #require(builtExecutable(named: "push-sender"))
+            let sender: URL = try #require(builtExecutable(named: "push-sender"))
+            process.executableURL = sender
             process.arguments = [
                 "send", "--host", base, "--ca", ca, "--key", key, "--key-id", "KEYID12345", "--team-id",
                 "TEAMID6789", "--topic", "com.example.app", "--tokens-file", "-", "--json",

@@ -13,7 +13,8 @@ struct SimulateTests {
         try Data("store_id,name,lat,lng\np1,Tour Eiffel,48.8584,2.2945\n".utf8).write(to: csv)
         let database = directory.appendingPathComponent("db.sqlite").path
         let importer = Process()
-        importer.executableURL = try #require(builtExecutable(named: "enrichment-server"))
+        let server: URL = try #require(builtExecutable(named: "enrichment-server"))
+        importer.executableURL = server
         importer.arguments = ["import-pois", csv.path, "--db", database]
         importer.standardOutput = FileHandle.nullDevice
         try importer.run()

@@ -100,7 +100,7 @@ public struct OpenLocateBatch: Sendable {
             guard let value = raw.stringValue else {
                 return .failure(ItemProblem(message: "location_context must be a string, found \(raw.typeName)"))
             }
-            guard value.utf8.count <= 256, !hasControlCharacters(value) else {
+            guard value.utf8.count <= 256, !InputText.hasControlCharacters(value) else {
                 return .failure(
                     ItemProblem(message: "location_context must be at most 256 bytes, without control characters"))
             }
@@ -143,11 +143,11 @@ public struct OpenLocateBatch: Sendable {
         }
         for key in stringFields {
             guard let raw = fields[key], raw != .null else { continue }
-            guard let value = raw.stringValue, value.utf8.count <= 256, !hasControlCharacters(value) else {
+            guard let value = raw.stringValue, value.utf8.count <= 256, !InputText.hasControlCharacters(value) else {
                 return .failure(
                     ItemProblem(message: "\(key) must be a string of at most 256 bytes, without control characters"))
             }
-            if key == "wifi_bssid", !isMACAddress(value) {
+            if key == "wifi_bssid", !InputText.isMACAddress(value) {
                 return .failure(ItemProblem(message: "wifi_bssid '\(value)' must look like a4:2b:b0:12:34:56"))
             }
             extras[key] = .string(key == "wifi_bssid" ? value.lowercased() : value)
@@ -161,15 +161,6 @@ public struct OpenLocateBatch: Sendable {
             }
         }
         return .success(extras.isEmpty ? nil : .object(extras))
-    }
-
-    static func hasControlCharacters(_ text: String) -> Bool {
-        text.unicodeScalars.contains { $0.properties.generalCategory == .control }
-    }
-
-    static func isMACAddress(_ text: String) -> Bool {
-        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        return parts.count == 6 && parts.allSatisfy { $0.count == 2 && $0.allSatisfy(\.isHexDigit) }
     }
 }
 

@@ -105,97 +105,9 @@ public final class LocationEngine: Sendable {
 
     // MARK: Regions
 
-    /// Why a region was refused.
-    public struct RegionProblem: Error, Sendable, CustomStringConvertible {
-        public var field: String
-        public var description: String
-    }
-
-    /// Reads a `POST /v1/regions` body into a custom region (`custom_<id>`), checked.
+    /// Reads a `POST /v1/regions` body into a custom region (`custom_<id>`), checked against the settings.
     public func region(from document: JSONValue) throws(RegionProblem) -> Region {
-        guard case .object(let fields) = document else {
-            throw RegionProblem(
-                field: "body",
-                description: "body must be a JSON object {\"id\", \"latitude\", \"longitude\", \"radius\"}")
-        }
-        let known: Set<String> = [
-            "id", "latitude", "longitude", "radius", "wifi_ssid", "wifi_bssid", "policy", "push_payload",
-        ]
-        if let unknown = fields.keys.sorted().first(where: { !known.contains($0) }) {
-            throw RegionProblem(
-                field: unknown,
-                description: "\(unknown) is not a region field; allowed: \(known.sorted().joined(separator: ", "))")
-        }
-        guard let id = fields["id"]?.stringValue, !id.isEmpty, id.count <= 200,
-            !id.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-        else {
-            throw RegionProblem(
-                field: "id", description: "id must be 1-200 characters, without control characters")
-        }
-        guard !id.contains("position") else {
-            throw RegionProblem(
-                field: "id", description: "id must not contain 'position': the SDK treats such regions as its own")
-        }
-        func number(_ key: String) throws(RegionProblem) -> Double {
-            guard let raw = fields[key], let value = raw.lenientDouble, value.isFinite, raw.stringValue == nil else {
-                throw RegionProblem(field: key, description: "\(key) must be a number")
-            }
-            return value
-        }
-        let latitude = try number("latitude")
-        let longitude = try number("longitude")
-        let radius = try number("radius")
-        guard (-90...90).contains(latitude) else {
-            throw RegionProblem(field: "latitude", description: "latitude \(latitude) is outside [-90, 90]")
-        }
-        guard (-180...180).contains(longitude) else {
-            throw RegionProblem(field: "longitude", description: "longitude \(longitude) is outside [-180, 180]")
-        }
-        guard settings.customRadius.contains(radius) else {
-            throw RegionProblem(
-                field: "radius",
-                description:
-                    "radius \(radius) is outside \(settings.customRadius.lowerBound)-\(settings.customRadius.upperBound) metres"
-            )
-        }
-        var ssid: String?
-        if let raw = fields["wifi_ssid"], raw != .null {
-            guard let text = raw.stringValue, !text.isEmpty, text.count <= 32,
-                !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-            else {
-                throw RegionProblem(
-                    field: "wifi_ssid",
-                    description: "wifi_ssid must be a network name of 1-32 characters, without control characters")
-            }
-            ssid = text
-        }
-        var bssid: String?
-        if let raw = fields["wifi_bssid"], raw != .null {
-            let parts = raw.stringValue?.split(separator: ":", omittingEmptySubsequences: false) ?? []
-            guard parts.count == 6, parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isHexDigit) }) else {
-                throw RegionProblem(field: "wifi_bssid", description: "wifi_bssid must look like a4:2b:b0:12:34:56")
-            }
-            bssid = raw.stringValue?.lowercased()
-        }
-        var policy = Region.Policy.either
-        if let raw = fields["policy"], raw != .null {
-            guard let text = raw.stringValue, let value = Region.Policy(rawValue: text) else {
-                throw RegionProblem(field: "policy", description: "policy must be circle, wifi or either")
-            }
-            policy = value
-        }
-        var payload: JSONValue?
-        if let raw = fields["push_payload"], raw != .null {
-            guard case .object = raw, raw["aps"]?.objectValue != nil else {
-                throw RegionProblem(
-                    field: "push_payload",
-                    description: "push_payload must be an APNs payload object with an aps dictionary")
-            }
-            payload = raw
-        }
-        return Region(
-            id: "custom_\(id)", latitude: latitude, longitude: longitude, radius: radius, wifiSSID: ssid,
-            wifiBSSID: bssid, policy: policy, pushPayload: payload)
+        try Region.custom(from: document, radius: settings.customRadius)
     }
 
     /// Adds or replaces a custom region; returns whether it was new.

@@ -94,7 +94,7 @@ struct LocationRoutes {
         router.post("/v1/regions") { request, _ in
             let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
             let region: Region
-            switch Result(catching: { () throws(LocationEngine.RegionProblem) in try location.region(from: document) })
+            switch Result(catching: { () throws(RegionProblem) in try location.region(from: document) })
             {
             case .success(let value): region = value
             case .failure(let problem):

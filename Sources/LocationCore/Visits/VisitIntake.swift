@@ -114,7 +114,7 @@ public struct VisitIntake: Sendable {
         var id: String?
         if let raw = fields["id"], raw != .null {
             guard let text = raw.stringValue, !text.isEmpty, text.count <= 128,
-                !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+                !InputText.hasControlCharacters(text)
             else {
                 return fail("invalid", "visits[\(index)].id must be 1-128 characters, without control characters")
             }

@@ -281,7 +281,7 @@ let package = Package(
         .testTarget(
             name: "EnrichmentUpstreamTests",
             dependencies: [
-                "EnrichmentUpstream", "EnrichmentCore", "TestSupport",
+                "EnrichmentUpstream", "EnrichmentCore", "Essentials", "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: swiftSettings
@@ -294,6 +294,7 @@ let package = Package(
         .testTarget(
             name: "EnrichmentServiceTests",
             dependencies: [
+                "APNsCore",
                 "EnrichmentService",
                 "MockAPNs",
                 "EnrichmentRuntime",
@@ -301,6 +302,7 @@ let package = Package(
                 "Essentials",
                 "LocationCore",
                 "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -314,6 +316,7 @@ let package = Package(
             name: "EnrichmentServerTests",
             dependencies: [
                 "enrichment-server",
+                "APNsCore",
                 "MockAPNs",
                 "EnrichmentRuntime",
                 "EnrichmentStorage",

@@ -16,10 +16,10 @@ cd "$(dirname "$0")/.."
 source scripts/bench-lib.sh
 N=${N:-10000}
 DATA=.cache/bench-delivery
-SERVER=${SERVER:-.build-release/release/enrichment-server}
-SENDER=${SENDER:-.build-release/release/push-sender}
-[ -x "$SERVER" ] || swift build -c release --scratch-path .build-release --product enrichment-server
-[ -x "$SENDER" ] || swift build -c release --scratch-path .build-release --product push-sender
+SERVER=${SERVER:-$RELEASE/enrichment-server}
+SENDER=${SENDER:-$RELEASE/push-sender}
+[ -x "$SERVER" ] || release_build enrichment-server
+[ -x "$SENDER" ] || release_build push-sender
 rm -rf "$DATA" && mkdir -p "$DATA"
 certs.example/make-local-certs.sh "$DATA/certs" >/dev/null
 

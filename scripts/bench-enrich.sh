@@ -15,10 +15,11 @@ THREADS=${THREADS:-1}
 DEVICES=${DEVICES:-10000}
 PORT=${PORT:-18181}
 DATA=.cache/bench
-BIN=${BIN:-.build/release/enrichment-server}
+. scripts/bench-lib.sh
+BIN=${BIN:-$RELEASE/enrichment-server}
 
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
-[ -x "$BIN" ] || swift build -c release --product enrichment-server
+[ -x "$BIN" ] || release_build enrichment-server
 PLACES=$(scripts/fetch-places.sh)
 
 rm -rf "$DATA" && mkdir -p "$DATA"

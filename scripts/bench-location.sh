@@ -14,9 +14,9 @@ source scripts/bench-lib.sh
 DURATION=${DURATION:-10}
 CONNS=${CONNS:-32}
 DATA=.cache/bench-location
-BIN=${BIN:-.build-release/release/enrichment-server}
+BIN=${BIN:-$RELEASE/enrichment-server}
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
-[ -x "$BIN" ] || swift build -c release --scratch-path .build-release --product enrichment-server
+[ -x "$BIN" ] || release_build enrichment-server
 PLACES=$(scripts/fetch-places.sh)
 rm -rf "$DATA" && mkdir -p "$DATA"
 

@@ -10,10 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench-lib.sh
 DATA=.cache/bench-qa
-BIN=${BIN:-.build-release/release/enrichment-server}
-SENDER=${SENDER:-.build-release/release/push-sender}
-[ -x "$BIN" ] || swift build -c release --scratch-path .build-release --product enrichment-server
-[ -x "$SENDER" ] || swift build -c release --scratch-path .build-release --product push-sender
+BIN=${BIN:-$RELEASE/enrichment-server}
+SENDER=${SENDER:-$RELEASE/push-sender}
+[ -x "$BIN" ] || release_build enrichment-server
+[ -x "$SENDER" ] || release_build push-sender
 PLACES=$(scripts/fetch-places.sh)
 rm -rf "$DATA" && mkdir -p "$DATA"
 "$BIN" import-pois "$PLACES" --map geonames --db "$DATA/db.sqlite" >/dev/null

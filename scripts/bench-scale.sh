@@ -16,9 +16,9 @@ DURATION=${DURATION:-10}
 CONNS=${CONNS:-32}
 DEVICES=${DEVICES:-10000}
 DATA=.cache/bench-scale
-BIN=${BIN:-.build-release/release/enrichment-server}
+BIN=${BIN:-$RELEASE/enrichment-server}
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
-[ -x "$BIN" ] || swift build -c release --scratch-path .build-release --product enrichment-server
+[ -x "$BIN" ] || release_build enrichment-server
 PLACES=$(scripts/fetch-places.sh)
 rm -rf "$DATA" && mkdir -p "$DATA"
 

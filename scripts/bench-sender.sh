@@ -19,7 +19,7 @@ source scripts/bench-lib.sh
 N=${N:-100000}
 N_AIOAPNS=${N_AIOAPNS:-20000}
 DATA=.cache/bench-sender
-BIN=${BIN:-.build-release/release/push-sender}
+BIN=${BIN:-$RELEASE/push-sender}
 
 missing=()
 command -v nghttpd >/dev/null || missing+=(nghttp2-server)
@@ -27,7 +27,7 @@ command -v h2load >/dev/null || missing+=(nghttp2-client)
 [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
 if [ ${#missing[@]} -gt 0 ]; then apt-get update -qq && apt-get install -y -qq "${missing[@]}"; fi
 python3 -c "import aioapns" 2>/dev/null || pip install -q aioapns
-[ -x "$BIN" ] || swift build -c release --scratch-path .build-release --product push-sender
+[ -x "$BIN" ] || release_build push-sender
 rm -rf "$DATA" && mkdir -p "$DATA"
 certs.example/make-local-certs.sh "$DATA/certs" >/dev/null
 python3 - "$N" > "$DATA/tokens.txt" <<'PY'

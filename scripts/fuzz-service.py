@@ -3,7 +3,7 @@
 
 Not a test (it runs for minutes); see BENCHMARKS.md, section "Reliability", for a recorded run.
 
-    scripts/fuzz-service.py --server .build/release/enrichment-server      # starts its own server
+    scripts/fuzz-service.py --server .build-release/release/enrichment-server      # starts its own server
     scripts/fuzz-service.py --url http://127.0.0.1:8080 --pid 1234         # a server you started
 
 Every endpoint gets requests built from valid ones and then broken: type confusion in every field, extreme

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the tests need and a fresh machine lacks (run once before `swift test --no-parallel`; .ci/run runs it).
+# Installs what the tests need and a fresh machine lacks (scripts/test.sh runs it before the tests).
 # Idempotent: installs nothing when everything is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,12 +15,33 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 # Chromium (headless), for the preview page test: it loads /preview and takes a screenshot.
 command -v chromium >/dev/null || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
-    apt-get update -qq && apt-get install -y -qq "${missing[@]}"
+    echo "installing ${missing[*]} (Debian packages the tests need)" >&2
+    log=$(mktemp)
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        exit 1
+    fi
+    rm -f "$log"
 fi
 
 # PyPI: the OpenAPI contract tools (pinned), when they are not already there at those versions.
-if ! python3 -m pip show -q schemathesis openapi-spec-validator >/dev/null 2>&1 \
-    || ! python3 -c 'import importlib.metadata as m, sys; sys.exit(m.version("schemathesis") != "4.32.5")'; then
-    python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-contract.txt
+# (Checked against the pins in the requirements file itself, without a traceback when one is missing.)
+if ! python3 - scripts/requirements-contract.txt <<'PY'
+import importlib.metadata as metadata, sys
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if "==" not in line:
+        continue
+    name, version = (part.strip() for part in line.split("==", 1))
+    try:
+        if metadata.version(name) != version:
+            sys.exit(1)
+    except metadata.PackageNotFoundError:
+        sys.exit(1)
+PY
+then
+    echo "installing the pinned contract tools (scripts/requirements-contract.txt) from PyPI" >&2
+    python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -r scripts/requirements-contract.txt
 fi
 

@@ -41,6 +41,8 @@ public struct APNsBatch: Sendable {
         let probe = APNsRequest(
             deviceToken: String(repeating: "0", count: 64), topic: topic, pushType: pushType.rawValue,
             priority: priority, expiration: expiration, collapseID: collapseID, apnsID: apnsID, payload: payload)
+        // The headers are shared by every entry (even those with their own payload): checked whatever the payload.
+        if let violation = APNsValidator.headerViolation(of: probe) { throw violation }
         if checkShared, let violation = APNsValidator.violation(of: probe) { throw violation }
         var local: [Int: APNsValidator.Violation] = [:]
         for (index, request) in requests.enumerated() where !APNsValidator.isValidDeviceToken(request.deviceToken) {

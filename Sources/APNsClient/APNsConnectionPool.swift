@@ -353,7 +353,7 @@ final class APNsConnectionPool: @unchecked Sendable {
     /// trying again cannot fix (TLS, refused) or keeps happening; otherwise connects again after a pause.
     private func connectFailed(_ error: (any Error)?) {
         consecutiveConnectFailures += 1
-        let problem = ConnectProblem(error, host: host, port: port)
+        let problem = ConnectProblem(error, host: host, port: port, names: configuration.settingNames)
         let hasReady = connections.contains { $0.state == .ready }
         if hasReady { return }
         if problem.isDefinitive || consecutiveConnectFailures >= configuration.retry.maxAttempts {

@@ -30,6 +30,9 @@ public struct APNsSenderConfiguration: Sendable {
     /// A PING unanswered for this long means the connection is dead: it is replaced and its pushes go again.
     public var pingTimeout: TimeAmount
     public var retry: RetryPolicy
+    /// What the user sets to change the host, the trust and the client certificate, for the hints of connection
+    /// errors: `push-sender`'s flags by default; the service names its variables.
+    public var settingNames = APNsSettingNames.flags
 
     public init(
         environment: APNsEnvironment, credentials: APNsCredentials, additionalTrustRootsPEM: String? = nil,
@@ -47,6 +50,24 @@ public struct APNsSenderConfiguration: Sendable {
         self.pingTimeout = pingTimeout
         self.retry = retry
     }
+}
+
+/// The settings a connection error's hint tells the user to check.
+public struct APNsSettingNames: Sendable {
+    public var host: String
+    public var trust: String
+    public var clientCertificate: String
+
+    public init(host: String, trust: String, clientCertificate: String) {
+        self.host = host
+        self.trust = trust
+        self.clientCertificate = clientCertificate
+    }
+
+    /// `push-sender send`'s flags.
+    public static let flags = APNsSettingNames(
+        host: "--host (or --sandbox / --production)", trust: "--ca",
+        clientCertificate: "--cert and --cert-key (or --p12)")
 }
 
 /// Sends pushes over HTTP/2 + TLS (swift-nio-http2, frame by frame) with bounded concurrency, retries per Apple's
@@ -112,7 +133,51 @@ public final class APNsSender: APNsBatchSending {
     /// Sends to many tokens with at most `concurrency` in flight, handing each result to `onResult` (on the
     /// sender's event loop; keep it short) as soon as it is final, so a large run need not hold its results.
     /// Several calls may run at once; they share the connections.
+    ///
+    /// A request with a header value that breaks a rule, or a token that cannot be a path, is answered at once
+    /// with the status and reason Apple gives for that rule (`attempts` 0, `transportError` saying it was not
+    /// sent) and never written to a connection: the connections are shared, and one bad value must not make the
+    /// peer close a connection that other pushes are using.
     public func send(
+        _ requests: [APNsRequest], concurrency: Int,
+        onResult: @escaping @Sendable (Int, APNsSendResult) -> Void
+    ) async {
+        var sendable: [Int] = []
+        sendable.reserveCapacity(requests.count)
+        // A batch shares its headers: each distinct set is judged once.
+        var judged: (headers: HeaderValues, violation: APNsValidator.Violation?)?
+        for (index, request) in requests.enumerated() {
+            let headers = HeaderValues(request)
+            let headerViolation: APNsValidator.Violation?
+            if let judged, judged.headers == headers {
+                headerViolation = judged.violation
+            } else {
+                headerViolation = APNsValidator.headerViolation(of: request)
+                judged = (headers, headerViolation)
+            }
+            let refusal = headerViolation ?? APNsValidator.localRefusal(pathOf: request)
+            if let refusal {
+                onResult(
+                    index,
+                    APNsSendResult(
+                        deviceToken: request.deviceToken, status: refusal.status, reason: refusal.reason, apnsID: nil,
+                        timestamp: nil, attempts: 0, transportError: "not sent: \(refusal.message)"))
+            } else {
+                sendable.append(index)
+            }
+        }
+        if sendable.count < requests.count {
+            guard !sendable.isEmpty else { return }
+            let indices = sendable
+            await sendChecked(indices.map { requests[$0] }, concurrency: concurrency) { position, result in
+                onResult(indices[position], result)
+            }
+        } else {
+            await sendChecked(requests, concurrency: concurrency, onResult: onResult)
+        }
+    }
+
+    private func sendChecked(
         _ requests: [APNsRequest], concurrency: Int,
         onResult: @escaping @Sendable (Int, APNsSendResult) -> Void
     ) async {
@@ -124,6 +189,25 @@ public final class APNsSender: APNsBatchSending {
         pool.loop.execute { pool.submit(batch) }
         // Every request ends with a result: the promise only succeeds.
         try? await promise.futureResult.get()
+    }
+}
+
+/// The values of a request that become headers, to judge a batch's shared headers once.
+private struct HeaderValues: Equatable {
+    var topic: String?
+    var pushType: String?
+    var priority: Int?
+    var expiration: String?
+    var collapseID: String?
+    var apnsID: String?
+
+    init(_ request: APNsRequest) {
+        topic = request.topic
+        pushType = request.pushType
+        priority = request.priority
+        expiration = request.expiration
+        collapseID = request.collapseID
+        apnsID = request.apnsID
     }
 }
 

@@ -51,20 +51,55 @@ public enum APNsCredentialFiles {
         return .certificate(chain: bundle.chain, key: bundle.key)
     }
 
-    /// Certificate authentication from a PEM certificate (chain) and its PEM private key.
-    public static func certificate(certFile: String, keyFile: String) throws(APNsConfigurationError)
-        -> APNsCredentials
-    {
-        guard let certPEM = try? String(contentsOfFile: certFile, encoding: .utf8),
-            let keyPEM = try? String(contentsOfFile: keyFile, encoding: .utf8)
-        else {
-            throw APNsConfigurationError("cannot read the certificate '\(certFile)' or its key '\(keyFile)'")
+    /// What the settings are called where the credentials come from (flags for `push-sender`, variables for the
+    /// service), so that an error names the one to change.
+    public struct SettingNames: Sendable {
+        public var certificate: String
+        public var certificateKey: String
+        /// Where a `.p8` token key belongs, with its companions.
+        public var tokenKey: String
+
+        public init(certificate: String, certificateKey: String, tokenKey: String) {
+            self.certificate = certificate
+            self.certificateKey = certificateKey
+            self.tokenKey = tokenKey
+        }
+
+        public static let flags = SettingNames(
+            certificate: "--cert", certificateKey: "--cert-key", tokenKey: "--key (with --key-id and --team-id)")
+    }
+
+    /// Certificate authentication from a PEM certificate (chain) and its PEM private key; the key must be the
+    /// certificate's (a `.p8` token key given here is named as such, with the setting it belongs in).
+    public static func certificate(
+        certFile: String, keyFile: String, names: SettingNames = .flags
+    ) throws(APNsConfigurationError) -> APNsCredentials {
+        guard let certPEM = try? String(contentsOfFile: certFile, encoding: .utf8) else {
+            throw APNsConfigurationError("\(names.certificate): cannot read the certificate '\(certFile)'")
+        }
+        guard let keyPEM = try? String(contentsOfFile: keyFile, encoding: .utf8) else {
+            throw APNsConfigurationError("\(names.certificateKey): cannot read the private key '\(keyFile)'")
         }
         guard let chain = try? NIOSSLCertificateLoader.chain(pem: certPEM), !chain.isEmpty else {
-            throw APNsConfigurationError("'\(certFile)' holds no PEM certificate")
+            throw APNsConfigurationError("\(names.certificate): '\(certFile)' holds no PEM certificate")
         }
+        let looksLikeTokenKey = (try? APNsTokenManager.loadKey(pem: keyPEM)) != nil
         guard let key = try? NIOSSLCertificateLoader.key(pem: keyPEM) else {
-            throw APNsConfigurationError("'\(keyFile)' holds no PEM private key")
+            throw APNsConfigurationError("\(names.certificateKey): '\(keyFile)' holds no PEM private key")
+        }
+        // A key that is not the certificate's fails the TLS set-up: say so here, naming the setting.
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.certificateChain = chain.map { .certificate($0) }
+        tls.privateKey = .privateKey(key)
+        if (try? NIOSSLContext(configuration: tls)) == nil {
+            if looksLikeTokenKey {
+                throw APNsConfigurationError(
+                    "\(names.certificateKey): '\(keyFile)' is a P-256 key such as a .p8 token-authentication key, not the private key of the certificate '\(certFile)'; a .p8 key belongs in \(names.tokenKey)"
+                )
+            }
+            throw APNsConfigurationError(
+                "\(names.certificateKey): '\(keyFile)' is not the private key of the certificate '\(certFile)' (export both from the same Keychain item, or use a .p12)"
+            )
         }
         return .certificate(chain: chain, key: key)
     }

@@ -34,6 +34,112 @@ public enum APNsValidator {
         }
     }
 
+    /// Longest `apns-topic` a sender writes: the app's bundle id with its push type's suffix (a registration's or a
+    /// push's `topic` is held to the same bound).
+    public static let maximumTopicBytes = 255
+    /// Apple: `apns-collapse-id` is at most 64 bytes.
+    public static let maximumCollapseIDBytes = 64
+
+    /// Why `topic` cannot be an `apns-topic` (nil when it can): 1 to 255 visible ASCII characters, as a bundle id
+    /// (letters, digits, `-`, `.`) with a push type's suffix always is. A space, a control character or a longer
+    /// value would make the peer refuse the request's headers, or close the connection every other push shares.
+    public static func topicProblem(_ topic: String) -> String? {
+        let count = topic.utf8.count
+        guard count > 0 else { return "must not be empty (it is the app's bundle id)" }
+        guard count <= maximumTopicBytes else {
+            return
+                "is \(count) bytes; at most \(maximumTopicBytes) are allowed (the app's bundle id and its push type's suffix)"
+        }
+        guard topic.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            return
+                "must be the app's bundle id: visible ASCII characters only (no space, control or non-ASCII character)"
+        }
+        return nil
+    }
+
+    /// Why `collapseID` cannot be an `apns-collapse-id` (nil when it can): 1 to 64 bytes (Apple's limit), with no
+    /// control character and no space at either end (neither can travel in an HTTP/2 header value).
+    public static func collapseIDProblem(_ collapseID: String) -> String? {
+        let count = collapseID.utf8.count
+        guard count > 0 else { return "must not be empty (leave it out instead)" }
+        guard count <= maximumCollapseIDBytes else {
+            return "is \(count) bytes; at most \(maximumCollapseIDBytes) are allowed"
+        }
+        guard !collapseID.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else {
+            return "must not contain a control character (newline, tab, NUL...)"
+        }
+        guard collapseID.utf8.first != 0x20, collapseID.utf8.last != 0x20 else {
+            return "must not start or end with a space"
+        }
+        return nil
+    }
+
+    /// Why `expiration` cannot be an `apns-expiration` (nil when it can): epoch seconds, digits only, 0 to
+    /// 9,223,372,036,854,775,807.
+    public static func expirationProblem(_ expiration: String) -> String? {
+        guard !expiration.isEmpty, expiration.utf8.allSatisfy({ (0x30...0x39).contains($0) }), Int64(expiration) != nil
+        else {
+            return
+                "must be epoch seconds as digits only (0: deliver once, do not store), got \(expiration.utf8.count) characters"
+        }
+        return nil
+    }
+
+    /// The first rule a header value of `request` breaks, or nil. A sender checks this before a request is written
+    /// to a connection, so no value can make the peer refuse the headers or close a connection other pushes share:
+    /// Apple's header rules, plus the shape every HTTP/2 header value must have.
+    public static func headerViolation(of request: APNsRequest) -> Violation? {
+        if let topic = request.topic, let problem = topicProblem(topic) {
+            return Violation(reason: .badTopic, message: "apns-topic \(problem)")
+        }
+        if let collapseID = request.collapseID, let problem = collapseIDProblem(collapseID) {
+            return Violation(reason: .badCollapseId, message: "apns-collapse-id \(problem)")
+        }
+        if let expiration = request.expiration, let problem = expirationProblem(expiration) {
+            return Violation(reason: .badExpirationDate, message: "apns-expiration \(problem)")
+        }
+        // Apple's header rules (topic present and matching the push type, push type, priority, apns-id), judged
+        // on a probe with a well-formed token and payload so that only the headers decide.
+        var probe = request
+        probe.deviceToken = String(repeating: "0", count: 64)
+        probe.payload = Array("{}".utf8)
+        if probe.topic == nil {
+            // No topic is legal with certificate authentication (APNs takes the certificate's).
+            probe.topic = (request.pushType.flatMap(PushType.init(rawValue:)) ?? .alert).topic(
+                forBundle: "com.example.app")
+        }
+        return violation(of: probe)
+    }
+
+    /// True when `token` can travel in the request path (`/3/device/<token>`) without breaking it: 1 to 1,024
+    /// ASCII letters and digits. Whether it is a token Apple issued is for Apple to answer (BadDeviceToken).
+    public static func isPathSafe(deviceToken token: String) -> Bool {
+        (1...1_024).contains(token.utf8.count)
+            && token.utf8.allSatisfy {
+                (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0)
+            }
+    }
+
+    /// What a sender answers, without writing to any connection, for a request that must not be sent: a header
+    /// value that breaks a rule (`headerViolation`), or a token that cannot be a path.
+    public static func localRefusal(of request: APNsRequest) -> Violation? {
+        headerViolation(of: request) ?? localRefusal(pathOf: request)
+    }
+
+    /// The refusal of a token that cannot travel in the request path, or nil.
+    public static func localRefusal(pathOf request: APNsRequest) -> Violation? {
+        guard isPathSafe(deviceToken: request.deviceToken) else {
+            return request.deviceToken.isEmpty
+                ? Violation(reason: .missingDeviceToken, message: "no device token")
+                : Violation(
+                    reason: .badDeviceToken,
+                    message:
+                        "the device token must be hexadecimal, an even number of 64 to 200 digits; got \(request.deviceToken.utf8.count) bytes with characters that cannot travel in the request path"
+                )
+        }
+        return nil
+    }
+
     /// The first rule `request` breaks, in the order Apple checks (path, headers, then payload), or nil.
     public static func violation(of request: APNsRequest) -> Violation? {
         if request.deviceToken.isEmpty {

@@ -1,3 +1,4 @@
+public import Essentials
 import Foundation
 public import Logging
 import NIOSSL
@@ -17,7 +18,7 @@ public struct PostgresSettings: Sendable, CustomStringConvertible {
     public var host: String
     public var port: Int
     public var username: String
-    public var password: String?
+    public var password: Secret?
     public var database: String
     public var tls: TLSMode
     /// An extra CA (PEM file) to verify the server with.
@@ -48,7 +49,7 @@ public struct PostgresSettings: Sendable, CustomStringConvertible {
         self.host = host
         self.port = components.port ?? 5432
         self.username = user.removingPercentEncoding ?? user
-        self.password = components.password.map { $0.removingPercentEncoding ?? $0 }
+        self.password = components.password.map { Secret($0.removingPercentEncoding ?? $0) }
         self.database = database
         var tls = TLSMode.prefer
         for item in components.queryItems ?? [] {
@@ -86,7 +87,7 @@ public struct PostgresSettings: Sendable, CustomStringConvertible {
             case .require: .require(try NIOSSLContext(configuration: tlsConfiguration))
             }
         var configuration = PostgresConnection.Configuration(
-            host: host, port: port, username: username, password: password, database: database, tls: mode)
+            host: host, port: port, username: username, password: password?.exposed, database: database, tls: mode)
         configuration.options.connectTimeout = .nanoseconds(
             Int64(connectTimeout.components.seconds) * 1_000_000_000 + connectTimeout.components.attoseconds
                 / 1_000_000_000)
@@ -109,7 +110,7 @@ public struct PostgresSettings: Sendable, CustomStringConvertible {
             case .require: .require(tlsConfiguration)
             }
         var configuration = PostgresClient.Configuration(
-            host: host, port: port, username: username, password: password, database: database, tls: mode)
+            host: host, port: port, username: username, password: password?.exposed, database: database, tls: mode)
         configuration.options.maximumConnections = maximumConnections
         configuration.options.connectTimeout = connectTimeout
         return configuration

@@ -77,7 +77,7 @@ public struct EnrichmentRuntime: Sendable {
         let locationStore: any LocationStore
         let postgres: PostgresBackend?
         if let url = configuration.databaseURL {
-            var settings = try PostgresSettings(url: url)
+            var settings = try PostgresSettings(url: url.exposed)
             settings.maximumConnections = configuration.databasePoolSize
             settings.connectTimeout = .milliseconds(Int64(configuration.databaseConnectTimeout * 1000))
             let backend = try await PostgresBackend(settings: settings, logger: logger)

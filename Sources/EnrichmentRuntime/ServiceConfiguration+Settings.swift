@@ -28,7 +28,7 @@ extension ServiceConfiguration {
             help: "PostgreSQL for every store (postgres://user:password@host:5432/db?sslmode=require); prefer the "
                 + "variable, a flag shows in ps. Unset: the SQLite file.",
             default: "unset (SQLite)", allowed: "postgres://user:password@host:5432/database", parse: nonEmpty,
-            store: { $0.databaseURL = $1 }),
+            store: { $0.databaseURL = Secret($1) }),
         Setting(
             "database-pool", "ENRICH_DATABASE_POOL", valueName: "count",
             help: "Most PostgreSQL connections per node.", default: "\(defaults.databasePoolSize)",
@@ -80,7 +80,7 @@ extension ServiceConfiguration {
             parse: httpURL, store: { $0.woosmapBaseURL = $1 }),
         Setting(
             "woosmap-key", "ENRICH_WOOSMAP_KEY", valueName: "key", help: "Woosmap private key.", default: "unset",
-            allowed: "a non-empty key", secret: true, parse: { $0 }, store: { $0.woosmapKey = $1 }),
+            allowed: "a non-empty key", secret: true, parse: { $0 }, store: { $0.woosmapKey = Secret($1) }),
         Setting(
             "places-limit", "ENRICH_PLACES_LIMIT", valueName: "count", help: "POIs searched per enrichment.",
             default: "\(defaults.placesLimit)", allowed: "an integer 1-300", parse: integer(1...300),
@@ -135,11 +135,11 @@ extension ServiceConfiguration {
             store: { $0.mapBaseURL = $1 }),
         Setting(
             "map-key", "ENRICH_MAP_KEY", valueName: "key", help: "Google Static Maps key.", default: "unset",
-            allowed: "a non-empty key", secret: true, parse: { $0 }, store: { $0.mapKey = $1 }),
+            allowed: "a non-empty key", secret: true, parse: { $0 }, store: { $0.mapKey = Secret($1) }),
         Setting(
             "map-signing-secret", "ENRICH_MAP_SIGNING_SECRET", valueName: "secret",
             help: "URL-signing secret for static maps.", default: "unset", allowed: "a non-empty secret",
-            secret: true, parse: { $0 }, store: { $0.mapSigningSecret = $1 }),
+            secret: true, parse: { $0 }, store: { $0.mapSigningSecret = Secret($1) }),
         Setting(
             "body-template", "ENRICH_BODY_TEMPLATE", valueName: "template",
             help: "Body template for default mode, e.g. '{{name}} is {{distance}} away'.",
@@ -153,7 +153,9 @@ extension ServiceConfiguration {
         Setting(
             "api-key", "ENRICH_API_KEY", valueName: "key",
             help: "Bearer token every endpoint but /health and /metrics requires.", default: "unset (no auth)",
-            allowed: "a non-empty secret", secret: true, parse: { $0 }, store: { $0.apiKey = $1 }),
+            allowed: "a secret of printable characters with no newline, control character or surrounding space "
+                + "(anything else could never match an Authorization header)",
+            secret: true, parse: headerToken, store: { $0.apiKey = Secret($1) }),
         Setting(
             "max-body", "ENRICH_MAX_BODY", valueName: "bytes", help: "Largest JSON request body.",
             default: "\(defaults.maxBodyBytes)",
@@ -216,7 +218,7 @@ extension ServiceConfiguration {
         Setting(
             "apns-p12-password", "ENRICH_APNS_P12_PASSWORD", valueName: "password",
             help: "Password of the .p12.", default: "unset", allowed: "a password", secret: true, parse: { $0 },
-            store: { $0.delivery.p12Password = $1 }),
+            store: { $0.delivery.p12Password = Secret($1) }),
         Setting(
             "apns-sandbox-url", "ENRICH_APNS_SANDBOX_URL", valueName: "url",
             help: "Where sandbox registrations are sent (the mock's https://127.0.0.1:PORT in tests).",
@@ -360,6 +362,13 @@ extension ServiceConfiguration {
     private static func nonEmpty(_ text: String) -> String? {
         let value = trimmed(text)
         return value.isEmpty ? nil : value
+    }
+
+    /// A value that can be sent in, and matched against, an HTTP header: visible ASCII and inner spaces only.
+    /// A newline or other control character could never arrive in a header, and HTTP strips surrounding spaces.
+    static func headerToken(_ text: String) -> String? {
+        guard let first = text.utf8.first, let last = text.utf8.last, first != 0x20, last != 0x20 else { return nil }
+        return text.utf8.allSatisfy { (0x20...0x7E).contains($0) } ? text : nil
     }
 
     private static func integer(_ range: ClosedRange<Int>) -> @Sendable (String) -> Int? {

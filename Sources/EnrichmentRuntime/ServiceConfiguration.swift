@@ -31,7 +31,7 @@ public struct ServiceConfiguration: Sendable {
     public var databasePath = "data/enrichment.sqlite"
     /// `postgres://user:password@host:port/database[?sslmode=disable|prefer|require&sslrootcert=ca.pem]`: every
     /// store in PostgreSQL (several nodes may share it); nil keeps the embedded SQLite file.
-    public var databaseURL: String?
+    public var databaseURL: Secret?
     /// Most connections each node opens to PostgreSQL.
     public var databasePoolSize = 20
     /// Seconds to wait for a PostgreSQL connection.
@@ -45,7 +45,7 @@ public struct ServiceConfiguration: Sendable {
     public var fixMaxAge: Double = 3600
     public var places: PlacesSource = .local
     public var woosmapBaseURL = "https://api.woosmap.com"
-    public var woosmapKey: String?
+    public var woosmapKey: Secret?
     public var placesLimit = 5
     public var placesRadius: Double?
     public var placesTypes: [String] = []
@@ -59,12 +59,12 @@ public struct ServiceConfiguration: Sendable {
     public var mapEnabled = true
     public var mapStyle: StaticMapBuilder.Style = .current
     public var mapBaseURL: String?
-    public var mapKey: String?
-    public var mapSigningSecret: String?
+    public var mapKey: Secret?
+    public var mapSigningSecret: Secret?
     public var bodyTemplate = BodyTemplate.defaultPOITemplate
     public var locationTemplate = BodyTemplate.defaultLocationTemplate
     /// When set, every endpoint but `/health` and `/metrics` needs `Authorization: Bearer <apiKey>`.
-    public var apiKey: String?
+    public var apiKey: Secret?
     /// Largest accepted JSON request body, bytes.
     public var maxBodyBytes = 1 << 20
     /// Largest accepted POI import body, bytes.
@@ -73,7 +73,7 @@ public struct ServiceConfiguration: Sendable {
     /// Where the stores live, for logs: the SQLite path, or the PostgreSQL URL without its password.
     public var databaseDescription: String {
         guard let databaseURL else { return databasePath }
-        return (try? PostgresSettings(url: databaseURL).description) ?? "postgres (invalid URL)"
+        return (try? PostgresSettings(url: databaseURL.exposed).description) ?? "postgres (invalid URL)"
     }
 
     /// Connection deadlines (idle, header read, body read) and the connection cap.
@@ -134,19 +134,19 @@ public struct ServiceConfiguration: Sendable {
 
     /// Checks combinations that single settings cannot (e.g. woosmap places without a key).
     public func validate() throws(ConfigurationError) {
-        let secrets: [(String, String?)] = [
+        let secrets: [(String, Secret?)] = [
             ("ENRICH_API_KEY", apiKey), ("ENRICH_WOOSMAP_KEY", woosmapKey),
             ("ENRICH_MAP_KEY", mapKey), ("ENRICH_MAP_SIGNING_SECRET", mapSigningSecret),
             ("ENRICH_APNS_P12_PASSWORD", delivery.p12Password),
         ]
-        for case (let setting, let value?) in secrets where value.trimmingCharacters(in: .whitespaces).isEmpty {
+        for case (let setting, let value?) in secrets where value.isBlank {
             throw ConfigurationError(
                 setting: setting, value: "<empty>",
                 allowed: "a non-empty secret; unset the variable to run without it")
         }
         try delivery.validate()
         if let databaseURL {
-            do { _ = try PostgresSettings(url: databaseURL) } catch {
+            do { _ = try PostgresSettings(url: databaseURL.exposed) } catch {
                 throw ConfigurationError(
                     setting: "ENRICH_DATABASE_URL", value: "<not shown: it may hold a password>",
                     allowed: "postgres://user:password@host:5432/database", problem: error.description)
@@ -210,7 +210,7 @@ public struct DeliverySettings: Sendable {
     public var certificateFile: String?
     public var certificateKeyFile: String?
     public var p12File: String?
-    public var p12Password: String?
+    public var p12Password: Secret?
     public var sandboxURL = "https://api.sandbox.push.apple.com"
     public var productionURL = "https://api.push.apple.com"
     /// An extra CA (PEM file) to trust, e.g. the mock's.

@@ -4,6 +4,7 @@ public import Essentials
 import Foundation
 public import Hummingbird
 public import Logging
+import NIOCore
 import ServiceLifecycle
 
 /// The request context of the service.
@@ -120,5 +121,25 @@ struct EngineService: Service {
             }
             group.cancelAll()
         }
+    }
+}
+
+/// A start-up failure as a sentence that says what to do, for the errors an operator meets first (the address is
+/// taken, not allowed, or not on this machine); nil for any other error.
+public func startupProblem(_ error: any Error, configuration: ServiceConfiguration) -> String? {
+    guard let io = error as? IOError else { return nil }
+    let address = "\(configuration.host):\(configuration.port)"
+    switch io.errnoCode {
+    case EADDRINUSE:
+        return "cannot listen on \(address): the address is already in use (another enrichment-server, or another "
+            + "program, is listening there); choose another port with --port or ENRICH_PORT (0 picks a free one)"
+    case EACCES:
+        return "cannot listen on \(address): permission denied (ports below 1024 need privileges); choose another "
+            + "port with --port or ENRICH_PORT"
+    case EADDRNOTAVAIL:
+        return "cannot listen on \(address): no interface of this machine has that address; choose another with "
+            + "--host or ENRICH_HOST (127.0.0.1 for this machine only, 0.0.0.0 for every interface)"
+    default:
+        return nil
     }
 }

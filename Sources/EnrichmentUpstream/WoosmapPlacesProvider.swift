@@ -1,6 +1,6 @@
 public import AsyncHTTPClient
 public import EnrichmentCore
-import Essentials
+public import Essentials
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -13,13 +13,13 @@ public struct WoosmapPlacesProvider: PlacesProvider {
     public let name = "woosmap"
     let client: HTTPClient
     let baseURL: String
-    let apiKey: String?
+    let apiKey: Secret?
     let timeout: TimeAmount
     /// Largest response body read, in bytes.
     static let maximumBody = 4 * 1024 * 1024
 
     /// Creates a provider; `timeout` bounds one request (the enricher's deadline bounds the whole step).
-    public init(client: HTTPClient, baseURL: String, apiKey: String?, timeout: Duration = .seconds(1)) {
+    public init(client: HTTPClient, baseURL: String, apiKey: Secret?, timeout: Duration = .seconds(1)) {
         self.client = client
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.apiKey = apiKey
@@ -30,7 +30,7 @@ public struct WoosmapPlacesProvider: PlacesProvider {
     /// The request URL for a search (contains the key: do not log it).
     func url(for point: Coordinate, query: PlacesQuery) -> String {
         var items = [URLQueryItem]()
-        if let apiKey { items.append(URLQueryItem(name: "private_key", value: apiKey)) }
+        if let apiKey { items.append(URLQueryItem(name: "private_key", value: apiKey.exposed)) }
         items.append(URLQueryItem(name: "lat", value: String(point.latitude)))
         items.append(URLQueryItem(name: "lng", value: String(point.longitude)))
         items.append(URLQueryItem(name: "stores_by_page", value: String(query.limit)))

@@ -49,7 +49,13 @@ struct Serve: AsyncParsableCommand {
             handler.logLevel = configuration.logLevel
             return handler
         }
-        let app = try await buildApplication(configuration)
-        try await app.runService()
+        do {
+            let app = try await buildApplication(configuration)
+            try await app.runService()
+        } catch {
+            guard let problem = startupProblem(error, configuration: configuration) else { throw error }
+            FileHandle.standardError.write(Data("error: \(problem)\n".utf8))
+            throw ExitCode(1)
+        }
     }
 }

@@ -139,6 +139,18 @@ struct HeaderOptions: ParsableArguments {
         if type == .background, let priority, priority != 5 {
             throw ValidationError("background pushes need --priority 5")
         }
+        if let topic, let problem = APNsValidator.topicProblem(type.topic(forBundle: topic)) {
+            throw ValidationError("--topic \(problem)")
+        }
+        if let expiration, let problem = APNsValidator.expirationProblem(expiration) {
+            throw ValidationError("--expiration \(problem)")
+        }
+        if let collapseId, let problem = APNsValidator.collapseIDProblem(collapseId) {
+            throw ValidationError("--collapse-id \(problem)")
+        }
+        if let apnsId, !APNsValidator.isValidAPNsID(apnsId) {
+            throw ValidationError("--apns-id must be a UUID such as 123e4567-e89b-12d3-a456-426614174000")
+        }
     }
 
     /// The priority sent: background pushes get 5 when none is given (APNs reads a missing header as 10, which it

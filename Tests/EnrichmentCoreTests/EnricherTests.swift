@@ -85,7 +85,7 @@ struct EnricherTests {
         #expect(result.notification.subtitle == "Sub")
         #expect(
             result.notification.attachmentURL?.contains(
-                "markers=color:red%7C43.6,3.88&markers=color:blue%7C43.6048,3.8807") == true)
+                "markers=color:red%7C43.600000,3.880000&markers=color:blue%7C43.6048,3.8807") == true)
         #expect(result.payload["attachment-url"] == .string(result.staticMapURL!))
     }
 
@@ -106,7 +106,7 @@ struct EnricherTests {
         let result = try await enricher(mode: .woosmap, places: nil, map: true).enrich(
             deviceId: "d1", payload: payload())
         #expect(result.notification.body == "myLatitude = 43.600000 \nmyLongitude = 3.880000")
-        #expect(result.staticMapURL?.contains("markers=color:blue%7C43.6,3.88&zoom=15") == true)
+        #expect(result.staticMapURL?.contains("markers=color:blue%7C43.600000,3.880000&zoom=15") == true)
     }
 
     @Test("woosmap, neither: location lines, no map")

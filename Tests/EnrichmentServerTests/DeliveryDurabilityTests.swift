@@ -1,3 +1,4 @@
+import APNsCore
 import EnrichmentCore
 import Essentials
 import Foundation

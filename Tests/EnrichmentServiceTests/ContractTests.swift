@@ -1,5 +1,6 @@
 import EnrichmentRuntime
 import EnrichmentService
+import Essentials
 import Foundation
 import TestSupport
 import Testing
@@ -56,7 +57,7 @@ struct ContractTests {
         arguments: [nil, "contract-key-7f3a"] as [String?])
     func schemathesis(apiKey: String?) async throws {
         // Delivery is on (against a mock), so /v1/push is exercised for real rather than answering 503.
-        try await withDelivery({ $0.apiKey = apiKey }) { client, _, _ in
+        try await withDelivery({ $0.apiKey = apiKey.map { Secret($0) } }) { client, _, _ in
             var arguments = [
                 "schemathesis", "--config-file", Self.settings, "run", Self.specification, "--url", client.base,
                 "--checks", "all", "--seed", "20261123", "--max-examples", "100", "--workers", "2",

@@ -1,3 +1,4 @@
+import APNsCore
 import EnrichmentCore
 import EnrichmentRuntime
 import Essentials
@@ -327,6 +328,27 @@ struct DeliveryTests {
         }
     }
 
+    @Test("a webhook answering a redirect is not followed: the event goes to the configured URL on a later attempt")
+    func webhookRedirectNotFollowed() async throws {
+        let webhook = RecordingWebhook()
+        try await webhook.run { base in
+            try await withDelivery({ $0.delivery.feedbackURL = base + "/redirect-once" }) { client, sandbox, _ in
+                sandbox.script(FailureScript(status: 400, reason: "BadDeviceToken"), for: deviceToken(56))
+                _ = try await register(client, "redirected", deviceToken(56))
+                _ = try await client.post("/v1/push", json: pushBody(devices: ["redirected"]))
+                let deadline = Date().addingTimeInterval(10)
+                while webhook.bodies.withLock({ $0.isEmpty }), Date() < deadline {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(webhook.refused.withLock { $0 } == 1, "the first attempt got the 307")
+                #expect(webhook.bodies.withLock { $0.count } == 1, "the retry reached the configured URL")
+                // Give a followed redirect time to arrive, were one made.
+                try await Task.sleep(for: .milliseconds(300))
+                #expect(webhook.stolen.withLock { $0.isEmpty }, "the redirect's target got the event")
+            }
+        }
+    }
+
     @Test("with a remote places API a batch's devices are enriched side by side, not one slow call after another")
     func remotePlacesConcurrently() async throws {
         let places = FakePlacesAPI()
@@ -453,6 +475,11 @@ struct DeliveryTests {
             #expect(text.contains(#"apns_tokens_deactivated_total{reason="BadDeviceToken"} 1"#))
             #expect(text.contains("apns_send_duration_seconds_count 2"))
             #expect(!text.contains(deviceToken(81)))
+            // Each device's enrichment is counted with the outcomes /v1/enrich counts, as source "push".
+            let pushOutcomes = text.split(separator: "\n").filter {
+                $0.hasPrefix("enrichment_outcomes_total{") && $0.contains(#"source="push""#)
+            }
+            #expect(pushOutcomes.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }.reduce(0, +) == 2)
         }
     }
 }

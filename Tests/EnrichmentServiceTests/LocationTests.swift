@@ -83,7 +83,7 @@ struct LocationTests {
         let hook = RecordingWebhook()
         try await hook.run { hookURL in
             try await withService({
-                $0.databaseURL = url
+                $0.databaseURL = url.map { Secret($0) }
                 $0.locationWebhookURL = hookURL + "/hook"
                 $0.location.poiRegionsEnabled = false
                 $0.location.detectVisits = false

@@ -222,7 +222,7 @@ struct POIAndOpsTests {
                 json: enrichBody(
                     device: "nobody", payload: locationPayload(timestamp: "\(Int64(Date().timeIntervalSince1970))")))
             let metrics = try await client.get("/metrics").text
-            #expect(metrics.contains(#"enrichment_outcomes_total{outcome="no_fix",provider="none"} 1"#))
+            #expect(metrics.contains(#"enrichment_outcomes_total{outcome="no_fix",provider="none",source="enrich"} 1"#))
             #expect(metrics.contains(#"http_requests_total{method="POST",route="/v1/enrich",status="200"} 1"#))
         }
     }

@@ -1,5 +1,7 @@
+import Crypto
 import EnrichmentCore
 import EnrichmentRuntime
+import Essentials
 import Foundation
 import NIOHTTP1
 import TestSupport
@@ -44,6 +46,100 @@ struct PreviewTests {
                 "/usr/bin/env",
                 ["python3", repositoryRoot.appendingPathComponent("scripts/check-screenshot.py").path, shot.path])
             #expect(check.status == 0, "layout: \(check.out) \(check.err)")
+        }
+    }
+
+    @Test(
+        "with an API key, a person signs in with the form, the key stays out of URLs and scripts, and no policy is broken"
+    )
+    func chromiumSignsIn() async throws {
+        let chromium = try #require(
+            Self.chromium, "Chromium is needed: run scripts/install-test-tools.sh (apt-get install chromium)")
+        let key = "preview-key-Z9y8"
+        try await withService({
+            $0.loadSamplePOIs = false
+            $0.apiKey = Secret(key)
+        }) { client in
+            let auth = ["Authorization": "Bearer \(key)"]
+            _ = try await client.post(
+                "/v1/pois", json: onePOI("eiffel", "Tour Eiffel", lat: 48.8584, lng: 2.2945), headers: auth)
+            let now = Int(Date().timeIntervalSince1970)
+            let fix = try await client.post(
+                "/v1/devices/p-2/locations",
+                json: #"{"locations":[{"latitude":48.857,"longitude":2.295,"utc_timestamp":\#(now)}]}"#, headers: auth)
+            #expect(fix.status == 200)
+            let run = try run(
+                "/usr/bin/env",
+                [
+                    "python3", repositoryRoot.appendingPathComponent("scripts/preview-browser.py").path, chromium,
+                    client.base, "p-2", key,
+                ])
+            #expect(run.status == 0, "\(run.err.suffix(2000))")
+            let report = try JSONValue.decode(Data(run.out.utf8))
+            #expect(report["sign_in_form"] == .bool(true), "\(run.out)")
+            #expect(report["body"]?.stringValue?.contains("Tour Eiffel is") == true, "\(run.out)")
+            #expect(report["has_map"] == .bool(true))
+            // A script on the page cannot read the session, and the browser keeps it HttpOnly and SameSite=Strict.
+            #expect(report["document_cookie"] == .string(""))
+            let cookie = report["cookies"]?[0]
+            #expect(cookie?["name"] == .string("enrich_preview"), "\(run.out)")
+            #expect(cookie?["httpOnly"] == .bool(true))
+            #expect(cookie?["sameSite"] == .string("Strict"))
+            #expect(cookie?["value_contains_key"] == .bool(false))
+            // The key never appeared in a URL, and the page broke no Content-Security-Policy (no console entry).
+            guard case .array(let visited)? = report["visited"] else {
+                Issue.record("no visited URLs: \(run.out)")
+                return
+            }
+            #expect(visited.count == 3)
+            #expect(!visited.contains { $0.stringValue?.contains(key) ?? true })
+            #expect(report["console"] == .array([]), "\(run.out)")
+        }
+    }
+
+    @Test("preview answers carry the security headers; without the key a browser gets the sign-in form, not JSON")
+    func securityHeadersAndSignIn() async throws {
+        let key = "preview-key-Q7w6"
+        try await withService({
+            $0.loadSamplePOIs = false
+            $0.apiKey = Secret(key)
+        }) { client in
+            let signIn = try await client.get("/preview")
+            #expect(signIn.status == 401)
+            #expect(signIn.text.contains("form method=\"post\" action=\"/preview/login\""))
+            for page in [signIn, try await client.get("/preview", headers: ["Authorization": "Bearer \(key)"])] {
+                let policy = page.headers["content-security-policy"] ?? ""
+                #expect(policy.contains("default-src 'none'"), "\(page.headers)")
+                #expect(policy.contains("frame-ancestors 'none'"))
+                #expect(!policy.contains("unsafe-inline"))
+                #expect(!policy.contains("script-src"))
+                #expect(page.headers["x-content-type-options"] == "nosniff")
+                #expect(page.headers["x-frame-options"] == "DENY")
+            }
+            // The style element's hash in the policy is the hash of the style the page carries.
+            let page = try await client.get("/preview", headers: ["Authorization": "Bearer \(key)"])
+            let start = try #require(page.text.range(of: "<style>"))
+            let end = try #require(page.text.range(of: "</style>"))
+            let style = String(page.text[start.upperBound..<end.lowerBound])
+            let hash = Data(SHA256.hash(data: Data(style.utf8))).base64EncodedString()
+            #expect(page.headers["content-security-policy"]?.contains("'sha256-\(hash)'") == true)
+            // A wrong key is refused with the form again; the right one signs in with a cookie that is not the key.
+            let wrong = try await client.postForm("/preview/login", "key=nope")
+            #expect(wrong.status == 401)
+            #expect(wrong.headers["set-cookie"] == nil)
+            let right = try await client.postForm("/preview/login", "key=\(key)")
+            #expect(right.status == 303)
+            #expect(right.headers["location"] == "/preview")
+            let setCookie = try #require(right.headers["set-cookie"])
+            #expect(setCookie.contains("HttpOnly"))
+            #expect(setCookie.contains("SameSite=Strict"))
+            #expect(setCookie.contains("Path=/preview"))
+            #expect(!setCookie.contains(key))
+            let cookie = String(setCookie.split(separator: ";")[0])
+            #expect(try await client.get("/preview", headers: ["Cookie": cookie]).status == 200)
+            // The cookie opens the preview only, not the API.
+            #expect(try await client.get("/v1/devices/x/location", headers: ["Cookie": cookie]).status == 401)
+            #expect(try await client.get("/preview", headers: ["Cookie": "enrich_preview=forged"]).status == 401)
         }
     }
 

@@ -1,3 +1,4 @@
+import APNsCore
 import EnrichmentCore
 import EnrichmentRuntime
 import Essentials
@@ -19,7 +20,7 @@ struct TwoNodeTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         try await withMock { mock, state in
             let node: @Sendable (inout ServiceConfiguration) -> Void = { configuration in
-                configuration.databaseURL = url
+                configuration.databaseURL = Secret(url)
                 configuration.delivery.keyFile = keyFile
                 configuration.delivery.keyID = "KEYID12345"
                 configuration.delivery.teamID = "TEAMID6789"

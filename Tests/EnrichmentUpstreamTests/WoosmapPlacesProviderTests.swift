@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import EnrichmentCore
 import EnrichmentUpstream
+import Essentials
 import Foundation
 import Synchronization
 import TestSupport
@@ -11,7 +12,7 @@ import Testing
 struct WoosmapPlacesProviderTests {
     static let point = Coordinate(latitude: 43.6047, longitude: 3.8807)
 
-    func provider(_ base: String, key: String? = "woos-SECRET", timeout: Duration = .seconds(2))
+    func provider(_ base: String, key: Secret? = "woos-SECRET", timeout: Duration = .seconds(2))
         -> WoosmapPlacesProvider
     {
         WoosmapPlacesProvider(client: HTTPClient.shared, baseURL: base, apiKey: key, timeout: timeout)

@@ -7,9 +7,13 @@ public import Synchronization
 
 /// A real HTTP server that records the JSON bodies POSTed to `/hook` (a feedback webhook receiver).
 /// `/fail-once` answers the very first POST with 500 (to see the sender retry), then records as `/hook` does.
+/// `/redirect-once` answers the very first POST with a 307 to `http://localhost:PORT/stolen` (another host name),
+/// then records as `/hook` does; what reaches `/stolen` is kept in `stolen`.
 public final class RecordingWebhook: Sendable {
     public let bodies = Mutex<[JSONValue]>([])
     public let refused = Mutex(0)
+    public let stolen = Mutex<[JSONValue]>([])
+    private let port = Mutex(0)
 
     public init() {}
 
@@ -18,11 +22,20 @@ public final class RecordingWebhook: Sendable {
         router.post("/{mode}") { [self] request, context -> Response in
             let buffer = try await request.body.collect(upTo: 1 << 20)
             let document = try JSONValue.decode(Data(buffer.readableBytesView))
-            if context.parameters.get("mode") == "fail-once" {
+            let mode = context.parameters.get("mode")
+            if mode == "stolen" {
+                stolen.withLock { $0.append(document) }
+                return Response(status: .noContent)
+            }
+            if mode == "fail-once" || mode == "redirect-once" {
                 let refuse = refused.withLock { count in
                     guard count == 0 else { return false }
                     count = 1
                     return true
+                }
+                if refuse, mode == "redirect-once" {
+                    let location = "http://localhost:\(port.withLock { $0 })/stolen"
+                    return Response(status: .temporaryRedirect, headers: [.location: location])
                 }
                 if refuse { return Response(status: .internalServerError) }
             }
@@ -39,7 +52,8 @@ public final class RecordingWebhook: Sendable {
                 return logger
             }())
         return try await withRunningApplication(app, ports: ports) { port in
-            try await body("http://127.0.0.1:\(port)")
+            self.port.withLock { $0 = port }
+            return try await body("http://127.0.0.1:\(port)")
         }
     }
 }

@@ -11,6 +11,11 @@ public struct ServiceClient: Sendable {
 
     public init(base: String) { self.base = base }
 
+    /// Redirects are answers to check, not to follow (a test sees the 303 and its Set-Cookie).
+    static let client = HTTPClient(
+        eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+        configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
+
     public struct Reply: Sendable {
         public var status: Int
         public var headers: [String: String]
@@ -31,7 +36,7 @@ public struct ServiceClient: Sendable {
             request.headers.add(name: "Content-Type", value: contentType)
         }
         for (name, value) in headers { request.headers.add(name: name, value: value) }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let response = try await Self.client.execute(request, timeout: .seconds(30))
         let bytes = try await response.body.collect(upTo: 64 << 20)
         var flat: [String: String] = [:]
         for header in response.headers { flat[header.name.lowercased()] = header.value }
@@ -40,6 +45,12 @@ public struct ServiceClient: Sendable {
 
     public func post(_ path: String, json: String, headers: [String: String] = [:]) async throws -> Reply {
         try await request(.POST, path, body: Data(json.utf8), headers: headers)
+    }
+
+    /// A form post (`application/x-www-form-urlencoded`), as a browser sends one.
+    public func postForm(_ path: String, _ form: String, headers: [String: String] = [:]) async throws -> Reply {
+        try await request(
+            .POST, path, body: Data(form.utf8), contentType: "application/x-www-form-urlencoded", headers: headers)
     }
 
     public func get(_ path: String, headers: [String: String] = [:]) async throws -> Reply {

@@ -1,5 +1,5 @@
 public import Crypto
-import Essentials
+public import Essentials
 public import Foundation
 
 /// Builds Google Static Maps URLs the way the SDK does, with the current base by default and optional signing.
@@ -24,14 +24,14 @@ public struct StaticMapBuilder: Sendable {
     public let baseURL: String
     private let baseHasQuery: Bool
     /// Google Maps API key (`key=`), when configured. Never logged.
-    public var apiKey: String?
+    public var apiKey: Secret?
     /// URL-signing secret (URL-safe base64), decoded. Never logged.
     private var signingSecret: Data?
 
     /// Creates a builder; `signingSecret` is Google's URL-safe base64 secret.
     public init(
-        style: Style = .current, baseURL: String? = nil, apiKey: String? = nil,
-        signingSecret: String? = nil
+        style: Style = .current, baseURL: String? = nil, apiKey: Secret? = nil,
+        signingSecret: Secret? = nil
     ) throws(MapConfigurationError) {
         self.style = style
         self.baseURL = baseURL ?? style.defaultBaseURL
@@ -39,9 +39,9 @@ public struct StaticMapBuilder: Sendable {
         guard let url = URL(string: self.baseURL), url.scheme != nil, url.host != nil else {
             throw .invalidBaseURL(self.baseURL)
         }
-        self.apiKey = apiKey.flatMap { $0.isEmpty ? nil : $0 }
-        if let signingSecret, !signingSecret.isEmpty {
-            guard let data = Self.decodeURLSafeBase64(signingSecret) else { throw .invalidSigningSecret }
+        self.apiKey = apiKey.flatMap { $0.exposed.isEmpty ? nil : $0 }
+        if let signingSecret, !signingSecret.exposed.isEmpty {
+            guard let data = Self.decodeURLSafeBase64(signingSecret.exposed) else { throw .invalidSigningSecret }
             self.signingSecret = data
         }
     }
@@ -51,18 +51,27 @@ public struct StaticMapBuilder: Sendable {
         var query: String
         if let poi {
             query =
-                "markers=color:red%7C\(Self.format(user))&markers=color:blue%7C\(Self.format(poi))&zoom=14&size=400x400"
+                "markers=color:red%7C\(Self.userMarker(user))&markers=color:blue%7C\(Self.poiMarker(poi))&zoom=14&size=400x400"
         } else {
-            query = "markers=color:blue%7C\(Self.format(user))&zoom=15&size=400x400"
+            query = "markers=color:blue%7C\(Self.userMarker(user))&zoom=15&size=400x400"
         }
         if style == .legacy { query += "&sensor=true" }
-        if let apiKey { query += "&key=\(Self.percentEncode(apiKey))" }
+        if let apiKey { query += "&key=\(Self.percentEncode(apiKey.exposed))" }
         let unsigned = baseURL + (baseHasQuery ? "&" : "?") + query
         guard let signingSecret else { return unsigned }
         return unsigned + "&signature=" + Self.signature(for: unsigned, key: SymmetricKey(data: signingSecret))
     }
 
-    static func format(_ coordinate: Coordinate) -> String { "\(coordinate.latitude),\(coordinate.longitude)" }
+    /// The user's position as the SDK writes it: printf `%f` each (`48.858370`, `-0.000000`), the same strings as the
+    /// body's `myLatitude` / `myLongitude`.
+    public static func userMarker(_ coordinate: Coordinate) -> String {
+        CFormat.fixed(coordinate.latitude) + "," + CFormat.fixed(coordinate.longitude)
+    }
+
+    /// A POI's position as the SDK writes it: Swift's `Double` description (`51.5088`, `-0.14408`, `1e-05`).
+    public static func poiMarker(_ coordinate: Coordinate) -> String {
+        "\(coordinate.latitude),\(coordinate.longitude)"
+    }
 
     static func percentEncode(_ value: String) -> String {
         var allowed = CharacterSet.alphanumerics

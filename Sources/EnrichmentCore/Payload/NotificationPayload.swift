@@ -72,8 +72,8 @@ public struct NotificationPayload: Sendable, Equatable {
         case (.woosmap, .some(let other)):
             return TimestampReading(
                 timestamp: nil, source: nil,
-                problem:
-                    "aps.timestamp is a \(other.typeName == "number" ? "non-integral number" : other.typeName); woosmap mode reads only a JSON integer"
+                problem: Self.placeholderProblem(other, field: "aps.timestamp")
+                    ?? "aps.timestamp is a \(other.typeName == "number" ? "non-integral number" : other.typeName); woosmap mode reads only a JSON integer"
             )
         case (.default, .some(let other)):
             if let seconds = Self.lenientSeconds(other) {
@@ -82,7 +82,8 @@ public struct NotificationPayload: Sendable, Equatable {
             }
             return TimestampReading(
                 timestamp: nil, source: nil,
-                problem: "aps.timestamp is a \(other.typeName) that is not epoch seconds")
+                problem: Self.placeholderProblem(other, field: "aps.timestamp")
+                    ?? "aps.timestamp is a \(other.typeName) that is not epoch seconds")
         case (.default, nil):
             if let legacy = json["timestamp"] {
                 if let seconds = Self.lenientSeconds(legacy) {
@@ -90,11 +91,20 @@ public struct NotificationPayload: Sendable, Equatable {
                 }
                 return TimestampReading(
                     timestamp: nil, source: nil,
-                    problem: "top-level timestamp is a \(legacy.typeName) that is not epoch seconds")
+                    problem: Self.placeholderProblem(legacy, field: "top-level timestamp")
+                        ?? "top-level timestamp is a \(legacy.typeName) that is not epoch seconds")
             }
             return TimestampReading(
                 timestamp: nil, source: nil, problem: "neither aps.timestamp nor a top-level timestamp is present")
         }
+    }
+
+    /// The words for a timestamp left as a template placeholder (`"{{now}}"`, as in `payloads/*.json`), or nil.
+    public static func placeholderProblem(_ value: JSONValue, field: String) -> String? {
+        guard let text = value.stringValue, text.contains("{{"), text.contains("}}") else { return nil }
+        return "\(field) is the unfilled placeholder \(text.count <= 40 ? "\"\(text)\"" : "text") (push-sender "
+            + "check, simulate and send fill it in with the current time; a payload posted to the service needs "
+            + "epoch seconds, e.g. $(date +%s))"
     }
 
     private static func lenientSeconds(_ value: JSONValue) -> Int64? {

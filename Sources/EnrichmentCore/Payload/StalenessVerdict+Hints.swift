@@ -10,6 +10,9 @@ extension StalenessVerdict {
                 "the timestamp \(timestamp) looks like milliseconds; APNs payload timestamps are epoch seconds "
                     + "(\(timestamp / 1000) here)")
         }
+        if state == .noTimestamp, let detail, detail.contains("unfilled placeholder") {
+            hints.append(detail)
+        }
         if let age = ageSeconds, age < 0 {
             hints.append(
                 "the timestamp is \(-age) s after the evaluation time: check the sender's clock, or the time you "

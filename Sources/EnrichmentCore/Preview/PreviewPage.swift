@@ -1,3 +1,4 @@
+import Crypto
 public import Essentials
 import Foundation
 
@@ -60,12 +61,46 @@ public enum PreviewPage {
         form{width:390px;margin:16px auto}textarea{width:100%;height:140px;font-family:monospace;font-size:12px}
         """
 
+    /// The page's one style element, exactly as written (its hash is in the Content-Security-Policy).
+    static var styleElement: String { "<style>\n\(style)\n</style>" }
+
+    /// The Content-Security-Policy of every preview page: nothing loads (no script at all, no image, no font, no
+    /// connection), the one style element is allowed by its hash, forms post only to the service, and no other
+    /// site may frame the page.
+    public static let contentSecurityPolicy: String = {
+        let digest = SHA256.hash(data: Data("\n\(style)\n".utf8))
+        let hash = Data(digest).base64EncodedString()
+        return "default-src 'none'; style-src 'sha256-\(hash)'; form-action 'self'; frame-ancestors 'none'; "
+            + "base-uri 'none'"
+    }()
+
+    /// The headers every preview page is served with: the policy above, no MIME sniffing, no framing, no referrer
+    /// (the page's links carry a map URL with its key), and no caching.
+    public static let securityHeaders: [(name: String, value: String)] = [
+        ("Content-Security-Policy", contentSecurityPolicy), ("X-Content-Type-Options", "nosniff"),
+        ("X-Frame-Options", "DENY"), ("Referrer-Policy", "no-referrer"), ("Cache-Control", "no-store"),
+    ]
+
+    /// The sign-in page of a service that has an API key: a browser cannot send a bearer header, so the key is
+    /// posted once from this form (never in a URL) and kept in an HttpOnly, SameSite=Strict cookie.
+    public static func renderSignIn(action: String, error: String? = nil) -> String {
+        var html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+        html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+        html += "<title>Notification preview: sign in</title>\n\(styleElement)</head><body>\n"
+        if let error { html += "<p class=\"meta error\" id=\"error\">\(escape(error))</p>\n" }
+        html += "<form method=\"post\" action=\"\(escape(action))\" id=\"sign-in\">\n"
+        html += "<p>This service needs its API key (ENRICH_API_KEY) to show previews.</p>\n"
+        html += "<p><label>API key <input type=\"password\" name=\"key\" autocomplete=\"current-password\" "
+        html += "required></label></p>\n<button type=\"submit\">Sign in</button>\n</form>\n</body></html>\n"
+        return html
+    }
+
     /// The page for an enrichment result (the JSON `/v1/enrich` answers), or only the form when `result` is nil.
     public static func render(result: JSONValue?, context: Context, error: String? = nil) -> String {
         var html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
         html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
         html += "<title>Notification preview: \(escape(context.deviceId))</title>\n"
-        html += "<style>\n\(style)\n</style></head><body>\n"
+        html += "\(styleElement)</head><body>\n"
         if let error { html += "<p class=\"meta error\" id=\"error\">\(escape(error))</p>\n" }
         if let result {
             let notification = result["notification"]

@@ -19,6 +19,8 @@ public protocol DeliveryObserver: Sendable {
     func connectionsOpened(_ count: Int, environment: String)
     /// A registration deactivated after an APNs answer.
     func deactivated(reason: String)
+    /// One enrichment made for a delivery (the same outcomes `/v1/enrich` counts).
+    func enriched(outcome: String, provider: String)
 }
 
 /// Why a push cannot be accepted.
@@ -487,6 +489,7 @@ public final class DeliveryEngine: Sendable {
         }
         let payload = try NotificationPayload(json: push.payload)
         let result = try await enricher.enrich(deviceId: deviceId, payload: payload, mode: push.mode)
+        observer?.enriched(outcome: result.outcome.rawValue, provider: result.placesProvider ?? "none")
         return (JSONWriter.bytes(result.payload), result.outcome.rawValue, result.rule)
     }
 
@@ -547,10 +550,13 @@ extension DeliverySettings {
                 credentials = try APNsCredentialFiles.token(keyFile: keyFile, keyID: keyID, teamID: teamID)
             } else if let p12File {
                 credentials = try APNsCredentialFiles.pkcs12(
-                    file: p12File, password: p12Password ?? "", passwordSource: "ENRICH_APNS_P12_PASSWORD")
+                    file: p12File, password: p12Password?.exposed ?? "", passwordSource: "ENRICH_APNS_P12_PASSWORD")
             } else if let certificateFile, let certificateKeyFile {
                 credentials = try APNsCredentialFiles.certificate(
-                    certFile: certificateFile, keyFile: certificateKeyFile)
+                    certFile: certificateFile, keyFile: certificateKeyFile,
+                    names: .init(
+                        certificate: "ENRICH_APNS_CERT", certificateKey: "ENRICH_APNS_CERT_KEY",
+                        tokenKey: "ENRICH_APNS_KEY_FILE (with ENRICH_APNS_KEY_ID and ENRICH_APNS_TEAM_ID)"))
             } else {
                 throw APNsConfigurationError("incomplete APNs credentials")
             }
@@ -563,13 +569,17 @@ extension DeliverySettings {
         var senders: [APNsEnvironmentName: APNsSender] = [:]
         for (environment, url) in [(APNsEnvironmentName.sandbox, sandboxURL), (.production, productionURL)] {
             do {
-                senders[environment] = try APNsSender(
-                    configuration: APNsSenderConfiguration(
-                        environment: .custom(url), credentials: credentials, additionalTrustRootsPEM: trust,
-                        connections: connections, connectTimeout: .seconds(5),
-                        requestTimeout: .milliseconds(Int64(requestTimeout * 1000)),
-                        // The outbox retries with its own durable backoff; the client makes one attempt.
-                        retry: RetryPolicy(maxAttempts: 1)))
+                var configuration = APNsSenderConfiguration(
+                    environment: .custom(url), credentials: credentials, additionalTrustRootsPEM: trust,
+                    connections: connections, connectTimeout: .seconds(5),
+                    requestTimeout: .milliseconds(Int64(requestTimeout * 1000)),
+                    // The outbox retries with its own durable backoff; the client makes one attempt.
+                    retry: RetryPolicy(maxAttempts: 1))
+                configuration.settingNames = APNsSettingNames(
+                    host: environment == .sandbox ? "ENRICH_APNS_SANDBOX_URL" : "ENRICH_APNS_PRODUCTION_URL",
+                    trust: "ENRICH_APNS_CA",
+                    clientCertificate: "ENRICH_APNS_CERT and ENRICH_APNS_CERT_KEY (or ENRICH_APNS_P12)")
+                senders[environment] = try APNsSender(configuration: configuration)
             } catch {
                 throw ConfigurationError(
                     setting: environment == .sandbox ? "ENRICH_APNS_SANDBOX_URL" : "ENRICH_APNS_PRODUCTION_URL",

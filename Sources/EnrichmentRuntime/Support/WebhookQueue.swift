@@ -11,7 +11,16 @@ import NIOHTTP1
 ///
 /// `post` never waits: events queue (at most `capacity`; beyond it the oldest are dropped and counted) and one
 /// task sends them in order, each with up to `attempts` tries and backoff. Bodies are never logged.
+///
+/// An event is posted to exactly the configured URL: redirects are not followed (a receiver that answers 3xx could
+/// otherwise send events, and whatever the URL carries, to another host). A 3xx is a failed attempt, logged with
+/// its status and retried like any other.
 final class WebhookQueue: Sendable {
+    /// The client webhooks go through: the process's event loops, redirects never followed.
+    static let client = HTTPClient(
+        eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+        configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
+
     let url: String
     let name: String
     let attempts: Int
@@ -52,12 +61,18 @@ final class WebhookQueue: Sendable {
         var delay = 0.5
         for attempt in 1...attempts {
             do {
-                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(5))
+                let response = try await Self.client.execute(request, timeout: .seconds(5))
                 _ = try? await response.body.collect(upTo: 64 << 10)
                 if (200...299).contains(response.status.code) { return }
-                logger.warning(
-                    "\(name) webhook refused an event",
-                    metadata: ["status": "\(response.status.code)", "attempt": "\(attempt)"])
+                if (300...399).contains(response.status.code) {
+                    logger.warning(
+                        "\(name) webhook answered a redirect, which is not followed: set the webhook URL to where events should go",
+                        metadata: ["status": "\(response.status.code)", "attempt": "\(attempt)"])
+                } else {
+                    logger.warning(
+                        "\(name) webhook refused an event",
+                        metadata: ["status": "\(response.status.code)", "attempt": "\(attempt)"])
+                }
             } catch {
                 logger.warning(
                     "\(name) webhook unreachable", metadata: ["error": "\(error)", "attempt": "\(attempt)"])

@@ -1,7 +1,9 @@
+import Crypto
 import EnrichmentCore
 import EnrichmentRuntime
 import Essentials
 import Foundation
+import HTTPTypes
 import Hummingbird
 import NIOCore
 
@@ -44,16 +46,51 @@ struct PreviewRoutes {
         return Self.html(PreviewPage.render(result: json, context: context))
     }
 
+    /// Where the sign-in form posts the API key.
+    static let signInPath = "/preview/login"
+    static let signOutPath = "/preview/logout"
+
+    /// An HTML answer with the preview pages' security headers (`PreviewPage.securityHeaders`).
     static func html(_ text: String, _ status: HTTPResponse.Status = .ok) -> Response {
-        Response(
-            status: status, headers: [.contentType: "text/html; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(string: text)))
+        var headers: HTTPFields = [.contentType: "text/html; charset=utf-8"]
+        for (name, value) in PreviewPage.securityHeaders {
+            if let field = HTTPField.Name(name) { headers[field] = value }
+        }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    /// A 303 to the preview page, setting or clearing the session cookie.
+    static func redirectToPreview(setCookie: String) -> Response {
+        var response = html("", .seeOther)
+        response.headers[.location] = "/preview"
+        response.headers[.setCookie] = setCookie
+        return response
     }
 
     func register(on router: RouteRecorder) {
         router.get("/preview") { request, _ in
             let query = try request.formQuery()
             return try await page(deviceId: query["device_id"], payloadText: query["payload"])
+        }
+        router.post(Self.signInPath) { request, _ in
+            guard let apiKey = state.configuration.apiKey else {
+                // No key: there is nothing to sign in to.
+                return Self.redirectToPreview(setCookie: PreviewSession.signOutCookie)
+            }
+            let body = try await JSONIO.readBody(request, limit: 16 << 10)
+            let form = try Request.form(String(decoding: body, as: UTF8.self))
+            let presented = form["key"] ?? ""
+            // Compared by digest, as the bearer key is, so the time does not say how much of it matched.
+            guard SHA256.hash(data: Data(presented.utf8)) == SHA256.hash(data: Data(apiKey.exposed.utf8)) else {
+                return Self.html(
+                    PreviewPage.renderSignIn(
+                        action: Self.signInPath, error: "That is not the service's API key (ENRICH_API_KEY)."),
+                    .unauthorized)
+            }
+            return Self.redirectToPreview(setCookie: PreviewSession(apiKey: apiKey).signInCookie)
+        }
+        router.post(Self.signOutPath) { _, _ in
+            Self.redirectToPreview(setCookie: PreviewSession.signOutCookie)
         }
         router.post("/preview") { request, _ in
             let body = try await JSONIO.readBody(request, limit: state.maxBodyBytes)

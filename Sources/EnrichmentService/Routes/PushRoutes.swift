@@ -166,7 +166,7 @@ struct PushRequest {
         guard let pushType = PushType(rawValue: pushTypeName) else {
             throw APIError.invalid(
                 "invalid_request",
-                "push_type '\(pushTypeName)' is unknown; use one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))",
+                "push_type \(pushTypeName.utf8.count <= 32 ? "'\(pushTypeName)'" : "(\(pushTypeName.utf8.count) bytes)") is unknown; use one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))",
                 field: "push_type")
         }
         var priority = try Self.integer(fields["priority"], "priority").map(Int.init)
@@ -179,8 +179,11 @@ struct PushRequest {
         }
         let collapseId = try Self.string(fields["collapse_id"], "collapse_id")
         let topic = try Self.string(fields["topic"], "topic")
-        if let topic, topic.isEmpty || topic.contains(where: { $0.isWhitespace }) {
-            throw APIError.invalid("invalid_request", "topic must be a bundle id without spaces", field: "topic")
+        if let topic, let problem = APNsValidator.topicProblem(topic) {
+            throw APIError.invalid("invalid_request", "topic \(problem)", field: "topic")
+        }
+        if let collapseId, let problem = APNsValidator.collapseIDProblem(collapseId) {
+            throw APIError.invalid("invalid_request", "collapse_id \(problem)", field: "collapse_id")
         }
         let enrich = try Self.bool(fields["enrich"], "enrich") ?? true
         var mode: BodyMode?
@@ -208,9 +211,10 @@ struct PushRequest {
             topic: pushType.topic(forBundle: topic ?? "com.example.app"),
             pushType: pushType.rawValue, priority: priority, expiration: expiration.map(String.init),
             collapseID: collapseId, payload: Array(bytes))
-        if let violation = APNsValidator.violation(of: probe) {
+        if let violation = APNsValidator.headerViolation(of: probe) ?? APNsValidator.violation(of: probe) {
             let field: String =
                 switch violation.reason {
+                case .badTopic, .missingTopic: "topic"
                 case .payloadTooLarge, .payloadEmpty: "payload"
                 case .badPriority: "priority"
                 case .badCollapseId: "collapse_id"

@@ -1,3 +1,4 @@
+import APNsCore
 import EnrichmentCore
 import EnrichmentRuntime
 import Essentials
@@ -62,12 +63,13 @@ struct TokenRoutes {
         guard let topicValue = fields["topic"] else {
             throw APIError.invalid("invalid_request", "topic is required (the app's bundle id)", field: "topic")
         }
-        guard let topic = topicValue.stringValue, !topic.isEmpty, topic.utf8.count <= 255,
-            !topic.contains(where: { $0.isWhitespace })
-        else {
+        guard let topic = topicValue.stringValue else {
             throw APIError.invalid(
-                "invalid_request", "topic must be the app's bundle id: 1 to 255 characters without spaces",
+                "invalid_request", "topic must be a string (the app's bundle id), found \(topicValue.typeName)",
                 field: "topic")
+        }
+        if let problem = APNsValidator.topicProblem(topic) {
+            throw APIError.invalid("invalid_request", "topic \(problem)", field: "topic")
         }
         guard let environmentValue = fields["environment"] else {
             throw APIError.invalid(

@@ -1,4 +1,6 @@
 import Crypto
+import EnrichmentCore
+import Essentials
 import Foundation
 import Hummingbird
 
@@ -8,7 +10,13 @@ struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Paths that stay open (health checks and scraping).
     static var openPaths: Set<String> { ["/health", "/metrics"] }
 
-    init(apiKey: String) { keyDigest = Array(SHA256.hash(data: Data(apiKey.utf8))) }
+    /// The preview pages' browser session (see `PreviewSession`).
+    let previewSession: PreviewSession
+
+    init(apiKey: Secret) {
+        keyDigest = Array(SHA256.hash(data: Data(apiKey.exposed.utf8)))
+        previewSession = PreviewSession(apiKey: apiKey)
+    }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -16,6 +24,11 @@ struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
         // Compared as the router matches paths: `/health/` and `//health` are `/health`.
         let path = "/" + RouteTable.segments(request.uri.path).joined(separator: "/")
         if Self.openPaths.contains(path) { return try await next(request, context) }
+        let isPreview = path == "/preview" || path.hasPrefix("/preview/")
+        // The sign-in form checks the key it is posted itself; a signed-in browser opens the preview pages.
+        if path == PreviewRoutes.signInPath || (isPreview && previewSession.isSignedIn(request)) {
+            return try await next(request, context)
+        }
         var presented: String?
         if let header = request.headers[.authorization] {
             let parts = header.split(separator: " ", maxSplits: 1)
@@ -28,6 +41,10 @@ struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
         }
         // Compare digests so the comparison time does not depend on how much of the key matched.
         guard let presented, Array(SHA256.hash(data: Data(presented.utf8))) == keyDigest else {
+            // A browser asking for a preview page gets the sign-in form rather than a JSON error.
+            if isPreview {
+                return PreviewRoutes.html(PreviewPage.renderSignIn(action: PreviewRoutes.signInPath), .unauthorized)
+            }
             var error = APIError(
                 .unauthorized, reason: "unauthorized",
                 message: "send the service's API key as 'Authorization: Bearer <key>'")

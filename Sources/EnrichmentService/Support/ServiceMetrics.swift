@@ -39,7 +39,8 @@ public final class ServiceMetrics: DeliveryObserver {
             buckets: buckets + [.seconds(10), .seconds(30)])
         outboxPending = registry.makeGauge(
             descriptor: MetricNameDescriptor(
-                metricName: "outbox_pending_deliveries", helpText: "Deliveries committed and not yet final"))
+                metricName: "outbox_pending_deliveries", unitName: "",
+                helpText: "Deliveries committed and not yet final"))
     }
 
     private func counter(_ key: [String], make: () -> Counter) -> Counter {
@@ -58,13 +59,19 @@ public final class ServiceMetrics: DeliveryObserver {
         }.increment()
     }
 
-    func outcome(_ outcome: String, provider: String) {
-        counter(["outcome", outcome, provider]) {
+    /// One enrichment's outcome; `source` is `enrich` (`/v1/enrich`, `/preview`) or `push` (a delivery).
+    func outcome(_ outcome: String, provider: String, source: String = "enrich") {
+        counter(["outcome", outcome, provider, source]) {
             registry.makeCounter(
                 descriptor: MetricNameDescriptor(
-                    metricName: "enrichment_outcomes", unitName: "total", helpText: "Enrichment results by outcome"),
-                labels: [("outcome", outcome), ("provider", provider)])
+                    metricName: "enrichment_outcomes", unitName: "total",
+                    helpText: "Enrichment results by outcome, places provider and source (enrich or push)"),
+                labels: [("outcome", outcome), ("provider", provider), ("source", source)])
         }.increment()
+    }
+
+    public func enriched(outcome: String, provider: String) {
+        self.outcome(outcome, provider: provider, source: "push")
     }
 
     func placesDuration(_ duration: Duration) { upstreamLatency.record(duration) }

@@ -90,7 +90,8 @@ public enum APNsValidator {
     /// Apple's header rules, plus the shape every HTTP/2 header value must have.
     public static func headerViolation(of request: APNsRequest) -> Violation? {
         if let topic = request.topic, let problem = topicProblem(topic) {
-            return Violation(reason: .badTopic, message: "apns-topic \(problem)")
+            // An empty topic is a missing one, as Apple answers it.
+            return Violation(reason: topic.isEmpty ? .missingTopic : .badTopic, message: "apns-topic \(problem)")
         }
         if let collapseID = request.collapseID, let problem = collapseIDProblem(collapseID) {
             return Violation(reason: .badCollapseId, message: "apns-collapse-id \(problem)")

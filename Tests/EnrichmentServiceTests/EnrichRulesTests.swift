@@ -75,6 +75,29 @@ struct EnrichRulesTests {
         }
     }
 
+    @Test("a sample payload posted with its {{now}} placeholder says so, in woosmap mode too")
+    func placeholderTimestamp() async throws {
+        try await withService { client in
+            // payloads/location.json as it is in the repository.
+            let file = repositoryRoot.appendingPathComponent("payloads/location.json")
+            let sample = try String(contentsOf: file, encoding: .utf8)
+            #expect(sample.contains("{{now}}"))
+            for mode in ["default", "woosmap"] {
+                let reply = try await client.post(
+                    "/v1/enrich", json: #"{"device_id":"d","mode":"\#(mode)","payload":\#(sample)}"#)
+                #expect(reply.status == 200, "\(reply.text)")
+                #expect(reply.json?["outcome"] == .string("no_timestamp"))
+                let detail = reply.json?["staleness"]?["detail"]?.stringValue ?? ""
+                #expect(detail.contains("unfilled placeholder \"{{now}}\""), "\(reply.text)")
+                guard case .array(let hints)? = reply.json?["hints"] else {
+                    Issue.record("no hints: \(reply.text)")
+                    continue
+                }
+                #expect(hints.contains { $0.stringValue?.contains("$(date +%s)") == true }, "\(reply.text)")
+            }
+        }
+    }
+
     @Test("a fix in the request is used for that evaluation only")
     func requestFix() async throws {
         try await withService({ $0.loadSamplePOIs = false }) { client in

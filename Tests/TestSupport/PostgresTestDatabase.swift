@@ -4,12 +4,12 @@ public import Logging
 import PostgresNIO
 
 /// A fresh PostgreSQL database per test, on the cluster `scripts/with-postgres.sh` starts (the README's test
-/// command runs the tests through it and sets ENRICH_TEST_DATABASE_URL).
+/// command, `scripts/test.sh`, runs the tests through it and sets ENRICH_TEST_DATABASE_URL).
 public enum PostgresTestDatabase {
     struct Unavailable: Error, CustomStringConvertible {
         var description: String {
-            "ENRICH_TEST_DATABASE_URL is not set: run the tests with `scripts/with-postgres.sh swift test --no-parallel` "
-                + "(the README's test command), which starts a throwaway PostgreSQL cluster"
+            "ENRICH_TEST_DATABASE_URL is not set: run the tests with `scripts/test.sh` (the README's test command; "
+                + "`scripts/test.sh --filter NAME` for some), which starts a throwaway PostgreSQL cluster"
         }
     }
 

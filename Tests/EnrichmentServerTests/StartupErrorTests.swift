@@ -14,7 +14,10 @@ struct StartupErrorTests {
         let first = try ServerProcess.start(database: directory.appendingPathComponent("a.sqlite").path)
         defer { first.terminate() }
         let (status, output) = try failedStart(
-            ["--port", String(first.port), "--log-level", "info", "--db", directory.appendingPathComponent("b.sqlite").path],
+            [
+                "--port", String(first.port), "--log-level", "info", "--db",
+                directory.appendingPathComponent("b.sqlite").path,
+            ],
             environment: [:])
         #expect(status == 1, "\(output)")
         #expect(output.contains("cannot listen on 127.0.0.1:\(first.port): the address is already in use"), "\(output)")

@@ -77,7 +77,9 @@ public struct APIError: Error, HTTPResponseError, Sendable, JSONObjectRepresenta
         case let error as HTTPError:
             switch error.status {
             case .notFound:
-                return APIError(.notFound, reason: "not_found", message: "no such endpoint; see docs/API.md (or docs/openapi.yaml) for the API")
+                return APIError(
+                    .notFound, reason: "not_found",
+                    message: "no such endpoint; see docs/API.md (or docs/openapi.yaml) for the API")
             case .contentTooLarge:
                 return APIError(
                     .contentTooLarge, reason: "body_too_large", message: error.body ?? "request body too large")

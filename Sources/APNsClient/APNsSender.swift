@@ -52,22 +52,45 @@ public struct APNsSenderConfiguration: Sendable {
     }
 }
 
-/// The settings a connection error's hint tells the user to check.
+/// What the user sets to choose the APNs host, the trust and the credentials (`push-sender`'s flags, or the
+/// service's variables), so that a credential or connection error names the one to change.
 public struct APNsSettingNames: Sendable {
     public var host: String
     public var trust: String
-    public var clientCertificate: String
+    public var certificate: String
+    public var certificateKey: String
+    public var pkcs12: String
+    /// Where a `.p8` token key belongs, with its companions.
+    public var tokenKey: String
 
-    public init(host: String, trust: String, clientCertificate: String) {
+    public init(
+        host: String, trust: String, certificate: String, certificateKey: String, pkcs12: String, tokenKey: String
+    ) {
         self.host = host
         self.trust = trust
-        self.clientCertificate = clientCertificate
+        self.certificate = certificate
+        self.certificateKey = certificateKey
+        self.pkcs12 = pkcs12
+        self.tokenKey = tokenKey
     }
+
+    /// The settings of certificate authentication, for a hint.
+    public var clientCertificate: String { "\(certificate) and \(certificateKey) (or \(pkcs12))" }
 
     /// `push-sender send`'s flags.
     public static let flags = APNsSettingNames(
-        host: "--host (or --sandbox / --production)", trust: "--ca",
-        clientCertificate: "--cert and --cert-key (or --p12)")
+        host: "--host (or --sandbox / --production)", trust: "--ca", certificate: "--cert",
+        certificateKey: "--cert-key",
+        pkcs12: "--p12", tokenKey: "--key (with --key-id and --team-id)")
+
+    /// The service's variables; `environment` is `sandbox` or `production`.
+    public static func service(environment: String) -> APNsSettingNames {
+        APNsSettingNames(
+            host: environment == "production" ? "ENRICH_APNS_PRODUCTION_URL" : "ENRICH_APNS_SANDBOX_URL",
+            trust: "ENRICH_APNS_CA", certificate: "ENRICH_APNS_CERT", certificateKey: "ENRICH_APNS_CERT_KEY",
+            pkcs12: "ENRICH_APNS_P12",
+            tokenKey: "ENRICH_APNS_KEY_FILE (with ENRICH_APNS_KEY_ID and ENRICH_APNS_TEAM_ID)")
+    }
 }
 
 /// Sends pushes over HTTP/2 + TLS (swift-nio-http2, frame by frame) with bounded concurrency, retries per Apple's

@@ -51,28 +51,10 @@ public enum APNsCredentialFiles {
         return .certificate(chain: bundle.chain, key: bundle.key)
     }
 
-    /// What the settings are called where the credentials come from (flags for `push-sender`, variables for the
-    /// service), so that an error names the one to change.
-    public struct SettingNames: Sendable {
-        public var certificate: String
-        public var certificateKey: String
-        /// Where a `.p8` token key belongs, with its companions.
-        public var tokenKey: String
-
-        public init(certificate: String, certificateKey: String, tokenKey: String) {
-            self.certificate = certificate
-            self.certificateKey = certificateKey
-            self.tokenKey = tokenKey
-        }
-
-        public static let flags = SettingNames(
-            certificate: "--cert", certificateKey: "--cert-key", tokenKey: "--key (with --key-id and --team-id)")
-    }
-
     /// Certificate authentication from a PEM certificate (chain) and its PEM private key; the key must be the
     /// certificate's (a `.p8` token key given here is named as such, with the setting it belongs in).
     public static func certificate(
-        certFile: String, keyFile: String, names: SettingNames = .flags
+        certFile: String, keyFile: String, names: APNsSettingNames = .flags
     ) throws(APNsConfigurationError) -> APNsCredentials {
         guard let certPEM = try? String(contentsOfFile: certFile, encoding: .utf8) else {
             throw APNsConfigurationError("\(names.certificate): cannot read the certificate '\(certFile)'")

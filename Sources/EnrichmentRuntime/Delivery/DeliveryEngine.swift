@@ -554,9 +554,7 @@ extension DeliverySettings {
             } else if let certificateFile, let certificateKeyFile {
                 credentials = try APNsCredentialFiles.certificate(
                     certFile: certificateFile, keyFile: certificateKeyFile,
-                    names: .init(
-                        certificate: "ENRICH_APNS_CERT", certificateKey: "ENRICH_APNS_CERT_KEY",
-                        tokenKey: "ENRICH_APNS_KEY_FILE (with ENRICH_APNS_KEY_ID and ENRICH_APNS_TEAM_ID)"))
+                    names: .service(environment: "sandbox"))
             } else {
                 throw APNsConfigurationError("incomplete APNs credentials")
             }
@@ -575,10 +573,7 @@ extension DeliverySettings {
                     requestTimeout: .milliseconds(Int64(requestTimeout * 1000)),
                     // The outbox retries with its own durable backoff; the client makes one attempt.
                     retry: RetryPolicy(maxAttempts: 1))
-                configuration.settingNames = APNsSettingNames(
-                    host: environment == .sandbox ? "ENRICH_APNS_SANDBOX_URL" : "ENRICH_APNS_PRODUCTION_URL",
-                    trust: "ENRICH_APNS_CA",
-                    clientCertificate: "ENRICH_APNS_CERT and ENRICH_APNS_CERT_KEY (or ENRICH_APNS_P12)")
+                configuration.settingNames = .service(environment: environment.rawValue)
                 senders[environment] = try APNsSender(configuration: configuration)
             } catch {
                 throw ConfigurationError(

@@ -118,6 +118,20 @@ struct SenderAgainstMockTests {
                 #expect(bad.reason == .badDeviceToken)
                 #expect(bad.attempts == 1)
                 #expect(bad.hint?.contains("sandbox") == true)
+                // A header value the peer would refuse, or that would make it close the shared connection, is
+                // answered here and never written: no attempt, and the one connection stays.
+                for request in [
+                    push(topic: String(repeating: "t", count: 100_000)), push(topic: "com.example\napp"),
+                    push(collapseID: "a\r\nx-evil: 1"), push(collapseID: String(repeating: "c", count: 1 << 20)),
+                    push(expiration: "1\n2"),
+                ] {
+                    let refused = await sender.send(request)
+                    #expect(refused.status == 400)
+                    #expect(refused.attempts == 0)
+                    #expect(refused.transportError?.hasPrefix("not sent: ") == true)
+                }
+                #expect(await sender.send(push()).status == 200)
+                #expect(await sender.statistics().connectionsOpened == 1)
             }
         }
     }

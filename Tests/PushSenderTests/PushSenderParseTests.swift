@@ -39,6 +39,32 @@ struct PushSenderParseTests {
         #expect(try send.tokens.entries().map(\.token) == [Self.token])
     }
 
+    @Test("header flags are held to the rules the service applies: topic, collapse id, expiration, apns-id")
+    func headerFlags() throws {
+        let base = ["send", "--payload", "p.json", "--token", Self.token] + Self.auth
+        func refused(_ flags: [String]) -> String? { refusal(base + flags) }
+        #expect(refused(["--topic", "com.example.app"]) == nil)
+        #expect(refused(["--topic", String(repeating: "a", count: 255)]) == nil)
+        #expect(refused(["--topic", String(repeating: "a", count: 256)])?.contains("--topic is 256 bytes") == true)
+        #expect(refused(["--topic", "com.example app"])?.contains("--topic") == true)
+        #expect(refused(["--topic", "com.example\napp"])?.contains("--topic") == true)
+        // The suffix of the push type counts: 250 characters plus ".voip" fit, 251 do not.
+        #expect(refused(["--topic", String(repeating: "a", count: 250), "--push-type", "voip"]) == nil)
+        #expect(
+            refused(["--topic", String(repeating: "a", count: 251), "--push-type", "voip"])?.contains("--topic")
+                == true)
+        let topic = ["--topic", "com.example.app"]
+        #expect(refused(topic + ["--collapse-id", String(repeating: "c", count: 64)]) == nil)
+        #expect(
+            refused(topic + ["--collapse-id", String(repeating: "c", count: 65)])?.contains("--collapse-id") == true)
+        #expect(refused(topic + ["--collapse-id", "a\r\nb"])?.contains("--collapse-id") == true)
+        #expect(refused(topic + ["--expiration", "0"]) == nil)
+        #expect(refused(topic + ["--expiration", "-1"])?.contains("--expiration") == true)
+        #expect(refused(topic + ["--expiration", "soon"])?.contains("--expiration") == true)
+        #expect(refused(topic + ["--apns-id", "123e4567-e89b-12d3-a456-426614174000"]) == nil)
+        #expect(refused(topic + ["--apns-id", "1234"])?.contains("--apns-id") == true)
+    }
+
     @Test("background without --priority sends priority 5; an explicit priority is kept")
     func backgroundPriority() throws {
         let base = ["send", "--topic", "t", "--payload", "p.json", "--token", Self.token] + Self.auth

@@ -68,11 +68,12 @@ public func makeSender(
 
 public func push(
     token: String = token64, topic: String = "com.example.app", pushType: String = "alert", priority: Int? = 10,
-    collapseID: String? = nil, apnsID: String? = nil, payload: [UInt8] = Array(#"{"aps":{"alert":"hi"}}"#.utf8)
+    expiration: String? = nil, collapseID: String? = nil, apnsID: String? = nil,
+    payload: [UInt8] = Array(#"{"aps":{"alert":"hi"}}"#.utf8)
 ) -> APNsRequest {
     APNsRequest(
-        deviceToken: token, topic: topic, pushType: pushType, priority: priority, collapseID: collapseID,
-        apnsID: apnsID, payload: payload)
+        deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
+        collapseID: collapseID, apnsID: apnsID, payload: payload)
 }
 
 /// A valid JSON payload of exactly `size` bytes.

@@ -348,7 +348,7 @@ public final class DeliveryEngine: Sendable {
                     topic: pushType.topic(forBundle: push.topic ?? claim.delivery.topic),
                     pushType: push.pushType, priority: push.priority, expiration: push.expiration.map(String.init),
                     collapseID: push.collapseId, apnsID: claim.delivery.apnsId, payload: prepared.bytes)
-                if let violation = APNsValidator.violation(of: request) {
+                if let violation = APNsValidator.headerViolation(of: request) ?? APNsValidator.violation(of: request) {
                     updates.append(
                         DeliveryUpdate(
                             id: claim.id, state: .failed, attempts: claim.attempts, status: violation.status,

@@ -80,7 +80,7 @@ public struct ServiceConfiguration: Sendable {
     public var connections = ConnectionLimits()
     /// Delivery to APNs (`POST /v1/push`): credentials, hosts, connections, retries, the feedback webhook.
     public var delivery = DeliverySettings()
-    /// Visits, zones of interest and regions (LOCATION.md).
+    /// Visits, zones of interest and regions (docs/LOCATION-RULES.md).
     public var location = LocationSettings()
     /// Where location events are posted, when set.
     public var locationWebhookURL: String?

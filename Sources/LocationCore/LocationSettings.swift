@@ -1,4 +1,5 @@
-/// The location features' settings (LOCATION.md §1.3, §4.4, §6 Configuration), with the sample app's defaults.
+/// The location features' settings (docs/LOCATION-RULES.md §1.3, §4.4, §6 Configuration), with the sample app's
+/// defaults.
 public struct LocationSettings: Sendable, Equatable {
     /// Run the ZOI pipeline on accepted visits.
     public var zoiEnabled = true

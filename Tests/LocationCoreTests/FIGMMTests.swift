@@ -3,7 +3,7 @@ import Foundation
 import LocationCore
 import Testing
 
-/// The SDK's own fixtures (T/FIGMMCreatorTests.swift) and the checks of LOCATION.md §2.
+/// The SDK's own fixtures (T/FIGMMCreatorTests.swift) and the checks of docs/LOCATION-RULES.md §2.
 @Suite struct FIGMMTests {
     static let start = 1_514_808_000.0  // 2018-01-01 12:00 UTC
 
@@ -35,7 +35,7 @@ import Testing
 
     @Test func projectionMatchesTheSpecCheckAndGlibcTan() {
         #expect(SphericalMercator.lon2x(1) == 111319.49079327357)
-        // glibc's correctly rounded tan (LOCATION.md §0): one ulp above iOS's 222684.20850554318.
+        // glibc's correctly rounded tan (docs/LOCATION-RULES.md §0): one ulp above iOS's 222684.20850554318.
         #expect(SphericalMercator.lat2y(2) == 222684.20850554455)
         #expect(abs(SphericalMercator.y2lat(SphericalMercator.lat2y(48.8)) - 48.8) < 1e-12)
     }
@@ -90,7 +90,7 @@ import Testing
     }
 
     @Test func weeklyDensityAccumulatesOnTheDeviceRoundTrip() throws {
-        // LOCATION.md §3: after four visits, visit_on_home1's bins hold 4.0 and visit_on_home2's 3.0.
+        // docs/LOCATION-RULES.md §3: after four visits, visit_on_home1's bins hold 4.0 and visit_on_home2's 3.0.
         let zois = Self.replay([Self.home1, Self.home2, Self.visit3, Self.visit4])
         let home = try #require(zois.first { $0.visitIds.contains("visit_on_home1") })
         #expect(home.visitIds == ["visit_on_home1", "visit_on_home2"])
@@ -147,7 +147,7 @@ import Testing
     }
 
     @Test func polygonAxisSignCases() {
-        // Diagonal with a < d points +y; non-diagonal with a < d points -y (LOCATION.md §2.11 step 2).
+        // Diagonal with a < d points +y; non-diagonal with a < d points -y (docs/LOCATION-RULES.md §2.11 step 2).
         let diagonal = ZOIPolygon.wkt(meanX: 0, meanY: 0, inverse: [1.0 / 100, 0, 0, 1.0 / 400])
         let tilted = ZOIPolygon.wkt(meanX: 0, meanY: 0, inverse: [1.0 / 100, 1e-4, 1e-4, 1.0 / 400])
         func firstPoint(_ wkt: String) -> (Double, Double) {

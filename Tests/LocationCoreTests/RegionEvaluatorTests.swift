@@ -3,7 +3,7 @@ import Essentials
 import LocationCore
 import Testing
 
-/// Enter/exit rules of LOCATION.md §4.5 and GeofenceKit's Wi-Fi rule.
+/// Enter/exit rules of docs/LOCATION-RULES.md §4.5 and GeofenceKit's Wi-Fi rule.
 @Suite struct RegionEvaluatorTests {
     let evaluator = RegionEvaluator(settings: LocationSettings())
     let region = Region(id: "custom_store", latitude: 48, longitude: 2, radius: 100)

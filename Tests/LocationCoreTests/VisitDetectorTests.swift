@@ -2,7 +2,7 @@ import EnrichmentCore
 import LocationCore
 import Testing
 
-/// The fix-based visit detector of LOCATION.md §1.3 (ours).
+/// The fix-based visit detector of docs/LOCATION-RULES.md §1.3 (ours).
 @Suite struct VisitDetectorTests {
     let detector = VisitDetector(parameters: VisitDetector.Parameters())
 

@@ -4,7 +4,7 @@ import Foundation
 import LocationCore
 import Testing
 
-/// The rules of LOCATION.md §1.2 and the classified-zone check of §3.7.
+/// The rules of docs/LOCATION-RULES.md §1.2 and the classified-zone check of §3.7.
 @Suite struct VisitIntakeTests {
     let intake = VisitIntake(settings: LocationSettings(), makeId: { _ in "zoi" })
 

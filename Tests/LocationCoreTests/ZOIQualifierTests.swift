@@ -3,7 +3,7 @@ import LocationCore
 import TestSupport
 import Testing
 
-/// The SDK's qualifier fixtures (T/ZoiQualifierTests.swift) and the checks of LOCATION.md §3.
+/// The SDK's qualifier fixtures (T/ZoiQualifierTests.swift) and the checks of docs/LOCATION-RULES.md §3.
 @Suite struct ZOIQualifierTests {
     static func utc(_ y: Int, _ mo: Int, _ d: Int, _ h: Int = 0, _ mi: Int = 0) -> Double {
         VisitFile.parseDate(String(format: "%04d-%02d-%02d %02d:%02d:00+00", y, mo, d, h, mi))!

@@ -5,7 +5,7 @@ public import LocationCore
 import Logging
 import Synchronization
 
-/// Location intelligence over the stores (LOCATION.md): reported and detected visits through the SDK's ZOI
+/// Location intelligence over the stores (docs/LOCATION-RULES.md): reported and detected visits through the SDK's ZOI
 /// pipeline, custom, POI and zone regions evaluated as fixes arrive, their events, the webhook, region pushes,
 /// retention, and the device context the enricher offers its template.
 public final class LocationEngine: Sendable {
@@ -286,8 +286,8 @@ public final class LocationEngine: Sendable {
         public var fixes: Int
     }
 
-    /// Removes fixes, visits and events captured at or before `now − retention_days` (LOCATION.md §5, with the
-    /// intended per-visit ZOI update).
+    /// Removes fixes, visits and events captured at or before `now − retention_days` (docs/LOCATION-RULES.md §5,
+    /// with the intended per-visit ZOI update).
     public func runRetention(now: Double) async throws -> RetentionReport {
         let cutoff = now - Double(settings.retentionDays) * 86_400
         let (visits, events) = try await store.expire(recordedAtOrBefore: cutoff) { zois, expiring, remaining in

@@ -1,6 +1,6 @@
 public import Essentials
 
-/// One event of a device, with the SDK's name (LOCATION.md §6 Events).
+/// One event of a device, with the SDK's name (docs/LOCATION-RULES.md §6 Events).
 public struct LocationEvent: Sendable, Equatable {
     public var deviceId: String
     /// `visit`, `region_enter`, `region_exit`, `zoi_enter` or `zoi_exit`.

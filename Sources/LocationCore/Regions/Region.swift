@@ -1,7 +1,7 @@
 public import EnrichmentCore
 public import Essentials
 
-/// A circular region a device can enter and exit (LOCATION.md §4), optionally tied to a Wi-Fi network
+/// A circular region a device can enter and exit (docs/LOCATION-RULES.md §4), optionally tied to a Wi-Fi network
 /// (GeofenceKit's rule).
 public struct Region: Sendable, Equatable {
     /// How a region decides "inside": by the circle, by the Wi-Fi network the fix reports, or either.

@@ -1,7 +1,7 @@
 public import EnrichmentCore
 import Essentials
 
-/// Enter/exit of regions as a device's fixes arrive (LOCATION.md §4.3-4.5), on the fix time.
+/// Enter/exit of regions as a device's fixes arrive (docs/LOCATION-RULES.md §4.3-4.5), on the fix time.
 public struct RegionEvaluator: Sendable {
     /// The shortest time between two logs of one region; a change sooner is ignored (§4.5 rule 3).
     public static let minimumInterval = 5.0

@@ -99,7 +99,7 @@ public protocol LocationEventStore: Sendable {
     func events(deviceId: String, limit: Int) async throws -> [LocationEvent]
 }
 
-/// Retention (LOCATION.md §5): what the daily job removes.
+/// Retention (docs/LOCATION-RULES.md §5): what the daily job removes.
 public protocol LocationRetention: Sendable {
     /// Removes visits recorded at or before `cutoff` (first taking their ids out of the ZOIs by `apply`),
     /// events dated at or before it, and returns how many visits and events went.

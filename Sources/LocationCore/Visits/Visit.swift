@@ -1,6 +1,6 @@
 public import EnrichmentCore
 
-/// A stay of a device at one place (LOCATION.md §1): reported by the device or detected from its fixes.
+/// A stay of a device at one place (docs/LOCATION-RULES.md §1): reported by the device or detected from its fixes.
 public struct Visit: Sendable, Equatable {
     public var id: String
     public var deviceId: String

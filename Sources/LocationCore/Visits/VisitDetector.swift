@@ -1,6 +1,6 @@
 public import EnrichmentCore
 
-/// Finds visits in a device's fixes (LOCATION.md §1.3, ours): anchor-based stay points.
+/// Finds visits in a device's fixes (docs/LOCATION-RULES.md §1.3, ours): anchor-based stay points.
 ///
 /// OpenLocate's `location_context` markers take part: a `visit_entry` fix ends any stay before it and anchors a
 /// new one; a `visit_exit` fix closes the stay it belongs to (so it is emitted without waiting for the next

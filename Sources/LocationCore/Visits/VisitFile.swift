@@ -1,7 +1,7 @@
 import Foundation
 
-/// Reads visit files for replays: the SDK sample importer's CSV (LOCATION.md §1.1 step 6) and the JSON body of
-/// `POST /v1/devices/{id}/visits`.
+/// Reads visit files for replays: the SDK sample importer's CSV (docs/LOCATION-RULES.md §1.1 step 6) and the JSON
+/// body of `POST /v1/devices/{id}/visits`.
 public enum VisitFile {
     /// A problem with a visit file, with the line it is on.
     public struct Problem: Error, CustomStringConvertible, Equatable {

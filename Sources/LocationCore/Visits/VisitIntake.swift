@@ -2,7 +2,7 @@ import EnrichmentCore
 public import Essentials
 import Foundation
 
-/// Runs reported visits through the rules of LOCATION.md §1.2, the classified-ZOI check of §3.7 and the ZOI
+/// Runs reported visits through the rules of docs/LOCATION-RULES.md §1.2, the classified-ZOI check of §3.7 and the ZOI
 /// pipeline of §2, in request order.
 public struct VisitIntake: Sendable {
     public var settings: LocationSettings

@@ -1,7 +1,8 @@
 extension FIGMM {
-    /// The intended per-visit removal of LOCATION.md §5.3: expiring ids leave every ZOI; ZOIs left without visits
-    /// go; priors are recomputed and polygons regenerated; duration and times come from the remaining visits.
-    /// Mean, C, det, A, age, weekly density and period stay (no unlearning). Not the SDK's wipe-out bug.
+    /// The intended per-visit removal of docs/LOCATION-RULES.md §5.3: expiring ids leave every ZOI; ZOIs left
+    /// without visits go; priors are recomputed and polygons regenerated; duration and times come from the
+    /// remaining visits. Mean, C, det, A, age, weekly density and period stay (no unlearning). Not the SDK's
+    /// wipe-out bug.
     public static func removeVisits(
         _ expiring: Set<String>, from zois: [ZoneOfInterest], remaining: [Visit]
     ) -> [ZoneOfInterest] {

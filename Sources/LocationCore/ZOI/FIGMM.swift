@@ -1,6 +1,6 @@
 import Foundation
 
-/// The SDK's incremental Gaussian mixture over one device's visits (LOCATION.md §2, FIGMM.swift), with the
+/// The SDK's incremental Gaussian mixture over one device's visits (docs/LOCATION-RULES.md §2, FIGMM.swift), with the
 /// store round trip of §2.10 around every visit.
 ///
 /// Each formula keeps the SDK's evaluation order (Surge's products start from 0.0 and associate from the left);

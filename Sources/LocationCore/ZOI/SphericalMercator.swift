@@ -1,6 +1,7 @@
 import Foundation
 
-/// The SDK's spherical Mercator projection (LOCATION.md §2.1): visits become metres before the mixture sees them.
+/// The SDK's spherical Mercator projection (docs/LOCATION-RULES.md §2.1): visits become metres before the mixture
+/// sees them.
 ///
 /// Every formula keeps the SDK's evaluation order and calls the C library's functions, so the bits match the
 /// reference port on Linux.

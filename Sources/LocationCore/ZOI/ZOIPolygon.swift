@@ -1,7 +1,7 @@
 import EnrichmentCore
 import Foundation
 
-/// The WKT ellipse of a ZOI at χ²(0.7) (LOCATION.md §2.11, the SDK's `geometryFigmm`).
+/// The WKT ellipse of a ZOI at χ²(0.7) (docs/LOCATION-RULES.md §2.11, the SDK's `geometryFigmm`).
 public enum ZOIPolygon {
     /// `χ²(p) = −2·log(1 − p)`.
     public static func chiSquared(_ p: Double) -> Double { -2 * log(1 - p) }

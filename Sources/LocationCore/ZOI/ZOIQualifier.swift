@@ -1,6 +1,6 @@
 import Foundation
 
-/// Time features and the home/work label of ZOIs (LOCATION.md §3; the SDK's ZOIQualifiers.swift).
+/// Time features and the home/work label of ZOIs (docs/LOCATION-RULES.md §3; the SDK's ZOIQualifiers.swift).
 public enum ZOIQualifier {
     /// One change of presence: an entry or an exit at an hour.
     public struct Change: Sendable, Equatable {

@@ -1,7 +1,7 @@
 public import Essentials
 
 extension ZoneOfInterest: JSONObjectRepresentable {
-    /// The fields of LOCATION.md §6, names fixed.
+    /// The fields of docs/LOCATION-RULES.md §6, names fixed.
     public func writeJSON(into object: inout JSONObjectWriter) {
         object.field("id", id)
         object.field("latitude", latitude)

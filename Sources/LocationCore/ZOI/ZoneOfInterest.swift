@@ -1,4 +1,4 @@
-/// One zone of interest as stored between visits (LOCATION.md §2.2, §2.10): a Gaussian component of the
+/// One zone of interest as stored between visits (docs/LOCATION-RULES.md §2.2, §2.10): a Gaussian component of the
 /// device's mixture plus its time features.
 public struct ZoneOfInterest: Sendable, Equatable {
     /// Stable id assigned at creation (the SDK makes a new UUID on every save; the server keeps one).

@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "Essentials", targets: ["Essentials"]),
         .library(name: "EnrichmentCore", targets: ["EnrichmentCore"]),
         .library(name: "LocationCore", targets: ["LocationCore"]),
+        .library(name: "Delivery", targets: ["Delivery"]),
         .library(name: "EnrichmentStorage", targets: ["EnrichmentStorage"]),
         .library(name: "EnrichmentPostgres", targets: ["EnrichmentPostgres"]),
         .library(name: "EnrichmentUpstream", targets: ["EnrichmentUpstream"]),
@@ -64,10 +65,20 @@ let package = Package(
             dependencies: ["EnrichmentCore", "Essentials"],
             swiftSettings: swiftSettings
         ),
+        // Delivery's model and decisions, no I/O: pushes, deliveries, registrations, the outbox and token store
+        // protocols, and the planner (what becomes of each claimed delivery and each APNs answer). Where the two
+        // families meet: it stands on EnrichmentCore and APNsCore, and neither imports it.
+        .target(
+            name: "Delivery",
+            dependencies: ["APNsCore", "EnrichmentCore", "Essentials"],
+            swiftSettings: swiftSettings
+        ),
         // SQLite (GRDB) implementations of the stores.
         .target(
             name: "EnrichmentStorage",
             dependencies: [
+                "APNsCore",
+                "Delivery",
                 "EnrichmentCore",
                 "LocationCore",
                 "Essentials",
@@ -80,6 +91,8 @@ let package = Package(
         .target(
             name: "EnrichmentPostgres",
             dependencies: [
+                "APNsCore",
+                "Delivery",
                 "EnrichmentCore",
                 "LocationCore",
                 "Essentials",
@@ -106,6 +119,7 @@ let package = Package(
         .target(
             name: "EnrichmentRuntime",
             dependencies: [
+                "Delivery",
                 "APNsCore",
                 "APNsClient",
                 "EnrichmentCore",
@@ -126,6 +140,7 @@ let package = Package(
         .target(
             name: "EnrichmentService",
             dependencies: [
+                "Delivery",
                 "LocationCore",
                 "EnrichmentCore",
                 "EnrichmentRuntime",
@@ -271,8 +286,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "DeliveryTests",
+            dependencies: ["APNsCore", "Delivery", "Essentials"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "EnrichmentStorageTests",
             dependencies: [
+                "APNsCore",
+                "Delivery",
                 "EnrichmentStorage", "EnrichmentPostgres", "EnrichmentRuntime", "EnrichmentCore", "Essentials",
                 "LocationCore", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio"),
             ],

@@ -1,3 +1,5 @@
+import APNsCore
+
 /// Where pushes go.
 public enum APNsEnvironment: Sendable, Equatable {
     /// `https://api.sandbox.push.apple.com` (development builds).
@@ -10,8 +12,8 @@ public enum APNsEnvironment: Sendable, Equatable {
     /// The base URL (scheme, host and port).
     public var baseURL: String {
         switch self {
-        case .sandbox: "https://api.sandbox.push.apple.com"
-        case .production: "https://api.push.apple.com"
+        case .sandbox: APNsEnvironmentName.sandbox.baseURL
+        case .production: APNsEnvironmentName.production.baseURL
         case .custom(let url): url.hasSuffix("/") ? String(url.dropLast()) : url
         }
     }

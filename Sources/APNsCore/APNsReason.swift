@@ -62,19 +62,58 @@ public enum APNsReason: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// A sentence that helps the user fix the cause, when there is a common one.
-    public var hint: String? {
+    /// Apple's rule: the token is no longer good for this app (and environment): stop sending to it. 410
+    /// (Unregistered, ExpiredToken) carries the time it stopped; 400 (BadDeviceToken, DeviceTokenNotForTopic) means
+    /// it was never good for the topic and environment it was sent to.
+    public var invalidatesToken: Bool {
+        switch self {
+        case .unregistered, .expiredToken, .badDeviceToken, .deviceTokenNotForTopic: true
+        default: false
+        }
+    }
+
+    /// Where the user changes what a hint points at.
+    public enum HintContext: Sendable {
+        /// `push-sender send`: its flags.
+        case sender
+        /// A delivery made by the service (`POST /v1/push`, `push-sender push`): registrations and `ENRICH_*`
+        /// settings.
+        case service
+    }
+
+    /// A sentence that helps the user fix the cause, when there is a common one, with `push-sender send`'s flags.
+    public var hint: String? { hint(for: .sender) }
+
+    /// A sentence that helps the user fix the cause, naming what the user can change in `context`.
+    public func hint(for context: HintContext) -> String? {
+        let service = context == .service
         switch self {
         case .badDeviceToken:
-            "the token may belong to the other environment: sandbox (development builds) vs production (TestFlight/App Store); try --production or --sandbox"
-        case .deviceTokenNotForTopic: "the token was issued for another app: check --topic (the app's bundle id)"
-        case .unregistered, .expiredToken: "the app was removed or the token expired: stop sending to this token"
-        case .invalidProviderToken: "check --key-id and --team-id against the .p8 key in your Apple developer account"
-        case .expiredProviderToken: "the JWT is older than one hour: check the machine's clock"
-        case .payloadTooLarge: "shorten the payload: 4096 bytes at most (5120 for voip)"
-        case .badPriority: "background pushes need --priority 5"
-        case .tooManyRequests: "too many pushes to this device: slow down"
-        default: nil
+            return "the token may belong to the other environment: sandbox (development builds) vs production "
+                + "(TestFlight/App Store); "
+                + (service
+                    ? "register it again with the right \"environment\""
+                    : "try --production or --sandbox")
+        case .deviceTokenNotForTopic:
+            return service
+                ? "the token was issued for another app: check the registration's topic (or the push's \"topic\")"
+                : "the token was issued for another app: check --topic (the app's bundle id)"
+        case .unregistered, .expiredToken:
+            return "the app was removed or the token expired: stop sending to this token"
+        case .invalidProviderToken:
+            return service
+                ? "check ENRICH_APNS_KEY_ID and ENRICH_APNS_TEAM_ID against the .p8 key in your Apple developer account"
+                : "check --key-id and --team-id against the .p8 key in your Apple developer account"
+        case .expiredProviderToken:
+            return "the JWT is older than one hour: check the machine's clock"
+        case .payloadTooLarge:
+            return "shorten the payload: 4096 bytes at most (5120 for voip)"
+        case .badPriority:
+            return service ? "background pushes need \"priority\": 5" : "background pushes need --priority 5"
+        case .tooManyRequests:
+            return "too many pushes to this device: slow down"
+        default:
+            return nil
         }
     }
 }

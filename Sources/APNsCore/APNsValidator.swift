@@ -16,12 +16,7 @@ public enum APNsValidator {
     }
 
     /// True for an even number of 64 to 200 hexadecimal digits (Apple: do not assume 64).
-    public static func isValidDeviceToken(_ token: String) -> Bool {
-        (64...200).contains(token.utf8.count) && token.utf8.count % 2 == 0
-            && token.utf8.allSatisfy { byte in
-                (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
-            }
-    }
+    public static func isValidDeviceToken(_ token: String) -> Bool { DeviceTokenFormat.isValid(token) }
 
     /// True for the canonical 8-4-4-4-12 UUID form.
     public static func isValidAPNsID(_ id: String) -> Bool {

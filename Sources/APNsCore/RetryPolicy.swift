@@ -22,16 +22,23 @@ public struct RetryPolicy: Sendable, Equatable {
     /// The delay before attempt `attempt + 1` after attempt `attempt` (1-based) got this answer, or nil to stop.
     public func delay(afterAttempt attempt: Int, status: Int, reason: APNsReason?) -> Double? {
         guard attempt < maxAttempts, Self.isRetryable(status: status, reason: reason) else { return nil }
-        var delay = baseDelay
-        for _ in 1..<attempt { delay *= 2 }
-        return min(delay, maxDelay)
+        return backoff(afterAttempt: attempt)
     }
 
     /// The delay after a transport failure (connection refused, reset, timeout), or nil to stop.
     public func delayAfterTransportError(attempt: Int) -> Double? {
         guard attempt < maxAttempts else { return nil }
+        return backoff(afterAttempt: attempt)
+    }
+
+    /// The exponential backoff itself: `baseDelay` after the first attempt, doubled after each further one, at
+    /// most `maxDelay`; the one place it is computed.
+    public func backoff(afterAttempt attempt: Int) -> Double {
         var delay = baseDelay
-        for _ in 1..<attempt { delay *= 2 }
+        for _ in 1..<max(1, attempt) {
+            delay *= 2
+            if delay >= maxDelay { break }
+        }
         return min(delay, maxDelay)
     }
 }

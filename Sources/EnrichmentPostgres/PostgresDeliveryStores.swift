@@ -1,4 +1,6 @@
-public import EnrichmentCore
+import APNsCore
+public import Delivery
+import EnrichmentCore
 import Essentials
 import Foundation
 import Logging
@@ -108,7 +110,7 @@ public struct PostgresOutbox: OutboxStore {
                 """
                 INSERT INTO pushes (id, created_at, payload, push_type, priority, expiration, collapse_id, topic,
                     enrich, mode)
-                VALUES (\(push.id), \(push.createdAt), \(payload), \(push.pushType), \(push.priority),
+                VALUES (\(push.id), \(push.createdAt), \(payload), \(push.pushType.rawValue), \(push.priority),
                         \(push.expiration), \(push.collapseId), \(push.topic), \(push.enrich), \(push.mode?.rawValue))
                 """, logger: database.logger)
             let ids = push.deviceIds
@@ -242,7 +244,8 @@ public struct PostgresOutbox: OutboxStore {
             devices.append(device)
         }
         return PushDefinition(
-            id: pushId, createdAt: created, payload: try JSONValue.decode(Data(payload.utf8)), pushType: pushType,
+            id: pushId, createdAt: created, payload: try JSONValue.decode(Data(payload.utf8)),
+            pushType: try PushType.stored(pushType),
             priority: priority, expiration: expiration, collapseId: collapseId, topic: topic, enrich: enrich,
             mode: mode.flatMap(BodyMode.init(rawValue:)), deviceIds: devices)
     }

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+public import Delivery
 public import EnrichmentCore
 public import EnrichmentPostgres
 import EnrichmentStorage

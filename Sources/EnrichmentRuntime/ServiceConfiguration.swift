@@ -1,3 +1,4 @@
+import APNsCore
 public import EnrichmentCore
 import EnrichmentPostgres
 public import EnrichmentStorage
@@ -211,8 +212,8 @@ public struct DeliverySettings: Sendable {
     public var certificateKeyFile: String?
     public var p12File: String?
     public var p12Password: Secret?
-    public var sandboxURL = "https://api.sandbox.push.apple.com"
-    public var productionURL = "https://api.push.apple.com"
+    public var sandboxURL = APNsEnvironmentName.sandbox.baseURL
+    public var productionURL = APNsEnvironmentName.production.baseURL
     /// An extra CA (PEM file) to trust, e.g. the mock's.
     public var caFile: String?
     /// HTTP/2 connections per APNs environment.

@@ -1,3 +1,4 @@
+import Delivery
 import EnrichmentCore
 public import EnrichmentRuntime
 public import Essentials

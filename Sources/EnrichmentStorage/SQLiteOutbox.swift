@@ -1,4 +1,6 @@
-public import EnrichmentCore
+import APNsCore
+public import Delivery
+import EnrichmentCore
 import Essentials
 import Foundation
 import GRDB
@@ -22,7 +24,8 @@ public struct SQLiteOutbox: OutboxStore {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    push.id, push.createdAt, payload, push.pushType, push.priority, push.expiration, push.collapseId,
+                    push.id, push.createdAt, payload, push.pushType.rawValue, push.priority, push.expiration,
+                    push.collapseId,
                     push.topic, push.enrich, push.mode?.rawValue,
                 ])
             let device = try db.makeStatement(
@@ -128,7 +131,8 @@ public struct SQLiteOutbox: OutboxStore {
             db, sql: "SELECT device_id FROM push_devices WHERE push_id = ? ORDER BY position", arguments: [id])
         let text: String = row[2]
         return PushDefinition(
-            id: row[0], createdAt: row[1], payload: try JSONValue.decode(Data(text.utf8)), pushType: row[3],
+            id: row[0], createdAt: row[1], payload: try JSONValue.decode(Data(text.utf8)),
+            pushType: try PushType.stored(row[3]),
             priority: row[4], expiration: row[5], collapseId: row[6], topic: row[7], enrich: row[8],
             mode: (row[9] as String?).flatMap(BodyMode.init(rawValue:)), deviceIds: devices)
     }

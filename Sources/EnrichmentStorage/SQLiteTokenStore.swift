@@ -1,4 +1,6 @@
-public import EnrichmentCore
+import APNsCore
+public import Delivery
+import EnrichmentCore
 import GRDB
 
 /// Device token registrations in SQLite, keyed by (device id, token).

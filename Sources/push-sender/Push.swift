@@ -121,7 +121,8 @@ enum PushView {
                 line += "  attempts \(JSONWriterText.text(delivery["attempts"] ?? .int(0)))"
                 if let apnsID = delivery["apns_id"]?.stringValue { line += "  apns-id \(apnsID)" }
                 if let error = delivery["error"]?.stringValue, delivery["reason"] == nil { line += "  (\(error))" }
-                if let hint = delivery["reason"]?.stringValue.flatMap({ APNsReason(rawValue: $0).hint }) {
+                if let hint = delivery["reason"]?.stringValue.flatMap({ APNsReason(rawValue: $0).hint(for: .service) })
+                {
                     line += "\n    hint: \(hint)"
                 }
                 lines.append(line)

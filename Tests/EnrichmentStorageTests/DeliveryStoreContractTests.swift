@@ -1,3 +1,5 @@
+import APNsCore
+import Delivery
 import EnrichmentCore
 import EnrichmentPostgres
 import EnrichmentStorage
@@ -35,7 +37,7 @@ private func registration(
 private func push(_ id: String, devices: [String], at time: Double = 1000, expiration: Int64? = nil) -> PushDefinition {
     PushDefinition(
         id: id, createdAt: time,
-        payload: .object(["aps": .object(["alert": .string("hi"), "mutable-content": .int(1)])]), pushType: "alert",
+        payload: .object(["aps": .object(["alert": .string("hi"), "mutable-content": .int(1)])]), pushType: .alert,
         priority: 10, expiration: expiration, collapseId: "c1", topic: nil, enrich: true, mode: .woosmap,
         deviceIds: devices)
 }

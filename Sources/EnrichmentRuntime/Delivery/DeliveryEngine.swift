@@ -1,6 +1,7 @@
 import APNsClient
 import APNsCore
-public import EnrichmentCore
+public import Delivery
+import EnrichmentCore
 import Essentials
 import Foundation
 import Logging
@@ -68,6 +69,8 @@ public final class DeliveryEngine: Sendable {
     let lease: Double
     /// How often a lane writes the answers it got while a batch is still sending.
     let recordInterval: Duration = .milliseconds(20)
+    /// What becomes of each claimed delivery and each answer (no I/O: this class performs what it decides).
+    let planner: DeliveryPlanner
 
     private let rendezvous = Rendezvous()
     private let accepting = Atomic<Bool>(true)
@@ -96,6 +99,9 @@ public final class DeliveryEngine: Sendable {
         self.lanes = max(1, lanes)
         self.batchSize = batchSize ?? max(1, settings.concurrency)
         self.lease = lease ?? settings.lease
+        self.planner = DeliveryPlanner(
+            retry: RetryPolicy(
+                maxAttempts: settings.attempts, baseDelay: settings.retryDelay, maxDelay: settings.maxRetryDelay))
         _ = rendezvous.watch(Self.wakeKey)
     }
 
@@ -267,8 +273,7 @@ public final class DeliveryEngine: Sendable {
     private struct Attempt: Sendable {
         var claim: ClaimedDelivery
         var request: APNsRequest
-        var outcome: String
-        var rule: String
+        var verdict: DeliveryPlanner.Verdict
     }
 
     /// Enriches each claimed device once, sends every claimed delivery, and records the results.
@@ -278,17 +283,7 @@ public final class DeliveryEngine: Sendable {
         var updates: [DeliveryUpdate] = []
         var outcomes: [(pushId: String, outcome: DeviceOutcome)] = []
         var attempts: [APNsEnvironmentName: [Attempt]] = [:]
-        var groups: [(key: String, claims: [ClaimedDelivery])] = []
-        var positions: [String: Int] = [:]
-        for claim in claimed {
-            let key = claim.pushId + "\u{0}" + claim.delivery.deviceId
-            if let position = positions[key] {
-                groups[position].claims.append(claim)
-            } else {
-                positions[key] = groups.count
-                groups.append((key, [claim]))
-            }
-        }
+        let groups = DeliveryPlanner.groups(claimed)
         // Every device's last fix in one read, so enriching the batch makes no trip to storage per device.
         let batchEnricher = Enricher(
             settings: enricher.settings,
@@ -298,31 +293,15 @@ public final class DeliveryEngine: Sendable {
         var pushes: [String: PushDefinition] = [:]
         for id in Set(claimed.map(\.pushId)) { pushes[id] = try await definition(id) }
         var work: [(group: Int, push: PushDefinition, deviceId: String)] = []
-        for (index, group) in groups.enumerated() {
-            let first = group.claims[0]
-            guard let push = pushes[first.pushId] else {
-                updates += group.claims.map {
-                    DeliveryUpdate(
-                        id: $0.id, state: .failed, attempts: $0.attempts, error: "the push record is missing",
-                        finishedAt: now)
-                }
-                continue
+        for (index, claims) in groups.enumerated() {
+            switch planner.decide(claims, push: pushes[claims[0].pushId], now: now) {
+            case .settle(let settled): updates += settled
+            case .send(let push): work.append((index, push, claims[0].delivery.deviceId))
             }
-            if push.hasExpired(at: now) {
-                updates += group.claims.map {
-                    DeliveryUpdate(
-                        id: $0.id, state: .expired, attempts: $0.attempts,
-                        error: "apns-expiration \(push.expiration ?? 0) passed before it could be sent",
-                        finishedAt: now)
-                }
-                continue
-            }
-            work.append((index, push, first.delivery.deviceId))
         }
         let preparedByGroup = await prepareAll(work, with: batchEnricher)
-        for (index, push, _) in work {
-            let claims = groups[index].claims
-            let first = claims[0]
+        for (index, push, deviceId) in work {
+            let claims = groups[index]
             let prepared: Prepared
             switch preparedByGroup[index] {
             case .success(let value)?:
@@ -339,25 +318,16 @@ public final class DeliveryEngine: Sendable {
             outcomes.append(
                 (
                     push.id,
-                    DeviceOutcome(deviceId: first.delivery.deviceId, outcome: prepared.outcome, rule: prepared.rule)
+                    DeviceOutcome(deviceId: deviceId, outcome: prepared.verdict.outcome, rule: prepared.verdict.rule)
                 ))
-            let pushType = PushType(rawValue: push.pushType) ?? .alert
             for claim in claims {
-                let request = APNsRequest(
-                    deviceToken: claim.delivery.token,
-                    topic: pushType.topic(forBundle: push.topic ?? claim.delivery.topic),
-                    pushType: push.pushType, priority: push.priority, expiration: push.expiration.map(String.init),
-                    collapseID: push.collapseId, apnsID: claim.delivery.apnsId, payload: prepared.bytes)
-                if let violation = APNsValidator.headerViolation(of: request) ?? APNsValidator.violation(of: request) {
-                    updates.append(
-                        DeliveryUpdate(
-                            id: claim.id, state: .failed, attempts: claim.attempts, status: violation.status,
-                            reason: violation.reason.rawValue, error: violation.message, outcome: prepared.outcome,
-                            rule: prepared.rule, finishedAt: now))
-                    continue
+                switch planner.prepare(claim, push: push, payload: prepared.bytes, verdict: prepared.verdict, now: now)
+                {
+                case .settle(let update): updates.append(update)
+                case .send(let request):
+                    attempts[claim.delivery.environment, default: []].append(
+                        Attempt(claim: claim, request: request, verdict: prepared.verdict))
                 }
-                attempts[claim.delivery.environment, default: []].append(
-                    Attempt(claim: claim, request: request, outcome: prepared.outcome, rule: prepared.rule))
             }
         }
 
@@ -420,7 +390,8 @@ public final class DeliveryEngine: Sendable {
         let answeredAt = clock.now().timeIntervalSince1970
         for (attempt, result, elapsed) in answers {
             observer?.apnsLatency(elapsed)
-            let (update, deactivation) = record(attempt, result, at: answeredAt)
+            let (update, deactivation) = planner.answer(
+                attempt.claim, result: result, verdict: attempt.verdict, at: answeredAt)
             updates.append(update)
             if let deactivation { deactivations.append(deactivation) }
         }
@@ -445,7 +416,7 @@ public final class DeliveryEngine: Sendable {
     }
 
     /// What one device of a push is sent.
-    private typealias Prepared = (bytes: [UInt8], outcome: String, rule: String)
+    private typealias Prepared = (bytes: [UInt8], verdict: DeliveryPlanner.Verdict)
 
     /// Enriches each (push, device) of a batch: one after another when places answer at once (the local index),
     /// else up to 32 at a time, so a remote places API's latency is not paid once per device in turn.
@@ -485,57 +456,15 @@ public final class DeliveryEngine: Sendable {
     /// The payload bytes a device gets, with the enrichment's outcome and rule.
     private func prepare(_ push: PushDefinition, deviceId: String, with enricher: Enricher) async throws -> Prepared {
         guard push.enrich else {
-            return (JSONWriter.bytes(push.payload), EnrichmentResult.Outcome.unchanged.rawValue, "enrichment_off")
+            return (
+                JSONWriter.bytes(push.payload),
+                .init(outcome: EnrichmentResult.Outcome.unchanged.rawValue, rule: "enrichment_off")
+            )
         }
         let payload = try NotificationPayload(json: push.payload)
         let result = try await enricher.enrich(deviceId: deviceId, payload: payload, mode: push.mode)
         observer?.enriched(outcome: result.outcome.rawValue, provider: result.placesProvider ?? "none")
-        return (JSONWriter.bytes(result.payload), result.outcome.rawValue, result.rule)
-    }
-
-    /// The update for one answered (or failed) attempt, and the deactivation it calls for.
-    private func record(_ attempt: Attempt, _ result: APNsSendResult, at now: Double) -> (
-        DeliveryUpdate, TokenDeactivation?
-    ) {
-        let claim = attempt.claim
-        let attempts = claim.attempts + max(1, result.attempts)
-        var update = DeliveryUpdate(
-            id: claim.id, state: .failed, attempts: attempts, status: result.status, reason: result.reason?.rawValue,
-            apnsTimestamp: result.timestamp, error: result.transportError, outcome: attempt.outcome,
-            rule: attempt.rule, finishedAt: now)
-        if result.status == 200 {
-            update.state = .delivered
-            return (update, nil)
-        }
-        let retryable = result.status.map { RetryPolicy.isRetryable(status: $0, reason: result.reason) } ?? true
-        if retryable, attempts < settings.attempts {
-            update.state = .pending
-            update.finishedAt = nil
-            var delay = settings.retryDelay
-            for _ in 1..<attempts { delay *= 2 }
-            update.nextAttemptAt = now + min(delay, settings.maxRetryDelay)
-            return (update, nil)
-        }
-        let delivery = claim.delivery
-        switch result.reason {
-        case .unregistered?, .expiredToken?:
-            let invalidated = result.timestamp.map { Double($0) / 1000 }
-            return (
-                update,
-                TokenDeactivation(
-                    deviceId: delivery.deviceId, token: delivery.token, reason: result.reason!.rawValue,
-                    invalidatedAt: invalidated ?? now, unlessRegisteredAfter: invalidated)
-            )
-        case .badDeviceToken?, .deviceTokenNotForTopic?:
-            return (
-                update,
-                TokenDeactivation(
-                    deviceId: delivery.deviceId, token: delivery.token, reason: result.reason!.rawValue,
-                    invalidatedAt: now, onlyFor: (delivery.topic, delivery.environment))
-            )
-        default:
-            return (update, nil)
-        }
+        return (JSONWriter.bytes(result.payload), .init(outcome: result.outcome.rawValue, rule: result.rule))
     }
 }
 

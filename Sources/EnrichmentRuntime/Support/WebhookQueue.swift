@@ -1,4 +1,6 @@
+import APNsCore
 import AsyncHTTPClient
+import Delivery
 import EnrichmentCore
 import Essentials
 import Foundation

@@ -1,3 +1,4 @@
+import Delivery
 import EnrichmentCore
 import EnrichmentRuntime
 import Essentials

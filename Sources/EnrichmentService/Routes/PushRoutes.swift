@@ -1,4 +1,5 @@
 import APNsCore
+import Delivery
 import EnrichmentCore
 import EnrichmentRuntime
 import Essentials
@@ -228,7 +229,7 @@ struct PushRequest {
                 details: ["field": .string(field)])
         }
         push = PushDefinition(
-            id: UUID().uuidString.lowercased(), createdAt: now, payload: payload.json, pushType: pushType.rawValue,
+            id: UUID().uuidString.lowercased(), createdAt: now, payload: payload.json, pushType: pushType,
             priority: priority, expiration: expiration, collapseId: collapseId, topic: topic, enrich: enrich,
             mode: mode, deviceIds: deviceIds)
     }

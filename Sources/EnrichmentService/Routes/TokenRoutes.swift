@@ -1,4 +1,5 @@
 import APNsCore
+import Delivery
 import EnrichmentCore
 import EnrichmentRuntime
 import Essentials

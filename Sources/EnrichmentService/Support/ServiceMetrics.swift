@@ -1,4 +1,5 @@
-public import EnrichmentCore
+public import Delivery
+import EnrichmentCore
 public import EnrichmentRuntime
 import Foundation
 import Hummingbird

@@ -1,51 +1,6 @@
+public import APNsCore
+public import EnrichmentCore
 public import Essentials
-
-/// Which APNs service a registration's token belongs to.
-public enum APNsEnvironmentName: String, Sendable, CaseIterable {
-    /// `api.sandbox.push.apple.com`: development builds.
-    case sandbox
-    /// `api.push.apple.com`: TestFlight and App Store builds.
-    case production
-}
-
-/// Validation of APNs device tokens as the service stores them.
-public enum DeviceTokenFormat {
-    /// Apple says not to assume a length: tokens are hex, 32 to 100 bytes.
-    public static let digitRange = 64...200
-
-    /// The token as stored (lower-case), or a sentence saying what is wrong and what is allowed.
-    public static func normalized(_ token: String) -> Result<String, DeviceTokenProblem> {
-        let count = token.utf8.count
-        guard
-            token.utf8.allSatisfy({ byte in
-                (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
-            })
-        else {
-            return .failure(
-                DeviceTokenProblem(
-                    message: "device token may contain only hexadecimal digits (0-9, a-f); "
-                        + "send the APNs token as hex, e.g. from deviceToken.map { String(format: \"%02x\", $0) }"))
-        }
-        guard digitRange.contains(count), count % 2 == 0 else {
-            return .failure(
-                DeviceTokenProblem(
-                    message: "device token has \(count) hex digits; an even number from \(digitRange.lowerBound) "
-                        + "to \(digitRange.upperBound) is accepted (Apple does not promise 64)"))
-        }
-        return .success(token.lowercased())
-    }
-
-    /// A token shortened for logs and messages: its first 8 digits and its length, never the whole token.
-    public static func redacted(_ token: String) -> String {
-        "\(token.prefix(8))…(\(token.utf8.count))"
-    }
-}
-
-/// Why a device token is refused.
-public struct DeviceTokenProblem: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    public var description: String { message }
-}
 
 /// Where a device receives pushes: one token of one app in one APNs environment.
 public struct TokenRegistration: Sendable, Equatable {
@@ -117,7 +72,7 @@ public struct PushDefinition: Sendable, Equatable {
     public var createdAt: Double
     /// The APNs payload as received (a JSON object).
     public var payload: JSONValue
-    public var pushType: String
+    public var pushType: PushType
     public var priority: Int?
     /// `apns-expiration`, epoch seconds; 0 means "once, do not store"; nil means not sent.
     public var expiration: Int64?
@@ -132,7 +87,7 @@ public struct PushDefinition: Sendable, Equatable {
     public var deviceIds: [String]
 
     public init(
-        id: String, createdAt: Double, payload: JSONValue, pushType: String, priority: Int? = nil,
+        id: String, createdAt: Double, payload: JSONValue, pushType: PushType, priority: Int? = nil,
         expiration: Int64? = nil, collapseId: String? = nil, topic: String? = nil, enrich: Bool = true,
         mode: BodyMode? = nil, deviceIds: [String]
     ) {
@@ -315,4 +270,23 @@ public struct PushReport: Sendable {
 
     /// True when every delivery has a final state.
     public var isDone: Bool { deliveries.allSatisfy { $0.state.isFinal } }
+}
+
+/// A stored value the stores cannot read back (written by another version, or edited by hand).
+public struct StoredValueError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+
+    public init(_ description: String) {
+        self.description = description
+    }
+}
+
+extension PushType {
+    /// The push type as a store keeps it (its raw value), read back; throws on a value no version writes.
+    public static func stored(_ raw: String) throws(StoredValueError) -> PushType {
+        guard let type = PushType(rawValue: raw) else {
+            throw StoredValueError("a stored push has push_type '\(raw)', which is not an APNs push type")
+        }
+        return type
+    }
 }

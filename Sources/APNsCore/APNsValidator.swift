@@ -173,7 +173,7 @@ public enum APNsValidator {
             guard [1, 5, 10].contains(priority) else {
                 return Violation(reason: .badPriority, message: "apns-priority must be 10, 5 or 1, got \(priority)")
             }
-            if pushType == .background, priority != 5 {
+            if let required = pushType?.requiredPriority, priority != required {
                 return Violation(
                     reason: .badPriority, message: "background pushes must use apns-priority 5, got \(priority)")
             }

@@ -23,6 +23,11 @@ public enum PushType: String, Sendable, CaseIterable {
         return bundle + topicSuffix
     }
 
+    /// The only `apns-priority` APNs accepts for this type, when it accepts only one: background pushes must be
+    /// sent with 5 (a missing header means 10, which APNs refuses for them). A sender with no priority of its
+    /// own sends this one.
+    public var requiredPriority: Int? { self == .background ? 5 : nil }
+
     /// The largest payload APNs accepts for this type, in bytes.
     public var maximumPayloadSize: Int { self == .voip ? 5120 : 4096 }
 }

@@ -136,7 +136,7 @@ struct HeaderOptions: ParsableArguments {
                 "--push-type '\(pushType)' is not one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         if let priority, ![1, 5, 10].contains(priority) { throw ValidationError("--priority must be 10, 5 or 1") }
-        if type == .background, let priority, priority != 5 {
+        if let required = type.requiredPriority, let priority, priority != required {
             throw ValidationError("background pushes need --priority 5")
         }
         if let topic, let problem = APNsValidator.topicProblem(type.topic(forBundle: topic)) {
@@ -156,7 +156,7 @@ struct HeaderOptions: ParsableArguments {
     /// The priority sent: background pushes get 5 when none is given (APNs reads a missing header as 10, which it
     /// refuses for background pushes).
     var effectivePriority: Int? {
-        priority ?? (pushType == PushType.background.rawValue ? 5 : nil)
+        priority ?? PushType(rawValue: pushType)?.requiredPriority
     }
 
     /// The bundle id: --topic, else APNS_TOPIC, else the payload file's "Simulator Target Bundle".

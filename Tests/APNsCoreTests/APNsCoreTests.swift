@@ -45,6 +45,35 @@ struct APNsReasonTests {
         #expect(APNsReason.unknown("BrandNewReason").rawValue == "BrandNewReason")
         #expect(APNsReason.badDeviceToken.hint?.contains("sandbox") == true)
     }
+
+    @Test("hints name what the user can change where the push came from: the sender's flags or the service's settings")
+    func hintsFitTheCommand() {
+        let reasons: [APNsReason] = [
+            .badDeviceToken, .deviceTokenNotForTopic, .invalidProviderToken, .badPriority, .unregistered,
+        ]
+        for reason in reasons {
+            let service = reason.hint(for: .service) ?? ""
+            #expect(!service.isEmpty)
+            // The service's deliveries have no flags to pass.
+            #expect(!service.contains("--"), "\(reason): \(service)")
+        }
+        #expect(APNsReason.badDeviceToken.hint(for: .sender)?.contains("--production or --sandbox") == true)
+        #expect(APNsReason.badDeviceToken.hint(for: .service)?.contains("\"environment\"") == true)
+        #expect(APNsReason.invalidProviderToken.hint(for: .service)?.contains("ENRICH_APNS_KEY_ID") == true)
+        #expect(APNsReason.deviceTokenNotForTopic.hint(for: .service)?.contains("registration's topic") == true)
+    }
+
+    @Test("one rule for the token format and the reasons that invalidate a token")
+    func tokenRules() {
+        #expect(DeviceTokenFormat.isValid(String(repeating: "aB", count: 32)))
+        #expect(!DeviceTokenFormat.isValid(String(repeating: "a", count: 63)))
+        #expect(!DeviceTokenFormat.isValid(String(repeating: "g", count: 64)))
+        #expect(APNsValidator.isValidDeviceToken(String(repeating: "0", count: 200)))
+        #expect(!APNsValidator.isValidDeviceToken(String(repeating: "0", count: 202)))
+        #expect(APNsEnvironmentName.production.baseURL == "https://api.push.apple.com")
+        #expect(PushType.background.requiredPriority == 5)
+        #expect(PushType.alert.requiredPriority == nil)
+    }
 }
 
 @Suite("APNs request rules")

@@ -58,6 +58,19 @@ struct PushFieldTests {
         return cases
     }
 
+    @Test("an unknown member is refused as on /v1/enrich: 400 unknown_field, naming it")
+    func unknownMember() async throws {
+        try await withDelivery { client, _, _ in
+            let reply = try await client.post("/v1/push", json: pushBody(devices: ["x"], extra: #""colapse_id":"c""#))
+            #expect(reply.status == 400)
+            #expect(reply.errorReason == "unknown_field")
+            #expect(reply.json?["error"]?["field"] == .string("colapse_id"))
+            let enrich = try await client.post(
+                "/v1/enrich", json: #"{"device_id":"x","payload":{"aps":{}},"windw":60}"#)
+            #expect(enrich.errorReason == reply.errorReason)
+        }
+    }
+
     @Test("each value is accepted and delivered, or refused naming its field; deliveries never fail on a value")
     func fieldsAtTheirLimits() async throws {
         try await withDelivery({ $0.maxBodyBytes = 8 << 20 }) { client, sandbox, _ in

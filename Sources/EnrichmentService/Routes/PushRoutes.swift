@@ -152,7 +152,7 @@ struct PushRequest {
         ]
         if let unknown = fields.keys.sorted().first(where: { !known.contains($0) }) {
             throw APIError.invalid(
-                "invalid_request",
+                "unknown_field",
                 "unknown member '\(unknown)'; accepted: \(known.sorted().joined(separator: ", "))", field: unknown)
         }
         let deviceIds = try Self.deviceIds(fields["device_ids"])
@@ -171,7 +171,7 @@ struct PushRequest {
                 field: "push_type")
         }
         var priority = try Self.integer(fields["priority"], "priority").map(Int.init)
-        if priority == nil, pushType == .background { priority = 5 }
+        if priority == nil { priority = pushType.requiredPriority }
         let expiration = try Self.integer(fields["expiration"], "expiration")
         if let expiration, expiration < 0 {
             throw APIError.invalid(

@@ -71,8 +71,17 @@ struct Simulate: AsyncParsableCommand {
             printError("\(error)")
             throw ExitCode(3)
         }
-        let result: JSONValue =
-            try await (server != nil ? viaServer(payloadValue, at: instant) : inProcess(payloadValue, at: instant))
+        // The typed result in process; over HTTP, the API's JSON (its view is read from that).
+        let result: JSONValue
+        let view: PreviewPage.View
+        if server != nil {
+            result = try await viaServer(payloadValue, at: instant)
+            view = PreviewPage.View(json: result)
+        } else {
+            let typed = try await inProcess(payloadValue, at: instant)
+            result = try JSONParser.parse(typed.encodedJSON())
+            view = PreviewPage.View(typed)
+        }
         if json {
             print(String(decoding: JSONWriter.bytes(result), as: UTF8.self))
         } else {
@@ -80,7 +89,7 @@ struct Simulate: AsyncParsableCommand {
         }
         if let html {
             let page = PreviewPage.render(
-                result: result,
+                view,
                 context: PreviewPage.Context(
                     deviceId: device, payloadText: String(decoding: JSONWriter.bytes(payloadValue), as: UTF8.self)))
             do { try Data(page.utf8).write(to: URL(fileURLWithPath: html)) } catch {
@@ -122,7 +131,7 @@ struct Simulate: AsyncParsableCommand {
         }
     }
 
-    func inProcess(_ payloadValue: JSONValue, at instant: Double) async throws -> JSONValue {
+    func inProcess(_ payloadValue: JSONValue, at instant: Double) async throws -> EnrichmentResult {
         var configuration = try configuration()
         guard FileManager.default.fileExists(atPath: configuration.databasePath) else {
             throw ValidationError(
@@ -147,8 +156,7 @@ struct Simulate: AsyncParsableCommand {
             }
         }
         do {
-            let result = try await runtime.enricher.enrich(deviceId: device, payload: payload, fix: fix)
-            return try JSONParser.parse(result.encodedJSON())
+            return try await runtime.enricher.enrich(deviceId: device, payload: payload, fix: fix)
         } catch let error as PayloadError {
             printError(error.description)
             throw ExitCode(3)

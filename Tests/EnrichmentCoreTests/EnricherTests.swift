@@ -89,6 +89,21 @@ struct EnricherTests {
         #expect(result.payload["attachment-url"] == .string(result.staticMapURL!))
     }
 
+    @Test("the preview's view is the same from the typed result as from its JSON, and the page renders it")
+    func previewViewFromTypedResult() async throws {
+        let result = try await enricher(mode: .default, places: ScriptedPlaces(result: .success([station])), map: true)
+            .enrich(deviceId: "d1", payload: payload())
+        let typed = PreviewPage.View(result)
+        let fromJSON = PreviewPage.View(json: try JSONValue.decode(Data(result.encodedJSON())))
+        #expect(typed == fromJSON)
+        #expect(typed.places.map(\.name) == ["Gare Saint-Roch"])
+        #expect(typed.fix == Coordinate(latitude: 43.6, longitude: 3.88))
+        #expect(typed.outcome == "enriched")
+        let page = PreviewPage.render(typed, context: PreviewPage.Context(deviceId: "d1", payloadText: "{}"))
+        #expect(page.contains("id=\"map\""))
+        #expect(page.contains("Gare Saint-Roch · 140 m"))
+    }
+
     @Test("woosmap, places only")
     func woosmapPlacesOnly() async throws {
         let result = try await enricher(mode: .woosmap, places: ScriptedPlaces(result: .success([station])), map: false)

@@ -30,6 +30,77 @@ public enum PreviewPage {
         }
     }
 
+    /// What the page shows of an enrichment, typed: made from an `EnrichmentResult` in process, or from the API's
+    /// JSON when the result came over HTTP (`push-sender simulate --server`).
+    public struct View: Sendable, Equatable {
+        public struct Place: Sendable, Equatable {
+            public var name: String
+            public var coordinate: Coordinate
+            public var distance: Double
+        }
+
+        public var title: String?
+        public var subtitle: String?
+        public var body: String
+        public var attachmentURL: String?
+        public var outcome: String
+        public var rule: String
+        public var hints: [String]
+        public var staticMapURL: String?
+        public var fix: Coordinate?
+        public var places: [Place]
+
+        public init(_ result: EnrichmentResult) {
+            title = result.notification.title
+            subtitle = result.notification.subtitle
+            body = result.notification.body ?? ""
+            attachmentURL = result.notification.attachmentURL
+            outcome = result.outcome.rawValue
+            rule = result.rule
+            hints = result.hints
+            staticMapURL = result.staticMapURL
+            fix = result.fix.map { Coordinate(latitude: $0.latitude, longitude: $0.longitude) }
+            places = result.pois.map {
+                Place(
+                    name: $0.name, coordinate: Coordinate(latitude: $0.latitude, longitude: $0.longitude),
+                    distance: $0.distance)
+            }
+        }
+
+        /// The same view from the JSON `/v1/enrich` answers.
+        public init(json result: JSONValue) {
+            let notification = result["notification"]
+            title = notification?["title"]?.stringValue
+            subtitle = notification?["subtitle"]?.stringValue
+            body = notification?["body"]?.stringValue ?? ""
+            attachmentURL = notification?["attachment_url"]?.stringValue
+            outcome = result["outcome"]?.stringValue ?? "?"
+            rule = result["rule"]?.stringValue ?? "?"
+            if case .array(let items)? = result["hints"] { hints = items.compactMap(\.stringValue) } else { hints = [] }
+            staticMapURL = result["static_map_url"]?.stringValue
+            if let lat = result["fix"]?["latitude"]?.lenientDouble, let lng = result["fix"]?["longitude"]?.lenientDouble
+            {
+                fix = Coordinate(latitude: lat, longitude: lng)
+            } else {
+                fix = nil
+            }
+            var places: [Place] = []
+            if case .array(let items)? = result["pois"] {
+                for item in items {
+                    guard let lat = item["latitude"]?.lenientDouble, let lng = item["longitude"]?.lenientDouble else {
+                        continue
+                    }
+                    places.append(
+                        Place(
+                            name: item["name"]?.stringValue ?? "",
+                            coordinate: Coordinate(latitude: lat, longitude: lng),
+                            distance: item["distance"]?.lenientDouble ?? 0))
+                }
+            }
+            self.places = places
+        }
+    }
+
     /// Text safe inside HTML elements and attribute values.
     public static func escape(_ text: String) -> String {
         var out = ""
@@ -95,36 +166,32 @@ public enum PreviewPage {
         return html
     }
 
-    /// The page for an enrichment result (the JSON `/v1/enrich` answers), or only the form when `result` is nil.
-    public static func render(result: JSONValue?, context: Context, error: String? = nil) -> String {
+    /// The page for an enrichment, or only the form when `view` is nil.
+    public static func render(_ view: View?, context: Context, error: String? = nil) -> String {
         var html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
         html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
         html += "<title>Notification preview: \(escape(context.deviceId))</title>\n"
         html += "\(styleElement)</head><body>\n"
         if let error { html += "<p class=\"meta error\" id=\"error\">\(escape(error))</p>\n" }
-        if let result {
-            let notification = result["notification"]
+        if let view {
             html += "<div class=\"phone\"><div class=\"card\" id=\"notification\">\n"
             html += "<div class=\"app\" id=\"app\">\(escape(context.appName))</div>\n"
-            if let title = notification?["title"]?.stringValue {
+            if let title = view.title {
                 html += "<div class=\"title\" id=\"title\">\(escape(title))</div>\n"
             }
-            if let subtitle = notification?["subtitle"]?.stringValue {
+            if let subtitle = view.subtitle {
                 html += "<div class=\"subtitle\" id=\"subtitle\">\(escape(subtitle))</div>\n"
             }
-            html += "<div class=\"body\" id=\"body\">\(escape(notification?["body"]?.stringValue ?? ""))</div>\n"
-            if result["fix"] != nil {
-                html += "<div class=\"map\" id=\"map\">\(mapSVG(result, radius: context.radius))</div>\n"
+            html += "<div class=\"body\" id=\"body\">\(escape(view.body))</div>\n"
+            if let fix = view.fix {
+                html +=
+                    "<div class=\"map\" id=\"map\">\(mapSVG(fix: fix, places: view.places, radius: context.radius))</div>\n"
             }
             html += "</div></div>\n<div class=\"meta\" id=\"meta\">\n"
-            let outcome = escape(result["outcome"]?.stringValue ?? "?")
-            let rule = escape(result["rule"]?.stringValue ?? "?")
             html +=
-                "<p>device <code>\(escape(context.deviceId))</code>: <b id=\"outcome\">\(outcome)</b> (\(rule))</p>\n"
-            if case .array(let hints)? = result["hints"] {
-                for hint in hints.compactMap(\.stringValue) { html += "<p class=\"hint\">hint: \(escape(hint))</p>\n" }
-            }
-            if let url = result["static_map_url"]?.stringValue {
+                "<p>device <code>\(escape(context.deviceId))</code>: <b id=\"outcome\">\(escape(view.outcome))</b> (\(escape(view.rule)))</p>\n"
+            for hint in view.hints { html += "<p class=\"hint\">hint: \(escape(hint))</p>\n" }
+            if let url = view.staticMapURL {
                 html += "<p>static map: <a id=\"static-map\" href=\"\(escape(url))\">\(escape(url))</a></p>\n"
             }
             html += "</div>\n"
@@ -141,21 +208,15 @@ public enum PreviewPage {
 
     /// The map panel: the fix in the middle, POIs placed by their offset (equirectangular, metres), a circle for
     /// the search radius, the distances written next to the POIs.
-    static func mapSVG(_ result: JSONValue, radius: Double?) -> String {
+    static func mapSVG(fix: Coordinate, places: [View.Place], radius: Double?) -> String {
         let width = 358.0
         let height = 200.0
-        guard let lat = result["fix"]?["latitude"]?.lenientDouble, let lng = result["fix"]?["longitude"]?.lenientDouble
-        else { return "" }
-        var pois: [(name: String, dx: Double, dy: Double, distance: Double)] = []
-        if case .array(let items)? = result["pois"] {
-            for item in items {
-                guard let pLat = item["latitude"]?.lenientDouble, let pLng = item["longitude"]?.lenientDouble else {
-                    continue
-                }
-                let dy = (pLat - lat) * 111_195.08
-                let dx = (pLng - lng) * 111_195.08 * cos(lat * .pi / 180)
-                pois.append((item["name"]?.stringValue ?? "", dx, dy, item["distance"]?.lenientDouble ?? 0))
-            }
+        let lat = fix.latitude
+        let lng = fix.longitude
+        let pois: [(name: String, dx: Double, dy: Double, distance: Double)] = places.map { place in
+            let dy = (place.coordinate.latitude - lat) * 111_195.08
+            let dx = (place.coordinate.longitude - lng) * 111_195.08 * cos(lat * .pi / 180)
+            return (place.name, dx, dy, place.distance)
         }
         let farthest = max(pois.map { max(abs($0.dx), abs($0.dy)) }.max() ?? 0, radius ?? 0, 50)
         let scale = (height / 2 - 18) / farthest

@@ -26,24 +26,23 @@ struct PreviewRoutes {
             deviceId: deviceId ?? "", payloadText: text, formAction: "/preview",
             radius: state.enricher.settings.placesQuery.radius)
         guard let deviceId, !deviceId.isEmpty else {
-            return Self.html(PreviewPage.render(result: nil, context: context))
+            return Self.html(PreviewPage.render(nil, context: context))
         }
         if let problem = DeviceID.problem(with: deviceId) {
             return Self.html(
-                PreviewPage.render(result: nil, context: context, error: "device_id: \(problem)"), .badRequest)
+                PreviewPage.render(nil, context: context, error: "device_id: \(problem)"), .badRequest)
         }
         let payload: NotificationPayload
         do {
             payload = try NotificationPayload(json: try JSONValue.decode(Data(text.utf8)))
         } catch {
             return Self.html(
-                PreviewPage.render(result: nil, context: context, error: "the payload is not valid: \(error)"),
+                PreviewPage.render(nil, context: context, error: "the payload is not valid: \(error)"),
                 .badRequest)
         }
         let result = try await state.enricher.enrich(deviceId: deviceId, payload: payload)
-        let json = try JSONValue.decode(Data(result.encodedJSON()))
         context.deviceId = deviceId
-        return Self.html(PreviewPage.render(result: json, context: context))
+        return Self.html(PreviewPage.render(PreviewPage.View(result), context: context))
     }
 
     /// Where the sign-in form posts the API key.

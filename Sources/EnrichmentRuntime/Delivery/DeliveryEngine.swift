@@ -263,10 +263,30 @@ public final class DeliveryEngine: Sendable {
         return push
     }
 
-    /// The answers of one round of sends, as they arrive.
+    /// The answers of one round of sends, as they arrive: each one is added and the lane is woken (no polling);
+    /// the stream ends when every send has its answer.
     private final class Answers: Sendable {
         let items = Mutex<[(Attempt, APNsSendResult, Duration)]>([])
-        let finished = Atomic<Bool>(false)
+        let arrivals: AsyncStream<Void>
+        private let continuation: AsyncStream<Void>.Continuation
+
+        init() {
+            (arrivals, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+        }
+
+        func add(_ answer: (Attempt, APNsSendResult, Duration)) {
+            items.withLock { $0.append(answer) }
+            continuation.yield()
+        }
+
+        func finish() { continuation.finish() }
+
+        func take() -> [(Attempt, APNsSendResult, Duration)] {
+            items.withLock { items in
+                defer { items.removeAll(keepingCapacity: true) }
+                return items
+            }
+        }
     }
 
     /// One prepared attempt.
@@ -341,33 +361,35 @@ public final class DeliveryEngine: Sendable {
                 group.addTask {
                     let started = ContinuousClock.now
                     await sender.send(batch.map(\.request), concurrency: concurrency) { index, result in
-                        let elapsed = ContinuousClock.now - started
-                        sent.items.withLock { $0.append((batch[index], result, elapsed)) }
+                        sent.add((batch[index], result, ContinuousClock.now - started))
                     }
                 }
             }
             await group.waitForAll()
-            sent.finished.store(true, ordering: .releasing)
+            sent.finish()
         }
-        // Answers are written as they come, every `recordInterval`, so a crash resends only what was on the wire
-        // or answered in the last interval, not the whole batch. The first write carries the outcomes and the
-        // deliveries settled without sending (expired, refused locally).
-        var first = true
+        // The first write carries the outcomes and the deliveries settled without sending (expired, refused
+        // locally). Then answers are written as they arrive: the lane wakes on each arrival, takes every answer
+        // waiting, and writes them in one transaction, at most once per `recordInterval` (answers that come while
+        // a write is under way wait for the next), so a crash resends only what was on the wire or answered in
+        // the last interval, not the whole batch.
+        try await record([], settled: updates, outcomes: outcomes, owner: owner)
         var recorded = 0
-        while true {
-            let finished = sent.finished.load(ordering: .acquiring)
-            let answers = sent.items.withLock { items in
-                defer { items.removeAll(keepingCapacity: true) }
-                return items
-            }
-            if first || !answers.isEmpty {
-                try await record(
-                    answers, settled: first ? updates : [], outcomes: first ? outcomes : [], owner: owner)
-                recorded += answers.count
-                first = false
-            }
-            if finished { break }
-            try? await Task.sleep(for: recordInterval)
+        var lastWrite = ContinuousClock.now
+        for await _ in sent.arrivals {
+            let due = lastWrite + recordInterval
+            if ContinuousClock.now < due { try? await Task.sleep(until: due) }
+            let answers = sent.take()
+            guard !answers.isEmpty else { continue }
+            try await record(answers, settled: [], outcomes: [], owner: owner)
+            recorded += answers.count
+            lastWrite = ContinuousClock.now
+        }
+        // What arrived after the last wake-up.
+        let rest = sent.take()
+        if !rest.isEmpty {
+            try await record(rest, settled: [], outcomes: [], owner: owner)
+            recorded += rest.count
         }
         await sending
         for pushId in Set(claimed.map(\.pushId)) { rendezvous.notify(pushId) }

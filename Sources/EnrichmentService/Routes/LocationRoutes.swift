@@ -58,12 +58,7 @@ struct LocationRoutes {
         devices.post(":deviceId/visits") { request, context in
             let id = try DeviceRoutes.deviceId(context)
             let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
-            let report: LocationEngine.VisitReport
-            do {
-                report = try await location.reportVisits(deviceId: id, document: document)
-            } catch let error as VisitRequestError {
-                throw APIError(.badRequest, reason: "invalid_visits", message: error.description)
-            }
+            let report = try await location.reportVisits(deviceId: id, document: document)
             return JSONIO.response(VisitsResult(report: report))
         }
         devices.get(":deviceId/visits") { _, context in

@@ -17,17 +17,7 @@ struct PushRoutes {
         router.post("/v1/push") { request, _ in
             let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
             let input = try PushRequest(document, now: state.clock.now().timeIntervalSince1970)
-            let receipt: DeliveryEngine.Receipt
-            do {
-                receipt = try await state.delivery.submit(input.push)
-            } catch let error as DeliveryError {
-                switch error {
-                case .notConfigured:
-                    throw APIError(.serviceUnavailable, reason: "delivery_not_configured", message: error.description)
-                case .shuttingDown:
-                    throw APIError(.serviceUnavailable, reason: "shutting_down", message: error.description)
-                }
-            }
+            let receipt = try await state.delivery.submit(input.push)
             let pushId = receipt.push.id
             if input.wait, receipt.deliveries > 0 {
                 let timeout = Duration.milliseconds(Int64(state.configuration.delivery.waitTimeout * 1000))

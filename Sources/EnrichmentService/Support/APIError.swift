@@ -45,33 +45,13 @@ public struct APIError: Error, HTTPResponseError, Sendable, JSONObjectRepresenta
         APIError(.badRequest, reason: reason, message: message, details: field.map { ["field": .string($0)] } ?? [:])
     }
 
-    /// Maps any error thrown by a handler to the API's error shape.
+    /// Maps any error thrown by a handler to the API's error shape: a domain error answers as it says itself
+    /// (`APIErrorConvertible`, one conformance per error type in `ErrorAnswers.swift`); the router's own errors
+    /// (no route, wrong method, body too large) are mapped here; anything else is a 500.
     static func from(_ error: any Error) -> APIError {
         switch error {
-        case let error as APIError:
-            return error
-        case let error as PayloadError:
-            switch error {
-            case .tooLarge, .cannotFit:
-                return APIError(.contentTooLarge, reason: "payload_too_large", message: error.description)
-            default:
-                return APIError(.badRequest, reason: "invalid_payload", message: error.description)
-            }
-        case let error as OpenLocateError:
-            return APIError(.badRequest, reason: "invalid_batch", message: error.description)
-        case let error as PlaceFilterSyntaxError:
-            return APIError(
-                .badRequest, reason: "invalid_query", message: error.description,
-                details: ["parameter": .string("query"), "position": .int(Int64(error.position))])
-        case let error as POIImportError:
-            if case .tooManyRows = error {
-                return APIError(.contentTooLarge, reason: "too_many_rows", message: error.description)
-            }
-            return APIError(.badRequest, reason: "invalid_import", message: error.description)
-        case let error as JSONParseError:
-            return APIError(
-                .badRequest, reason: "invalid_json", message: "not valid JSON: \(error.description)",
-                details: ["byte_offset": .int(Int64(error.offset))])
+        case let error as any APIErrorConvertible:
+            return error.apiError
         case let error as any HTTPResponseError where error.status == .contentTooLarge:
             return APIError(.contentTooLarge, reason: "body_too_large", message: "request body too large")
         case let error as HTTPError:

@@ -28,10 +28,11 @@ trap cleanup EXIT
 
 start_node() { # port [database-url]
   local port=$1 url=${2:-}
-  local database=()
-  [ -n "$url" ] && database=(--database-url "$url")
-  env -u ENRICH_DATABASE_URL "$BIN" serve --port "$port" --db "$DATA/db.sqlite" --sample-pois false \
-    --log-level warning "${database[@]}" >>"$DATA/server.log" 2>&1 &
+  # The database URL is a secret: the environment only, never a flag.
+  local with_database=(env -u ENRICH_DATABASE_URL)
+  [ -n "$url" ] && with_database=(env ENRICH_DATABASE_URL="$url")
+  "${with_database[@]}" "$BIN" serve --port "$port" --db "$DATA/db.sqlite" --sample-pois false \
+    --log-level warning >>"$DATA/server.log" 2>&1 &
   PIDS+=($!)
   wait_healthy "$port"
 }

@@ -25,10 +25,10 @@ extension ServiceConfiguration {
             store: { $0.databasePath = $1 }),
         Setting(
             "database-url", "ENRICH_DATABASE_URL", valueName: "url",
-            help: "PostgreSQL for every store (postgres://user:password@host:5432/db?sslmode=require); prefer the "
-                + "variable, a flag shows in ps. Unset: the SQLite file.",
-            default: "unset (SQLite)", allowed: "postgres://user:password@host:5432/database", parse: nonEmpty,
-            store: { $0.databaseURL = Secret($1) }),
+            help: "PostgreSQL for every store (postgres://user:password@host:5432/db?sslmode=require); a secret, "
+                + "read from the environment only (a flag would show its password in ps). Unset: the SQLite file.",
+            default: "unset (SQLite)", allowed: "postgres://user:password@host:5432/database", secret: true,
+            parse: nonEmpty, store: { $0.databaseURL = Secret($1) }),
         Setting(
             "database-pool", "ENRICH_DATABASE_POOL", valueName: "count",
             help: "Most PostgreSQL connections per node.", default: "\(defaults.databasePoolSize)",

@@ -85,7 +85,8 @@ func buildRouter(_ state: ServiceState) -> Router<ServiceContext> {
     router.add(middleware: MetricsMiddleware(metrics: state.metrics))
     router.add(middleware: ErrorMiddleware(routes: table))
     if let apiKey = state.configuration.apiKey {
-        router.add(middleware: AuthMiddleware(apiKey: apiKey))
+        let clock = state.clock
+        router.add(middleware: AuthMiddleware(apiKey: apiKey, now: { clock.now().timeIntervalSince1970 }))
     }
     let routes = RouteRecorder(router: router, table: table)
     OpsRoutes(state: state).register(on: routes)

@@ -127,9 +127,16 @@ struct StaticMapBuilderTests {
     @Test("a builder describes itself without its key")
     func builderIsRedacted() throws {
         let builder = try StaticMapBuilder(apiKey: "canary-map-key", signingSecret: "vNIXE0xscrmjlyV-12Nj_BvUPaw=")
-        for text in [String(describing: builder), String(reflecting: builder), "\(builder)"] {
+        var dumped = ""
+        dump(builder, to: &dumped)
+        for text in [String(describing: builder), String(reflecting: builder), "\(builder)", dumped] {
             #expect(!text.contains("canary-map-key"))
             #expect(!text.contains("vNIXE0x"))
         }
+        // The decoded secret's bytes are not listed either (a small Data's mirror would list each one).
+        let decoded = try #require(StaticMapBuilder.decodeURLSafeBase64("vNIXE0xscrmjlyV-12Nj_BvUPaw="))
+        let listed = decoded.prefix(4).map { "- \($0)" }
+        #expect(!listed.allSatisfy { dumped.contains($0) }, "\(dumped)")
+        #expect(dumped.contains(Secret.redacted))
     }
 }

@@ -47,7 +47,7 @@ struct SettingsTableTests {
         #expect(
             Set(ServiceConfiguration.secretVariables) == [
                 "ENRICH_WOOSMAP_KEY", "ENRICH_MAP_KEY", "ENRICH_MAP_SIGNING_SECRET", "ENRICH_API_KEY",
-                "ENRICH_APNS_P12_PASSWORD",
+                "ENRICH_APNS_P12_PASSWORD", "ENRICH_DATABASE_URL",
             ])
         let help = ServiceConfiguration.settings.helpText
         #expect(help.contains("--port <port>"))
@@ -103,6 +103,10 @@ struct SettingsTableTests {
         let secret = message(["--api-key", "s3cret"])
         #expect(secret?.contains("ENRICH_API_KEY in the environment") == true)
         #expect(secret?.contains("s3cret") == false)
+        // The database URL may carry a password: a flag would show it in ps.
+        let database = message(["--database-url", "postgres://u:pw-SECRET@h/db"])
+        #expect(database?.contains("ENRICH_DATABASE_URL in the environment") == true)
+        #expect(database?.contains("pw-SECRET") == false)
         #expect(message(["stray"])?.contains("unexpected argument") == true)
         #expect(message(["--sample-pois", "maybe"])?.contains("true or false") == true)
     }

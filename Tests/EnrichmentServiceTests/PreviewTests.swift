@@ -137,9 +137,38 @@ struct PreviewTests {
             #expect(!setCookie.contains(key))
             let cookie = String(setCookie.split(separator: ";")[0])
             #expect(try await client.get("/preview", headers: ["Cookie": cookie]).status == 200)
+            // Behind a TLS proxy the cookie is Secure too.
+            let proxied = try await client.postForm(
+                "/preview/login", "key=\(key)", headers: ["X-Forwarded-Proto": "https"])
+            #expect(proxied.headers["set-cookie"]?.contains("; Secure") == true)
+            #expect(setCookie.contains("Secure") == false)
             // The cookie opens the preview only, not the API.
             #expect(try await client.get("/v1/devices/x/location", headers: ["Cookie": cookie]).status == 401)
             #expect(try await client.get("/preview", headers: ["Cookie": "enrich_preview=forged"]).status == 401)
+        }
+    }
+
+    @Test("a preview session ends 12 hours after sign-in on the server, whatever the browser keeps")
+    func sessionExpires() async throws {
+        let key = "preview-key-E5r4"
+        let clock = ManualClock()
+        try await withService(
+            {
+                $0.loadSamplePOIs = false
+                $0.apiKey = Secret(key)
+            }, clock: clock
+        ) { client in
+            let signIn = try await client.postForm("/preview/login", "key=\(key)")
+            let cookie = String(try #require(signIn.headers["set-cookie"]).split(separator: ";")[0])
+            #expect(try await client.get("/preview", headers: ["Cookie": cookie]).status == 200)
+            clock.advance(43_190)
+            #expect(try await client.get("/preview", headers: ["Cookie": cookie]).status == 200)
+            clock.advance(20)
+            #expect(try await client.get("/preview", headers: ["Cookie": cookie]).status == 401)
+            // A cookie with its time changed does not verify.
+            let value = cookie.dropFirst("enrich_preview=".count)
+            let forged = "enrich_preview=\(Int64(clock.now().timeIntervalSince1970))" + value.drop { $0 != "." }
+            #expect(try await client.get("/preview", headers: ["Cookie": forged]).status == 401)
         }
     }
 

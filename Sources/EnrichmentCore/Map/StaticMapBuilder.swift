@@ -25,8 +25,16 @@ public struct StaticMapBuilder: Sendable {
     private let baseHasQuery: Bool
     /// Google Maps API key (`key=`), when configured. Never logged.
     public var apiKey: Secret?
-    /// URL-signing secret (URL-safe base64), decoded. Never logged.
-    private var signingSecret: Data?
+    /// URL-signing secret (URL-safe base64), decoded; its bytes are never shown, even by `dump` or `Mirror`.
+    private var signingSecret: SigningKey?
+
+    /// The decoded signing secret, describing itself redacted.
+    struct SigningKey: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+        let bytes: Data
+        var description: String { Secret.redacted }
+        var debugDescription: String { Secret.redacted }
+        var customMirror: Mirror { Mirror(self, children: [], displayStyle: .struct) }
+    }
 
     /// Creates a builder; `signingSecret` is Google's URL-safe base64 secret.
     public init(
@@ -42,7 +50,7 @@ public struct StaticMapBuilder: Sendable {
         self.apiKey = apiKey.flatMap { $0.exposed.isEmpty ? nil : $0 }
         if let signingSecret, !signingSecret.exposed.isEmpty {
             guard let data = Self.decodeURLSafeBase64(signingSecret.exposed) else { throw .invalidSigningSecret }
-            self.signingSecret = data
+            self.signingSecret = SigningKey(bytes: data)
         }
     }
 
@@ -59,7 +67,7 @@ public struct StaticMapBuilder: Sendable {
         if let apiKey { query += "&key=\(Self.percentEncode(apiKey.exposed))" }
         let unsigned = baseURL + (baseHasQuery ? "&" : "?") + query
         guard let signingSecret else { return unsigned }
-        return unsigned + "&signature=" + Self.signature(for: unsigned, key: SymmetricKey(data: signingSecret))
+        return unsigned + "&signature=" + Self.signature(for: unsigned, key: SymmetricKey(data: signingSecret.bytes))
     }
 
     /// The user's position as the SDK writes it: printf `%f` each (`48.858370`, `-0.000000`), the same strings as the

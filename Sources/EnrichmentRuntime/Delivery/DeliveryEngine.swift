@@ -311,9 +311,22 @@ public final class DeliveryEngine: Sendable {
             places: enricher.places, map: enricher.map, template: enricher.template, clock: enricher.clock,
             contexts: enricher.contexts)
         var pushes: [String: PushDefinition] = [:]
-        for id in Set(claimed.map(\.pushId)) { pushes[id] = try await definition(id) }
+        var unreadable: [String: String] = [:]
+        for id in Set(claimed.map(\.pushId)) {
+            do { pushes[id] = try await definition(id) } catch let error as StoredValueError {
+                // One push that cannot be read fails its own deliveries, not the batch (which would be claimed
+                // again and again).
+                unreadable[id] = "the push cannot be read: \(error)"
+            }
+        }
         var work: [(group: Int, push: PushDefinition, deviceId: String)] = []
         for (index, claims) in groups.enumerated() {
+            if let problem = unreadable[claims[0].pushId] {
+                updates += claims.map {
+                    DeliveryUpdate(id: $0.id, state: .failed, attempts: $0.attempts, error: problem, finishedAt: now)
+                }
+                continue
+            }
             switch planner.decide(claims, push: pushes[claims[0].pushId], now: now) {
             case .settle(let settled): updates += settled
             case .send(let push): work.append((index, push, claims[0].delivery.deviceId))
@@ -385,13 +398,14 @@ public final class DeliveryEngine: Sendable {
             recorded += answers.count
             lastWrite = ContinuousClock.now
         }
-        // What arrived after the last wake-up.
+        // Every send has its answer once `sending` is done (the wake-ups also end early if this task is
+        // cancelled): then what arrived after the last wake-up is written too, so no answer is left unrecorded.
+        await sending
         let rest = sent.take()
         if !rest.isEmpty {
             try await record(rest, settled: [], outcomes: [], owner: owner)
             recorded += rest.count
         }
-        await sending
         for pushId in Set(claimed.map(\.pushId)) { rendezvous.notify(pushId) }
         logger.debug(
             "batch done",

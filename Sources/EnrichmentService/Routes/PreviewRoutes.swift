@@ -86,7 +86,9 @@ struct PreviewRoutes {
                         action: Self.signInPath, error: "That is not the service's API key (ENRICH_API_KEY)."),
                     .unauthorized)
             }
-            return Self.redirectToPreview(setCookie: PreviewSession(apiKey: apiKey).signInCookie)
+            return Self.redirectToPreview(
+                setCookie: PreviewSession(apiKey: apiKey).signInCookie(
+                    now: state.clock.now().timeIntervalSince1970, secure: PreviewSession.cameOverHTTPS(request)))
         }
         router.post(Self.signOutPath) { _, _ in
             Self.redirectToPreview(setCookie: PreviewSession.signOutCookie)

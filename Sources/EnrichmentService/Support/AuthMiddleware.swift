@@ -13,9 +13,13 @@ struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
     /// The preview pages' browser session (see `PreviewSession`).
     let previewSession: PreviewSession
 
-    init(apiKey: Secret) {
+    /// Now, in epoch seconds (the service's clock), to judge a preview session's age.
+    let now: @Sendable () -> Double
+
+    init(apiKey: Secret, now: @escaping @Sendable () -> Double) {
         keyDigest = Array(SHA256.hash(data: Data(apiKey.exposed.utf8)))
         previewSession = PreviewSession(apiKey: apiKey)
+        self.now = now
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
@@ -26,7 +30,7 @@ struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
         if Self.openPaths.contains(path) { return try await next(request, context) }
         let isPreview = path == "/preview" || path.hasPrefix("/preview/")
         // The sign-in form checks the key it is posted itself; a signed-in browser opens the preview pages.
-        if path == PreviewRoutes.signInPath || (isPreview && previewSession.isSignedIn(request)) {
+        if path == PreviewRoutes.signInPath || (isPreview && previewSession.isSignedIn(request, now: now())) {
             return try await next(request, context)
         }
         var presented: String?

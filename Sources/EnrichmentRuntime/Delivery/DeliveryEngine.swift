@@ -368,7 +368,7 @@ public final class DeliveryEngine: Sendable {
         let sent = Answers()
         let senders = self.senders
         let concurrency = settings.concurrency
-        async let sending: Void = withTaskGroup(of: Void.self) { group in
+        async let allSent: Void = withTaskGroup(of: Void.self) { group in
             for (environment, batch) in attempts {
                 guard let sender = senders[environment] else { continue }
                 group.addTask {
@@ -398,9 +398,9 @@ public final class DeliveryEngine: Sendable {
             recorded += answers.count
             lastWrite = ContinuousClock.now
         }
-        // Every send has its answer once `sending` is done (the wake-ups also end early if this task is
+        // Every send has its answer once `allSent` is done (the wake-ups also end early if this task is
         // cancelled): then what arrived after the last wake-up is written too, so no answer is left unrecorded.
-        await sending
+        await allSent
         let rest = sent.take()
         if !rest.isEmpty {
             try await record(rest, settled: [], outcomes: [], owner: owner)

@@ -167,7 +167,8 @@ public final class APNsSender: APNsBatchSending {
     ) async {
         var sendable: [Int] = []
         sendable.reserveCapacity(requests.count)
-        // A batch shares its headers: each distinct set is judged once.
+        // A batch shares its headers but for the apns-id, which is each delivery's own: each distinct set of the
+        // shared ones is judged once, the apns-id on its own (a cheap shape check).
         var judged: (headers: HeaderValues, violation: APNsValidator.Violation?)?
         for (index, request) in requests.enumerated() {
             let headers = HeaderValues(request)
@@ -175,10 +176,14 @@ public final class APNsSender: APNsBatchSending {
             if let judged, judged.headers == headers {
                 headerViolation = judged.violation
             } else {
-                headerViolation = APNsValidator.headerViolation(of: request)
+                var shared = request
+                shared.apnsID = nil
+                headerViolation = APNsValidator.headerViolation(of: shared)
                 judged = (headers, headerViolation)
             }
-            let refusal = headerViolation ?? APNsValidator.localRefusal(pathOf: request)
+            let refusal =
+                headerViolation ?? APNsValidator.apnsIDViolation(request.apnsID)
+                ?? APNsValidator.localRefusal(pathOf: request)
             if let refusal {
                 onResult(
                     index,
@@ -215,14 +220,13 @@ public final class APNsSender: APNsBatchSending {
     }
 }
 
-/// The values of a request that become headers, to judge a batch's shared headers once.
+/// The values of a request that become headers shared by a batch (all but the apns-id), to judge them once.
 private struct HeaderValues: Equatable {
     var topic: String?
     var pushType: String?
     var priority: Int?
     var expiration: String?
     var collapseID: String?
-    var apnsID: String?
 
     init(_ request: APNsRequest) {
         topic = request.topic
@@ -230,7 +234,6 @@ private struct HeaderValues: Equatable {
         priority = request.priority
         expiration = request.expiration
         collapseID = request.collapseID
-        apnsID = request.apnsID
     }
 }
 

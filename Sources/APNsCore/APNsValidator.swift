@@ -18,6 +18,13 @@ public enum APNsValidator {
     /// True for an even number of 64 to 200 hexadecimal digits (Apple: do not assume 64).
     public static func isValidDeviceToken(_ token: String) -> Bool { DeviceTokenFormat.isValid(token) }
 
+    /// The violation of an `apns-id` that is not a UUID, or nil.
+    public static func apnsIDViolation(_ apnsID: String?) -> Violation? {
+        guard let apnsID, !isValidAPNsID(apnsID) else { return nil }
+        return Violation(
+            reason: .badMessageId, message: "apns-id must be a UUID such as 123e4567-e89b-12d3-a456-426614174000")
+    }
+
     /// True for the canonical 8-4-4-4-12 UUID form.
     public static func isValidAPNsID(_ id: String) -> Bool {
         let parts = id.split(separator: "-", omittingEmptySubsequences: false)
@@ -188,10 +195,7 @@ public enum APNsValidator {
                 reason: .badCollapseId,
                 message: "apns-collapse-id is \(collapseID.utf8.count) bytes; at most 64 are allowed")
         }
-        if let apnsID = request.apnsID, !isValidAPNsID(apnsID) {
-            return Violation(
-                reason: .badMessageId, message: "apns-id must be a UUID such as 123e4567-e89b-12d3-a456-426614174000")
-        }
+        if let violation = apnsIDViolation(request.apnsID) { return violation }
         if request.payload.isEmpty { return Violation(reason: .payloadEmpty, message: "the payload is empty") }
         let limit = (pushType ?? .alert).maximumPayloadSize
         if request.payload.count > limit {

@@ -53,6 +53,7 @@ let package = Package(
         .target(
             name: "EnrichmentCore",
             dependencies: [
+                "APNsCore",
                 "Essentials",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -358,7 +359,7 @@ let package = Package(
         .testTarget(
             name: "APNsClientTests",
             dependencies: [
-                "APNsCore", "APNsClient", "MockAPNs", "TestSupport",
+                "APNsCore", "APNsClient", "Essentials", "MockAPNs", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],

@@ -10,6 +10,9 @@ missing=()
 [ -f /usr/include/sqlite3.h ] || missing+=(libsqlite3-dev)
 command -v openssl >/dev/null || missing+=(openssl)
 [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+# curl (built with nghttp2), an independent HTTP/2 client: it sends the mock APNs header values our typed sender
+# cannot write, so the mock's answers to them are checked against a peer.
+curl --version 2>/dev/null | grep -q HTTP2 || missing+=(curl)
 # PostgreSQL, for the PostgreSQL store contracts (scripts/with-postgres.sh runs a throwaway cluster of it).
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 # Chromium (headless), for the preview page test: it loads /preview and takes a screenshot.

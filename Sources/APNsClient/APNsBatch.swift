@@ -17,8 +17,8 @@ public struct APNsBatch: Sendable {
 
     /// Makes the requests; throws the first rule the shared payload and headers break.
     public init(
-        payload: [UInt8], tokens: [String], bundle: String, pushType: PushType, priority: Int? = nil,
-        expiration: String? = nil, collapseID: String? = nil, apnsID: String? = nil
+        payload: [UInt8], tokens: [String], bundle: String, pushType: PushType, priority: APNsPriority? = nil,
+        expiration: APNsExpiration? = nil, collapseID: String? = nil, apnsID: String? = nil
     ) throws(APNsValidator.Violation) {
         try self.init(
             payload: payload, tokens: tokens, bundle: bundle, pushType: pushType, priority: priority,
@@ -26,20 +26,20 @@ public struct APNsBatch: Sendable {
     }
 
     private init(
-        payload: [UInt8], tokens: [String], bundle: String, pushType: PushType, priority: Int?,
-        expiration: String?, collapseID: String?, apnsID: String?, checkShared: Bool
+        payload: [UInt8], tokens: [String], bundle: String, pushType: PushType, priority: APNsPriority?,
+        expiration: APNsExpiration?, collapseID: String?, apnsID: String?, checkShared: Bool
     ) throws(APNsValidator.Violation) {
         let topic = pushType.topic(forBundle: bundle)
         self.pushType = pushType
         self.topic = topic
         requests = tokens.map { token in
             APNsRequest(
-                deviceToken: token, topic: topic, pushType: pushType.rawValue, priority: priority,
+                deviceToken: token, topic: topic, pushType: pushType, priority: priority,
                 expiration: expiration, collapseID: collapseID, apnsID: apnsID, payload: payload)
         }
         // The payload and headers are the same for every token: check them once, with a well-formed token.
         let probe = APNsRequest(
-            deviceToken: String(repeating: "0", count: 64), topic: topic, pushType: pushType.rawValue,
+            deviceToken: String(repeating: "0", count: 64), topic: topic, pushType: pushType,
             priority: priority, expiration: expiration, collapseID: collapseID, apnsID: apnsID, payload: payload)
         // The headers are shared by every entry (even those with their own payload): checked whatever the payload.
         if let violation = APNsValidator.headerViolation(of: probe) { throw violation }
@@ -56,7 +56,8 @@ public struct APNsBatch: Sendable {
     /// entry's own payload that breaks a rule refuses that token only.
     public init(
         entries: [(token: String, payload: [UInt8]?)], defaultPayload: [UInt8]?, bundle: String, pushType: PushType,
-        priority: Int? = nil, expiration: String? = nil, collapseID: String? = nil, apnsID: String? = nil
+        priority: APNsPriority? = nil, expiration: APNsExpiration? = nil, collapseID: String? = nil,
+        apnsID: String? = nil
     ) throws(APNsValidator.Violation) {
         let shared = defaultPayload ?? []
         try self.init(

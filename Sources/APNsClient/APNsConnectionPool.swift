@@ -189,9 +189,9 @@ final class APNsConnectionPool: @unchecked Sendable {
         headers.add(name: ":authority", value: authority)
         if let authorization { headers.add(name: "authorization", value: authorization) }
         if let topic = request.topic { headers.add(name: "apns-topic", value: topic) }
-        if let pushType = request.pushType { headers.add(name: "apns-push-type", value: pushType) }
-        if let priority = request.priority { headers.add(name: "apns-priority", value: String(priority)) }
-        if let expiration = request.expiration { headers.add(name: "apns-expiration", value: expiration) }
+        if let pushType = request.pushType { headers.add(name: "apns-push-type", value: pushType.rawValue) }
+        if let priority = request.priority { headers.add(name: "apns-priority", value: priority.headerValue) }
+        if let expiration = request.expiration { headers.add(name: "apns-expiration", value: expiration.headerValue) }
         if let collapseID = request.collapseID { headers.add(name: "apns-collapse-id", value: collapseID) }
         if let apnsID = request.apnsID { headers.add(name: "apns-id", value: apnsID) }
         headers.add(name: "content-type", value: "application/json")

@@ -129,6 +129,8 @@ public final class APNsSender: APNsBatchSending {
     }
 
     /// What the connections went through so far (GOAWAYs, resends, losses, timeouts).
+    public func connectionsOpened() async -> Int { await statistics().connectionsOpened }
+
     public func statistics() async -> APNsSenderStatistics {
         let pool = self.pool
         return (try? await pool.loop.submit { pool.statistics }.get()) ?? APNsSenderStatistics()
@@ -223,9 +225,9 @@ public final class APNsSender: APNsBatchSending {
 /// The values of a request that become headers shared by a batch (all but the apns-id), to judge them once.
 private struct HeaderValues: Equatable {
     var topic: String?
-    var pushType: String?
-    var priority: Int?
-    var expiration: String?
+    var pushType: PushType?
+    var priority: APNsPriority?
+    var expiration: APNsExpiration?
     var collapseID: String?
 
     init(_ request: APNsRequest) {

@@ -14,11 +14,16 @@ public protocol APNsBatchSending: Sendable {
         _ requests: [APNsRequest], concurrency: Int, onResult: @escaping @Sendable (Int, APNsSendResult) -> Void
     ) async
 
+    /// Connections opened so far (a gauge for operators); a sender without connections answers 0.
+    func connectionsOpened() async -> Int
+
     /// Closes connections; call once when done.
     func shutdown() async throws
 }
 
 extension APNsBatchSending {
+    public func connectionsOpened() async -> Int { 0 }
+
     /// Streams through the collecting `send` (for senders that have nothing better).
     public func send(
         _ requests: [APNsRequest], concurrency: Int, onResult: @escaping @Sendable (Int, APNsSendResult) -> Void

@@ -107,7 +107,7 @@ public enum APNsReason: Sendable, Hashable, CustomStringConvertible {
         case .expiredProviderToken:
             return "the JWT is older than one hour: check the machine's clock"
         case .payloadTooLarge:
-            return "shorten the payload: 4096 bytes at most (5120 for voip)"
+            return "shorten the payload: \(PushType.payloadLimitsText)"
         case .badPriority:
             return service ? "background pushes need \"priority\": 5" : "background pushes need --priority 5"
         case .tooManyRequests:

@@ -90,7 +90,7 @@ public enum APNsValidator {
     /// The first rule a header value of `request` breaks, or nil. A sender checks this before a request is written
     /// to a connection, so no value can make the peer refuse the headers or close a connection other pushes share:
     /// Apple's header rules, plus the shape every HTTP/2 header value must have.
-    public static func headerViolation(of request: APNsRequest) -> Violation? {
+    public static func headerViolation(of request: APNsWireRequest) -> Violation? {
         if let topic = request.topic, let problem = topicProblem(topic) {
             // An empty topic is a missing one, as Apple answers it.
             return Violation(reason: topic.isEmpty ? .missingTopic : .badTopic, message: "apns-topic \(problem)")
@@ -125,12 +125,12 @@ public enum APNsValidator {
 
     /// What a sender answers, without writing to any connection, for a request that must not be sent: a header
     /// value that breaks a rule (`headerViolation`), or a token that cannot be a path.
-    public static func localRefusal(of request: APNsRequest) -> Violation? {
+    public static func localRefusal(of request: APNsWireRequest) -> Violation? {
         headerViolation(of: request) ?? localRefusal(pathOf: request)
     }
 
     /// The refusal of a token that cannot travel in the request path, or nil.
-    public static func localRefusal(pathOf request: APNsRequest) -> Violation? {
+    public static func localRefusal(pathOf request: APNsWireRequest) -> Violation? {
         guard isPathSafe(deviceToken: request.deviceToken) else {
             return request.deviceToken.isEmpty
                 ? Violation(reason: .missingDeviceToken, message: "no device token")
@@ -144,7 +144,7 @@ public enum APNsValidator {
     }
 
     /// The first rule `request` breaks, in the order Apple checks (path, headers, then payload), or nil.
-    public static func violation(of request: APNsRequest) -> Violation? {
+    public static func violation(of request: APNsWireRequest) -> Violation? {
         if request.deviceToken.isEmpty {
             return Violation(reason: .missingDeviceToken, message: "no device token in the path")
         }
@@ -176,24 +176,28 @@ public enum APNsValidator {
                 reason: .badTopic,
                 message: "apns-push-type \(pushType.rawValue) needs a topic ending in \(pushType.topicSuffix)")
         }
-        if let priority = request.priority {
-            guard [1, 5, 10].contains(priority) else {
-                return Violation(reason: .badPriority, message: "apns-priority must be 10, 5 or 1, got \(priority)")
-            }
-            if let required = pushType?.requiredPriority, priority != required {
+        if let raw = request.priority {
+            guard let priority = APNsPriority(header: raw) else {
                 return Violation(
-                    reason: .badPriority, message: "background pushes must use apns-priority 5, got \(priority)")
+                    reason: .badPriority,
+                    message: "apns-priority must be \(APNsPriority.allowedValues), got '\(raw.prefix(16))'")
+            }
+            if let pushType, let required = pushType.requiredPriority, priority != required {
+                return Violation(
+                    reason: .badPriority,
+                    message: "\(pushType.rawValue) pushes must use apns-priority \(required), got \(priority)")
             }
         }
-        if let expiration = request.expiration, Int64(expiration) == nil || Int64(expiration)! < 0 {
+        if let expiration = request.expiration, APNsExpiration(header: expiration) == nil {
             return Violation(
                 reason: .badExpirationDate,
                 message: "apns-expiration must be a non-negative integer (epoch seconds, or 0), got '\(expiration)'")
         }
-        if let collapseID = request.collapseID, collapseID.utf8.count > 64 {
+        if let collapseID = request.collapseID, collapseID.utf8.count > maximumCollapseIDBytes {
             return Violation(
                 reason: .badCollapseId,
-                message: "apns-collapse-id is \(collapseID.utf8.count) bytes; at most 64 are allowed")
+                message:
+                    "apns-collapse-id is \(collapseID.utf8.count) bytes; at most \(maximumCollapseIDBytes) are allowed")
         }
         if let violation = apnsIDViolation(request.apnsID) { return violation }
         if request.payload.isEmpty { return Violation(reason: .payloadEmpty, message: "the payload is empty") }
@@ -210,4 +214,18 @@ public enum APNsValidator {
         }
         return nil
     }
+
+    /// `headerViolation(of:)` for a typed request.
+    public static func headerViolation(of request: APNsRequest) -> Violation? { headerViolation(of: request.wire) }
+
+    /// `localRefusal(of:)` for a typed request.
+    public static func localRefusal(of request: APNsRequest) -> Violation? { localRefusal(of: request.wire) }
+
+    /// `localRefusal(pathOf:)` for a typed request.
+    public static func localRefusal(pathOf request: APNsRequest) -> Violation? {
+        localRefusal(pathOf: request.wire)
+    }
+
+    /// `violation(of:)` for a typed request.
+    public static func violation(of request: APNsRequest) -> Violation? { violation(of: request.wire) }
 }

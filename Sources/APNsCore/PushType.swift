@@ -26,8 +26,14 @@ public enum PushType: String, Sendable, CaseIterable {
     /// The only `apns-priority` APNs accepts for this type, when it accepts only one: background pushes must be
     /// sent with 5 (a missing header means 10, which APNs refuses for them). A sender with no priority of its
     /// own sends this one.
-    public var requiredPriority: Int? { self == .background ? 5 : nil }
+    public var requiredPriority: APNsPriority? { self == .background ? .considerate : nil }
 
-    /// The largest payload APNs accepts for this type, in bytes.
+    /// The largest payload APNs accepts for this type, in bytes: 4096, or 5120 for voip. The one place the limit
+    /// is written (`NotificationPayload.maximumSize` is the alert push's).
     public var maximumPayloadSize: Int { self == .voip ? 5120 : 4096 }
+
+    /// The limits as a phrase for messages: "4096 bytes at most (5120 for voip)".
+    public static var payloadLimitsText: String {
+        "\(PushType.alert.maximumPayloadSize) bytes at most (\(PushType.voip.maximumPayloadSize) for voip)"
+    }
 }

@@ -73,9 +73,9 @@ public struct PushDefinition: Sendable, Equatable {
     /// The APNs payload as received (a JSON object).
     public var payload: JSONValue
     public var pushType: PushType
-    public var priority: Int?
-    /// `apns-expiration`, epoch seconds; 0 means "once, do not store"; nil means not sent.
-    public var expiration: Int64?
+    public var priority: APNsPriority?
+    /// `apns-expiration`; nil means the header is not sent.
+    public var expiration: APNsExpiration?
     public var collapseId: String?
     /// Overrides each registration's topic when set.
     public var topic: String?
@@ -87,8 +87,8 @@ public struct PushDefinition: Sendable, Equatable {
     public var deviceIds: [String]
 
     public init(
-        id: String, createdAt: Double, payload: JSONValue, pushType: PushType, priority: Int? = nil,
-        expiration: Int64? = nil, collapseId: String? = nil, topic: String? = nil, enrich: Bool = true,
+        id: String, createdAt: Double, payload: JSONValue, pushType: PushType, priority: APNsPriority? = nil,
+        expiration: APNsExpiration? = nil, collapseId: String? = nil, topic: String? = nil, enrich: Bool = true,
         mode: BodyMode? = nil, deviceIds: [String]
     ) {
         self.id = id
@@ -105,10 +105,7 @@ public struct PushDefinition: Sendable, Equatable {
     }
 
     /// True when `apns-expiration` names an instant before `now` (epoch seconds): the push must not be sent.
-    public func hasExpired(at now: Double) -> Bool {
-        guard let expiration, expiration > 0 else { return false }
-        return Double(expiration) < now.rounded(.down)
-    }
+    public func hasExpired(at now: Double) -> Bool { expiration?.hasPassed(at: now) ?? false }
 }
 
 /// Where a delivery stands.
@@ -288,5 +285,27 @@ extension PushType {
             throw StoredValueError("a stored push has push_type '\(raw)', which is not an APNs push type")
         }
         return type
+    }
+}
+
+extension APNsPriority {
+    /// A stored priority, or an error naming the value when it is not one Apple accepts.
+    public static func stored(_ raw: Int?) throws(StoredValueError) -> APNsPriority? {
+        guard let raw else { return nil }
+        guard let priority = APNsPriority(rawValue: raw) else {
+            throw StoredValueError("a stored push has priority \(raw), which is not an APNs priority")
+        }
+        return priority
+    }
+}
+
+extension APNsExpiration {
+    /// A stored expiration, or an error naming the value when it is negative.
+    public static func stored(_ raw: Int64?) throws(StoredValueError) -> APNsExpiration? {
+        guard let raw else { return nil }
+        guard let expiration = APNsExpiration(epochSeconds: raw) else {
+            throw StoredValueError("a stored push has expiration \(raw), which is not epoch seconds")
+        }
+        return expiration
     }
 }

@@ -54,7 +54,7 @@ public struct DeliveryPlanner: Sendable, Equatable {
                 claims.map {
                     DeliveryUpdate(
                         id: $0.id, state: .expired, attempts: $0.attempts,
-                        error: "apns-expiration \(push.expiration ?? 0) passed before it could be sent",
+                        error: "apns-expiration \(push.expiration ?? .immediately) passed before it could be sent",
                         finishedAt: now)
                 })
         }
@@ -86,7 +86,7 @@ public struct DeliveryPlanner: Sendable, Equatable {
         let request = APNsRequest(
             deviceToken: claim.delivery.token,
             topic: push.pushType.topic(forBundle: push.topic ?? claim.delivery.topic),
-            pushType: push.pushType.rawValue, priority: push.priority, expiration: push.expiration.map(String.init),
+            pushType: push.pushType, priority: push.priority, expiration: push.expiration,
             collapseID: push.collapseId, apnsID: claim.delivery.apnsId, payload: payload)
         if let violation = APNsValidator.headerViolation(of: request) ?? APNsValidator.violation(of: request) {
             return .settle(

@@ -110,8 +110,8 @@ public struct PostgresOutbox: OutboxStore {
                 """
                 INSERT INTO pushes (id, created_at, payload, push_type, priority, expiration, collapse_id, topic,
                     enrich, mode)
-                VALUES (\(push.id), \(push.createdAt), \(payload), \(push.pushType.rawValue), \(push.priority),
-                        \(push.expiration), \(push.collapseId), \(push.topic), \(push.enrich), \(push.mode?.rawValue))
+                VALUES (\(push.id), \(push.createdAt), \(payload), \(push.pushType.rawValue),
+                        \(push.priority?.rawValue), \(push.expiration?.epochSeconds), \(push.collapseId), \(push.topic), \(push.enrich), \(push.mode?.rawValue))
                 """, logger: database.logger)
             let ids = push.deviceIds
             try await connection.query(
@@ -246,7 +246,8 @@ public struct PostgresOutbox: OutboxStore {
         return PushDefinition(
             id: pushId, createdAt: created, payload: try JSONValue.decode(Data(payload.utf8)),
             pushType: try PushType.stored(pushType),
-            priority: priority, expiration: expiration, collapseId: collapseId, topic: topic, enrich: enrich,
+            priority: try APNsPriority.stored(priority), expiration: try APNsExpiration.stored(expiration),
+            collapseId: collapseId, topic: topic, enrich: enrich,
             mode: mode.flatMap(BodyMode.init(rawValue:)), deviceIds: devices)
     }
 

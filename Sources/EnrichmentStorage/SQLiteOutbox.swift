@@ -24,7 +24,8 @@ public struct SQLiteOutbox: OutboxStore {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    push.id, push.createdAt, payload, push.pushType.rawValue, push.priority, push.expiration,
+                    push.id, push.createdAt, payload, push.pushType.rawValue, push.priority?.rawValue,
+                    push.expiration?.epochSeconds,
                     push.collapseId,
                     push.topic, push.enrich, push.mode?.rawValue,
                 ])
@@ -133,7 +134,8 @@ public struct SQLiteOutbox: OutboxStore {
         return PushDefinition(
             id: row[0], createdAt: row[1], payload: try JSONValue.decode(Data(text.utf8)),
             pushType: try PushType.stored(row[3]),
-            priority: row[4], expiration: row[5], collapseId: row[6], topic: row[7], enrich: row[8],
+            priority: try APNsPriority.stored(row[4]), expiration: try APNsExpiration.stored(row[5]),
+            collapseId: row[6], topic: row[7], enrich: row[8],
             mode: (row[9] as String?).flatMap(BodyMode.init(rawValue:)), deviceIds: devices)
     }
 

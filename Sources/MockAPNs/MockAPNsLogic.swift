@@ -68,9 +68,9 @@ struct MockAPNsLogic: Sendable {
         // Apple echoes a given apns-id exactly (clients match answers by it); otherwise it assigns an upper-case UUID.
         let apnsID = givenID.map(APNsValidator.isValidAPNsID) == true ? givenID! : UUID().uuidString.uppercased()
         let now = configuration.clock.now()
-        let push = APNsRequest(
+        let push = APNsWireRequest(
             deviceToken: deviceToken, topic: headers["apns-topic"], pushType: headers["apns-push-type"],
-            priority: headers["apns-priority"].map { Int($0) ?? -1 }, expiration: headers["apns-expiration"],
+            priority: headers["apns-priority"], expiration: headers["apns-expiration"],
             collapseID: headers["apns-collapse-id"], apnsID: givenID, payload: body)
         func refuse(_ reason: APNsReason) -> MockReply {
             record(push, apnsID: apnsID, status: reason.status, reason: reason.rawValue, now: now)
@@ -135,7 +135,7 @@ struct MockAPNsLogic: Sendable {
         }
     }
 
-    private func record(_ push: APNsRequest, apnsID: String, status: Int, reason: String?, now: Date) {
+    private func record(_ push: APNsWireRequest, apnsID: String, status: Int, reason: String?, now: Date) {
         state.record(
             ReceivedPush(
                 request: push, apnsID: apnsID, status: status, reason: reason,

@@ -1,3 +1,4 @@
+import APNsCore
 public import Essentials
 import Foundation
 public import Logging
@@ -133,7 +134,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
     private var answered = false
     private var written = false
     /// Bytes kept of a body; past this (the voip limit) the push is 413 whatever its headers say.
-    private static let bodyLimit = 5120
+    private static let bodyLimit = PushType.allCases.map(\.maximumPayloadSize).max()!
     /// The control API takes larger bodies (scripts for many tokens).
     private var limit: Int {
         headers?.first(name: ":path")?.hasPrefix("/control/") == true ? MockAPNsLogic.controlBodyLimit : Self.bodyLimit

@@ -78,7 +78,7 @@ public struct FailureScript: Sendable, Equatable {
 /// A push the mock received, and what it answered; the request's fields read through (`push.topic`).
 @dynamicMemberLookup
 public struct ReceivedPush: Sendable, Equatable {
-    public var request: APNsRequest
+    public var request: APNsWireRequest
     /// The `apns-id` the mock answered with (the request's own, or one it made).
     public var apnsID: String
     public var status: Int
@@ -87,7 +87,7 @@ public struct ReceivedPush: Sendable, Equatable {
     public var receivedAt: Double
 
     /// Records `request` with the mock's answer.
-    public init(request: APNsRequest, apnsID: String, status: Int, reason: String?, receivedAt: Double) {
+    public init(request: APNsWireRequest, apnsID: String, status: Int, reason: String?, receivedAt: Double) {
         self.request = request
         self.apnsID = apnsID
         self.status = status
@@ -96,7 +96,7 @@ public struct ReceivedPush: Sendable, Equatable {
     }
 
     /// The request's own fields (`deviceToken`, `topic`, `payload`...).
-    public subscript<T>(dynamicMember keyPath: KeyPath<APNsRequest, T>) -> T { request[keyPath: keyPath] }
+    public subscript<T>(dynamicMember keyPath: KeyPath<APNsWireRequest, T>) -> T { request[keyPath: keyPath] }
 
     /// As JSON for the control endpoint.
     public var json: JSONValue {
@@ -106,7 +106,9 @@ public struct ReceivedPush: Sendable, Equatable {
         ]
         if let topic = request.topic { members["topic"] = .string(topic) }
         if let pushType = request.pushType { members["push_type"] = .string(pushType) }
-        if let priority = request.priority { members["priority"] = .int(Int64(priority)) }
+        if let priority = request.priority {
+            members["priority"] = Int64(priority).map(JSONValue.int) ?? .string(priority)
+        }
         if let expiration = request.expiration { members["expiration"] = .string(expiration) }
         if let collapseID = request.collapseID { members["collapse_id"] = .string(collapseID) }
         if let reason { members["reason"] = .string(reason) }

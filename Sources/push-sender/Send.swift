@@ -153,8 +153,8 @@ struct Send: AsyncParsableCommand {
             // Problems shared by every token stop everything before a connection is opened.
             batch = try APNsBatch(
                 entries: batchEntries, defaultPayload: defaultPayload, bundle: bundle,
-                pushType: PushType(rawValue: headers.pushType)!, priority: headers.effectivePriority,
-                expiration: headers.expiration, collapseID: headers.collapseId, apnsID: headers.apnsId)
+                pushType: headers.type, priority: headers.effectivePriority,
+                expiration: headers.typedExpiration, collapseID: headers.collapseId, apnsID: headers.apnsId)
         } catch {
             printError("\(error.reason.rawValue): \(error.message)")
             throw ExitCode(1)

@@ -135,9 +135,11 @@ struct HeaderOptions: ParsableArguments {
             throw ValidationError(
                 "--push-type '\(pushType)' is not one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
         }
-        if let priority, ![1, 5, 10].contains(priority) { throw ValidationError("--priority must be 10, 5 or 1") }
-        if let required = type.requiredPriority, let priority, priority != required {
-            throw ValidationError("background pushes need --priority 5")
+        if let priority, APNsPriority(rawValue: priority) == nil {
+            throw ValidationError("--priority must be \(APNsPriority.allowedValues)")
+        }
+        if let required = type.requiredPriority, let priority, priority != required.rawValue {
+            throw ValidationError("\(type.rawValue) pushes need --priority \(required)")
         }
         if let topic, let problem = APNsValidator.topicProblem(type.topic(forBundle: topic)) {
             throw ValidationError("--topic \(problem)")
@@ -153,11 +155,19 @@ struct HeaderOptions: ParsableArguments {
         }
     }
 
+    // The options as typed values (`validate()` has refused any other).
+
+    /// The push type sent.
+    var type: PushType { PushType(rawValue: pushType) ?? .alert }
+
     /// The priority sent: background pushes get 5 when none is given (APNs reads a missing header as 10, which it
     /// refuses for background pushes).
-    var effectivePriority: Int? {
-        priority ?? PushType(rawValue: pushType)?.requiredPriority
+    var effectivePriority: APNsPriority? {
+        priority.flatMap(APNsPriority.init(rawValue:)) ?? type.requiredPriority
     }
+
+    /// The expiration sent.
+    var typedExpiration: APNsExpiration? { expiration.flatMap(APNsExpiration.init(header:)) }
 
     /// The bundle id: --topic, else APNS_TOPIC, else the payload file's "Simulator Target Bundle".
     func bundle(simulatorTarget: String?) throws -> String {

@@ -52,8 +52,8 @@ struct Simulate: AsyncParsableCommand {
     }
 
     /// The exit status of a result, as `check` gives it for the verdict.
-    static func exitStatus(_ result: JSONValue) -> Int32 {
-        switch result["staleness"]?["state"]?.stringValue {
+    static func exitStatus(_ view: PreviewPage.View) -> Int32 {
+        switch view.stalenessState {
         case "stale": 1
         case "no_timestamp": 2
         default: 0
@@ -71,21 +71,23 @@ struct Simulate: AsyncParsableCommand {
             printError("\(error)")
             throw ExitCode(3)
         }
-        // The typed result in process; over HTTP, the API's JSON (its view is read from that).
-        let result: JSONValue
+        // The typed result in process; over HTTP, the API's JSON (its view is read from that). Both print and
+        // render from the view; --json prints the answer's bytes as they are.
+        let answer: [UInt8]
         let view: PreviewPage.View
         if server != nil {
-            result = try await viaServer(payloadValue, at: instant)
+            let result = try await viaServer(payloadValue, at: instant)
+            answer = JSONWriter.bytes(result)
             view = PreviewPage.View(json: result)
         } else {
             let typed = try await inProcess(payloadValue, at: instant)
-            result = try JSONParser.parse(typed.encodedJSON())
+            answer = typed.encodedJSON()
             view = PreviewPage.View(typed)
         }
         if json {
-            print(String(decoding: JSONWriter.bytes(result), as: UTF8.self))
+            print(String(decoding: answer, as: UTF8.self))
         } else {
-            print(PhoneView.render(result))
+            print(PhoneView.render(view))
         }
         if let html {
             let page = PreviewPage.render(
@@ -97,7 +99,7 @@ struct Simulate: AsyncParsableCommand {
             }
             if !json { print("preview written to \(html)") }
         }
-        let status = Self.exitStatus(result)
+        let status = Self.exitStatus(view)
         if status != 0 { throw ExitCode(status) }
     }
 
@@ -166,44 +168,33 @@ struct Simulate: AsyncParsableCommand {
 
 /// The notification as a phone would show it, plus what happened.
 enum PhoneView {
-    static func render(_ result: JSONValue) -> String {
-        let notification = result["notification"]
-        let title = notification?["title"]?.stringValue
-        let subtitle = notification?["subtitle"]?.stringValue
-        let body = notification?["body"]?.stringValue ?? ""
-        let attachment = notification?["attachment_url"]?.stringValue
+    static func render(_ view: PreviewPage.View) -> String {
         var lines: [String] = []
-        if let title { lines.append(title) }
-        if let subtitle { lines.append(subtitle) }
-        lines.append(contentsOf: body.components(separatedBy: "\n"))
+        if let title = view.title { lines.append(title) }
+        if let subtitle = view.subtitle { lines.append(subtitle) }
+        lines.append(contentsOf: view.body.components(separatedBy: "\n"))
         let width = min(72, max(30, lines.map(\.count).max() ?? 0))
         var out = ["┌" + String(repeating: "─", count: width + 2) + "┐"]
         for line in lines {
             let text = line.count > width ? String(line.prefix(width - 1)) + "…" : line
             out.append("│ " + text.padding(toLength: width, withPad: " ", startingAt: 0) + " │")
         }
-        if attachment != nil {
+        if view.attachmentURL != nil {
             // The phone would download and attach the map; here only its URL is known (see --html for a picture).
             out.append(
                 "│ " + "[map: attachment-url below]".padding(toLength: width, withPad: " ", startingAt: 0) + " │")
         }
         out.append("└" + String(repeating: "─", count: width + 2) + "┘")
-        let outcome = result["outcome"]?.stringValue ?? "?"
-        let rule = result["rule"]?.stringValue ?? "?"
-        out.append("outcome: \(outcome) (\(rule))")
-        if let degraded = result["degraded"]?["message"]?.stringValue { out.append("degraded: \(degraded)") }
-        if case .array(let hints)? = result["hints"] {
-            for hint in hints.compactMap(\.stringValue) { out.append("hint: \(hint)") }
+        out.append("outcome: \(view.outcome) (\(view.rule))")
+        if let degraded = view.degraded { out.append("degraded: \(degraded)") }
+        for hint in view.hints { out.append("hint: \(hint)") }
+        if let state = view.stalenessState {
+            out.append("staleness: \(state)" + (view.ageSeconds.map { " (age \($0) s)" } ?? ""))
         }
-        if let staleness = result["staleness"], let state = staleness["state"]?.stringValue {
-            out.append(
-                "staleness: \(state)" + (staleness["age_seconds"].map { " (age \(JSONWriterText.text($0)) s)" } ?? ""))
+        if let first = view.places.first {
+            out.append("nearest: \(first.name) at \(String(format: "%.1f", first.distance)) m")
         }
-        if case .array(let pois)? = result["pois"], let first = pois.first {
-            out.append(
-                "nearest: \(first["name"]?.stringValue ?? "?") at \(JSONWriterText.text(first["distance"] ?? .null)) m")
-        }
-        if let attachment { out.append("attachment: \(attachment)") }
+        if let attachment = view.attachmentURL { out.append("attachment: \(attachment)") }
         return out.joined(separator: "\n")
     }
 }

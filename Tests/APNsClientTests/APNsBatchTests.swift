@@ -46,7 +46,8 @@ struct APNsBatchTests {
         }
         do {
             _ = try APNsBatch(
-                payload: payload, tokens: good, bundle: "com.example.app", pushType: .background, priority: 10)
+                payload: payload, tokens: good, bundle: "com.example.app", pushType: .background, priority: .immediately
+            )
             Issue.record("background with priority 10 must be refused")
         } catch {
             #expect(error.reason == .badPriority)
@@ -80,7 +81,8 @@ struct APNsBatchTests {
     @Test("a dry run reports every token and sends nothing")
     func dryRun() throws {
         let batch = try APNsBatch(
-            payload: payload, tokens: [good[0], "abc"], bundle: "com.example.app", pushType: .alert, priority: 5)
+            payload: payload, tokens: [good[0], "abc"], bundle: "com.example.app", pushType: .alert,
+            priority: .considerate)
         let report = batch.dryRunResults
         #expect(report.map(\.status) == [nil, 400])
         #expect(report.map(\.reason) == [nil, .badDeviceToken])

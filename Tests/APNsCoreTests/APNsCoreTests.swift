@@ -18,11 +18,12 @@ let token64 = String(repeating: "ab", count: 32)
 func request(
     token: String = token64, topic: String? = "com.example.app", pushType: String? = "alert", priority: Int? = nil,
     expiration: String? = nil, collapseID: String? = nil, apnsID: String? = nil, payloadSize: Int? = nil
-) -> APNsRequest {
+) -> APNsWireRequest {
     var payload = Array(#"{"aps":{"alert":"hi"}}"#.utf8)
     if let payloadSize { payload = sizedPayload(payloadSize) }
-    return APNsRequest(
-        deviceToken: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
+    return APNsWireRequest(
+        deviceToken: token, topic: topic, pushType: pushType, priority: priority.map(String.init),
+        expiration: expiration,
         collapseID: collapseID, apnsID: apnsID, payload: payload)
 }
 
@@ -71,14 +72,37 @@ struct APNsReasonTests {
         #expect(APNsValidator.isValidDeviceToken(String(repeating: "0", count: 200)))
         #expect(!APNsValidator.isValidDeviceToken(String(repeating: "0", count: 202)))
         #expect(APNsEnvironmentName.production.baseURL == "https://api.push.apple.com")
-        #expect(PushType.background.requiredPriority == 5)
+        #expect(PushType.background.requiredPriority == .considerate)
         #expect(PushType.alert.requiredPriority == nil)
+    }
+
+    @Test("a typed request is written with Apple's header values, and typed values refuse what Apple refuses")
+    func typedVocabulary() {
+        let typed = APNsRequest(
+            deviceToken: token64, topic: "com.example.app", pushType: .background, priority: .considerate,
+            expiration: APNsExpiration(epochSeconds: 1_700_000_000), collapseID: "c", payload: [0x7B, 0x7D])
+        let wire = typed.wire
+        #expect(wire.pushType == "background")
+        #expect(wire.priority == "5")
+        #expect(wire.expiration == "1700000000")
+        #expect(wire.collapseID == "c")
+        #expect(APNsPriority(header: "7") == nil)
+        #expect(APNsPriority(header: "1") == .low)
+        #expect(APNsExpiration(epochSeconds: -1) == nil)
+        #expect(APNsExpiration(header: "+5") == nil)
+        #expect(APNsExpiration(header: "0") == .immediately)
+        #expect(APNsExpiration.immediately.hasPassed(at: 9e9) == false)
+        #expect(APNsExpiration(epochSeconds: 10)!.hasPassed(at: 11.5))
+        #expect(!APNsExpiration(epochSeconds: 11)!.hasPassed(at: 11.5))
+        // The enrichment family's limit is the alert push's, written once in APNsCore.
+        #expect(PushType.alert.maximumPayloadSize == 4096)
+        #expect(PushType.voip.maximumPayloadSize == 5120)
     }
 }
 
 @Suite("APNs request rules")
 struct APNsValidatorTests {
-    func reason(_ r: APNsRequest) -> APNsReason? { APNsValidator.violation(of: r)?.reason }
+    func reason(_ r: APNsWireRequest) -> APNsReason? { APNsValidator.violation(of: r)?.reason }
 
     @Test("a well-formed request passes")
     func valid() {

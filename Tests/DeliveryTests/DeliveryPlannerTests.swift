@@ -28,7 +28,9 @@ struct DeliveryPlannerTests {
     ) -> PushDefinition {
         PushDefinition(
             id: "p1", createdAt: 1_000, payload: .object(["aps": .object([:])]), pushType: pushType,
-            priority: priority, expiration: expiration, collapseId: collapseId, topic: topic, deviceIds: ["d1"])
+            priority: priority.flatMap(APNsPriority.init(rawValue:)),
+            expiration: expiration.flatMap(APNsExpiration.init(epochSeconds:)), collapseId: collapseId, topic: topic,
+            deviceIds: ["d1"])
     }
 
     static func result(
@@ -86,9 +88,13 @@ struct DeliveryPlannerTests {
             return
         }
         #expect(request.topic == "com.example.app.voip")
-        #expect(request.pushType == "voip")
-        #expect(request.priority == 10)
-        #expect(request.expiration == "0")
+        #expect(request.pushType == .voip)
+        #expect(request.priority == .immediately)
+        #expect(request.expiration == .immediately)
+        // As written on the wire.
+        #expect(request.wire.pushType == "voip")
+        #expect(request.wire.priority == "10")
+        #expect(request.wire.expiration == "0")
         #expect(request.collapseID == "c")
         #expect(request.apnsID == "123e4567-e89b-12d3-a456-426614174007")
         #expect(request.deviceToken == Self.token)

@@ -35,6 +35,23 @@ struct ContractTests {
         }
     }
 
+    @Test("the error reasons the document lists are exactly the service's vocabulary (APIReason)")
+    func reasonVocabulary() async throws {
+        let result = try await Self.run([
+            "python3", "-c",
+            """
+            import sys, yaml
+            document = yaml.safe_load(open(sys.argv[1]))
+            reason = document["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["reason"]
+            print("\\n".join(reason["enum"]))
+            """, Self.specification,
+        ])
+        #expect(result.status == 0, "\(result.output.suffix(2000)) — \(Self.install)")
+        let documented = result.output.split(separator: "\n").map(String.init)
+        #expect(documented.sorted() == APIReason.allCases.map(\.rawValue).sorted())
+        #expect(Set(documented).count == documented.count)
+    }
+
     @Test("the document passes openapi-spec-validator")
     func documentIsValid() async throws {
         let result = try await Self.run([

@@ -139,7 +139,10 @@ struct DeviceAndEnrichTests {
                 (#"{"device_id":"d"}"#, "payload is required (the APNs payload, a JSON object)"),
                 (#"{"device_id":"d","payload":[]}"#, "payload must be a JSON object, found array"),
                 (#"{"device_id":"d","payload":{},"at":"now"}"#, "at must be epoch seconds (a number), found string"),
-                (#"{"device_id":"d","payload":{},"mode":"fancy"}"#, "mode 'fancy' is unknown; use default or woosmap"),
+                (
+                    #"{"device_id":"d","payload":{},"mode":"fancy"}"#,
+                    "mode 'fancy' is unknown; use one of woosmap, default"
+                ),
             ]
             for (body, message) in cases {
                 let reply = try await client.post("/v1/enrich", json: body)

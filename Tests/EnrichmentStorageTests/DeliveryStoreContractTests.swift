@@ -38,7 +38,8 @@ private func push(_ id: String, devices: [String], at time: Double = 1000, expir
     PushDefinition(
         id: id, createdAt: time,
         payload: .object(["aps": .object(["alert": .string("hi"), "mutable-content": .int(1)])]), pushType: .alert,
-        priority: 10, expiration: expiration, collapseId: "c1", topic: nil, enrich: true, mode: .woosmap,
+        priority: .immediately, expiration: expiration.flatMap(APNsExpiration.init(epochSeconds:)), collapseId: "c1",
+        topic: nil, enrich: true, mode: .woosmap,
         deviceIds: devices)
 }
 

@@ -1,3 +1,4 @@
+import APNsCore
 import ArgumentParser
 import EnrichmentCore
 import EnrichmentRuntime
@@ -69,11 +70,11 @@ struct PushSenderParseTests {
     func backgroundPriority() throws {
         let base = ["send", "--topic", "t", "--payload", "p.json", "--token", Self.token] + Self.auth
         let background = try #require(try PushSender.parseAsRoot(base + ["--push-type", "background"]) as? Send)
-        #expect(background.headers.effectivePriority == 5)
+        #expect(background.headers.effectivePriority == .considerate)
         let alert = try #require(try PushSender.parseAsRoot(base) as? Send)
         #expect(alert.headers.effectivePriority == nil)
         let explicit = try #require(try PushSender.parseAsRoot(base + ["--priority", "1"]) as? Send)
-        #expect(explicit.headers.effectivePriority == 1)
+        #expect(explicit.headers.effectivePriority == .low)
     }
 
     @Test("token lines: TOKEN, TOKEN # note, TOKEN {json}; a broken payload fails its line only")

@@ -67,8 +67,9 @@ public func makeSender(
 }
 
 public func push(
-    token: String = token64, topic: String = "com.example.app", pushType: String = "alert", priority: Int? = 10,
-    expiration: String? = nil, collapseID: String? = nil, apnsID: String? = nil,
+    token: String = token64, topic: String = "com.example.app", pushType: PushType = .alert,
+    priority: APNsPriority? = .immediately, expiration: APNsExpiration? = nil, collapseID: String? = nil,
+    apnsID: String? = nil,
     payload: [UInt8] = Array(#"{"aps":{"alert":"hi"}}"#.utf8)
 ) -> APNsRequest {
     APNsRequest(

@@ -1,10 +1,11 @@
+import APNsCore
 public import Essentials
 public import Foundation
 
 /// An APNs payload (the whole JSON document), with the reads and writes the extension flow needs.
 public struct NotificationPayload: Sendable, Equatable {
-    /// APNs' limit for a regular remote notification payload, in bytes.
-    public static let maximumSize = 4096
+    /// APNs' limit for a regular remote notification payload, in bytes: the alert push's, as APNsCore writes it.
+    public static let maximumSize = PushType.alert.maximumPayloadSize
 
     /// The full payload document; always a JSON object.
     public private(set) var json: JSONValue

@@ -49,6 +49,11 @@ public enum PreviewPage {
         public var staticMapURL: String?
         public var fix: Coordinate?
         public var places: [Place]
+        /// Why the result is degraded, for people.
+        public var degraded: String?
+        /// The staleness verdict's state (`fresh`, `stale`, `no_timestamp`...) and the payload's age in seconds.
+        public var stalenessState: String?
+        public var ageSeconds: Int64?
 
         public init(_ result: EnrichmentResult) {
             title = result.notification.title
@@ -65,6 +70,9 @@ public enum PreviewPage {
                     name: $0.name, coordinate: Coordinate(latitude: $0.latitude, longitude: $0.longitude),
                     distance: $0.distance)
             }
+            degraded = result.degraded?.message
+            stalenessState = result.staleness?.state.rawValue
+            ageSeconds = result.staleness?.ageSeconds
         }
 
         /// The same view from the JSON `/v1/enrich` answers.
@@ -98,6 +106,9 @@ public enum PreviewPage {
                 }
             }
             self.places = places
+            degraded = result["degraded"]?["message"]?.stringValue
+            stalenessState = result["staleness"]?["state"]?.stringValue
+            if case .int(let age)? = result["staleness"]?["age_seconds"] { ageSeconds = age } else { ageSeconds = nil }
         }
     }
 

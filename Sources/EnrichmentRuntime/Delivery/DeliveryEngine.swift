@@ -1,4 +1,3 @@
-import APNsClient
 import APNsCore
 public import Delivery
 import EnrichmentCore
@@ -53,7 +52,8 @@ public final class DeliveryEngine: Sendable {
     public let outbox: any OutboxStore
     public let settings: DeliverySettings
     let enricher: Enricher
-    let senders: [APNsEnvironmentName: APNsSender]
+    /// One sender per APNs environment: the HTTP/2 client in service, any `APNsBatchSending` in a test.
+    let senders: [APNsEnvironmentName: any APNsBatchSending]
     let clock: any WallClock
     let logger: Logger
     let observer: (any DeliveryObserver)?
@@ -81,7 +81,7 @@ public final class DeliveryEngine: Sendable {
 
     init(
         tokens: any DeviceTokenStore, outbox: any OutboxStore, settings: DeliverySettings, enricher: Enricher,
-        senders: [APNsEnvironmentName: APNsSender], clock: any WallClock, logger: Logger,
+        senders: [APNsEnvironmentName: any APNsBatchSending], clock: any WallClock, logger: Logger,
         observer: (any DeliveryObserver)?, exclusiveStore: Bool, lanes: Int = 2, batchSize: Int? = nil,
         lease: Double? = nil
     ) {
@@ -243,7 +243,7 @@ public final class DeliveryEngine: Sendable {
         guard let observer else { return }
         if let depth = try? await outbox.depth() { observer.outboxDepth(depth) }
         for (environment, sender) in senders {
-            let opened = await sender.statistics().connectionsOpened
+            let opened = await sender.connectionsOpened()
             let delta = lastConnections.withLock { last in
                 let delta = opened - last[environment, default: 0]
                 last[environment] = opened
@@ -501,51 +501,5 @@ public final class DeliveryEngine: Sendable {
         let result = try await enricher.enrich(deviceId: deviceId, payload: payload, mode: push.mode)
         observer?.enriched(outcome: result.outcome.rawValue, provider: result.placesProvider ?? "none")
         return (JSONWriter.bytes(result.payload), .init(outcome: result.outcome.rawValue, rule: result.rule))
-    }
-}
-
-extension DeliverySettings {
-    /// One APNs client per environment from the configured credentials; empty when none are configured.
-    func makeSenders() throws(ConfigurationError) -> [APNsEnvironmentName: APNsSender] {
-        guard isConfigured else { return [:] }
-        let credentials: APNsCredentials
-        var trust: String?
-        do throws(APNsConfigurationError) {
-            if let keyFile, let keyID, let teamID {
-                credentials = try APNsCredentialFiles.token(keyFile: keyFile, keyID: keyID, teamID: teamID)
-            } else if let p12File {
-                credentials = try APNsCredentialFiles.pkcs12(
-                    file: p12File, password: p12Password?.exposed ?? "", passwordSource: "ENRICH_APNS_P12_PASSWORD")
-            } else if let certificateFile, let certificateKeyFile {
-                credentials = try APNsCredentialFiles.certificate(
-                    certFile: certificateFile, keyFile: certificateKeyFile,
-                    names: .service(environment: "sandbox"))
-            } else {
-                throw APNsConfigurationError("incomplete APNs credentials")
-            }
-            if let caFile { trust = try APNsCredentialFiles.trustRoots(caFile: caFile) }
-        } catch {
-            throw ConfigurationError(
-                setting: "ENRICH_APNS_*", value: "", allowed: "readable APNs credentials",
-                problem: error.description)
-        }
-        var senders: [APNsEnvironmentName: APNsSender] = [:]
-        for (environment, url) in [(APNsEnvironmentName.sandbox, sandboxURL), (.production, productionURL)] {
-            do {
-                var configuration = APNsSenderConfiguration(
-                    environment: .custom(url), credentials: credentials, additionalTrustRootsPEM: trust,
-                    connections: connections, connectTimeout: .seconds(5),
-                    requestTimeout: .milliseconds(Int64(requestTimeout * 1000)),
-                    // The outbox retries with its own durable backoff; the client makes one attempt.
-                    retry: RetryPolicy(maxAttempts: 1))
-                configuration.settingNames = .service(environment: environment.rawValue)
-                senders[environment] = try APNsSender(configuration: configuration)
-            } catch {
-                throw ConfigurationError(
-                    setting: environment == .sandbox ? "ENRICH_APNS_SANDBOX_URL" : "ENRICH_APNS_PRODUCTION_URL",
-                    value: url, allowed: "an https://host[:port] APNs base URL", problem: "\(error)")
-            }
-        }
-        return senders
     }
 }

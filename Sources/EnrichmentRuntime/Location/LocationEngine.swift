@@ -262,7 +262,7 @@ public final class LocationEngine: Sendable {
             if payload["aps"]?["timestamp"] == nil { payload["aps"]?["timestamp"] = .int(Int64(now)) }
             let push = PushDefinition(
                 id: UUID().uuidString.lowercased(), createdAt: now, payload: payload,
-                pushType: .alert, priority: 10, enrich: true, deviceIds: [event.deviceId])
+                pushType: .alert, priority: .immediately, enrich: true, deviceIds: [event.deviceId])
             do {
                 let receipt = try await delivery.submit(push)
                 logger.info(

@@ -66,10 +66,10 @@ struct DeviceRoutes {
         // Path segments arrive percent-encoded (`a%3Ab` is `a:b`); the id is checked once decoded.
         guard let id = raw.removingPercentEncoding else {
             throw APIError.invalid(
-                "invalid_device_id", "device id '\(raw)' is not valid percent-encoding", field: "deviceId")
+                .invalidDeviceID, "device id '\(raw)' is not valid percent-encoding", field: "deviceId")
         }
         if let problem = DeviceID.problem(with: id) {
-            throw APIError.invalid("invalid_device_id", problem, field: "deviceId")
+            throw APIError.invalid(.invalidDeviceID, problem, field: "deviceId")
         }
         return id
     }
@@ -103,7 +103,7 @@ struct DeviceRoutes {
         devices.get(":deviceId/location") { _, context in
             let id = try Self.deviceId(context)
             guard let fix = try await state.fixes.latestFix(deviceId: id) else {
-                throw APIError(.notFound, reason: "no_fix", message: "no location has been reported for device '\(id)'")
+                throw APIError(.notFound, reason: .noFix, message: "no location has been reported for device '\(id)'")
             }
             return JSONIO.response(
                 FixView(deviceId: id, fix: fix, ageSeconds: state.clock.now().timeIntervalSince1970 - fix.fixTime))

@@ -55,99 +55,56 @@ struct EnrichRequest {
     static let members = ["device_id", "payload", "at", "mode", "window", "max_future_skew", "fix"]
 
     init(_ document: JSONValue) throws {
-        guard case .object(let fields) = document else {
-            throw APIError.invalid(
-                "invalid_request", "body must be a JSON object {\"device_id\", \"payload\", \"at\"?}")
+        let body = try BodyMembers(document, allowed: Self.members, shape: "{\"device_id\", \"payload\", \"at\"?}")
+        window = try Self.seconds(body, "window")
+        if let fix = try body.object(
+            "fix", allowed: ["latitude", "longitude", "horizontal_accuracy", "utc_timestamp"],
+            shape: "{\"latitude\", \"longitude\", \"horizontal_accuracy\"?}")
+        {
+            self.fix = try Self.fix(fix)
         }
-        // An unknown member is refused: a misspelt rule silently ignored would judge by the wrong one.
-        if let unknown = fields.keys.sorted().first(where: { !Self.members.contains($0) }) {
-            throw APIError.invalid(
-                "unknown_field",
-                "'\(unknown)' is not a member of this request; allowed: \(Self.members.joined(separator: ", "))",
-                field: unknown)
+        if body.contains("max_future_skew") {
+            maxFutureSkew = .some(try Self.seconds(body, "max_future_skew"))
         }
-        window = try Self.seconds(fields["window"], name: "window")
-        if let raw = fields["fix"], raw != .null { fix = try Self.fix(raw) }
-        if let raw = fields["max_future_skew"] {
-            maxFutureSkew = raw == .null ? .some(nil) : .some(try Self.seconds(raw, name: "max_future_skew"))
+        let id = try body.requiredString("device_id")
+        if let problem = DeviceID.problem(with: id) {
+            throw APIError.invalid(.invalidDeviceID, problem, field: "device_id")
         }
-        guard let idValue = fields["device_id"] else {
-            throw APIError.invalid("invalid_request", "device_id is required")
-        }
-        guard let id = idValue.stringValue else {
-            throw APIError.invalid("invalid_request", "device_id must be a string, found \(idValue.typeName)")
-        }
-        if let problem = DeviceID.problem(with: id) { throw APIError.invalid("invalid_device_id", problem) }
         deviceId = id
-        guard let payloadValue = fields["payload"] else {
-            throw APIError.invalid("invalid_request", "payload is required (the APNs payload, a JSON object)")
+        do {
+            payload = try NotificationPayload(json: try body.required("payload", "the APNs payload, a JSON object"))
+        } catch let error as PayloadError {
+            throw APIError.invalid(.invalidPayload, error.description, field: "payload")
         }
-        do { payload = try NotificationPayload(json: payloadValue) } catch {
-            throw APIError.invalid("invalid_payload", error.description)
-        }
-        switch fields["at"] {
-        case nil, .null?: at = nil
-        case .int(let seconds)?: at = try Self.instant(Double(seconds), raw: String(seconds))
-        case .double(let seconds)?: at = try Self.instant(seconds, raw: "\(seconds)")
-        case let other?:
-            throw APIError.invalid(
-                "invalid_request", "at must be epoch seconds (a number), found \(other.typeName)",
-                field: "at")
-        }
-        switch fields["mode"] {
-        case nil, .null?: mode = nil
-        case .string(let raw)?:
-            guard let parsed = BodyMode(rawValue: raw) else {
-                throw APIError.invalid("invalid_request", "mode '\(raw)' is unknown; use default or woosmap")
+        if let value = body.value("at") {
+            guard value.stringValue == nil, let seconds = value.lenientDouble else {
+                throw body.invalid("at", "must be epoch seconds (a number), found \(value.typeName)")
             }
-            mode = parsed
-        case let other?: throw APIError.invalid("invalid_request", "mode must be a string, found \(other.typeName)")
+            at = try Self.instant(seconds, raw: String(decoding: value.encodedData(), as: UTF8.self))
         }
+        mode = try body.choice("mode", BodyMode.self)
     }
 
     /// The request's own fix, checked member by member.
-    static func fix(_ value: JSONValue) throws -> (coordinate: Coordinate, accuracy: Double?, time: Double?) {
-        guard case .object(let members) = value else {
-            throw APIError.invalid(
-                "invalid_request", "fix must be an object {\"latitude\", \"longitude\", \"horizontal_accuracy\"?}",
-                field: "fix")
-        }
-        let allowed = ["latitude", "longitude", "horizontal_accuracy", "utc_timestamp"]
-        if let unknown = members.keys.sorted().first(where: { !allowed.contains($0) }) {
-            throw APIError.invalid(
-                "unknown_field", "fix.\(unknown) is not a fix member; allowed: \(allowed.joined(separator: ", "))",
-                field: "fix.\(unknown)")
-        }
-        func number(_ key: String, _ range: ClosedRange<Double>?) throws -> Double? {
-            guard let raw = members[key], raw != .null else { return nil }
-            guard let value = raw.lenientDouble, raw.stringValue == nil, value.isFinite,
-                range.map({ $0.contains(value) }) ?? true
-            else {
-                let allowedText = range.map { " in [\($0.lowerBound), \($0.upperBound)]" } ?? ""
-                throw APIError.invalid(
-                    "invalid_request", "fix.\(key) must be a number\(allowedText)", field: "fix.\(key)")
-            }
-            return value
-        }
-        guard let latitude = try number("latitude", -90...90), let longitude = try number("longitude", -180...180)
+    static func fix(_ members: BodyMembers) throws -> (coordinate: Coordinate, accuracy: Double?, time: Double?) {
+        guard let latitude = try members.number("latitude", in: -90...90),
+            let longitude = try members.number("longitude", in: -180...180)
         else {
-            throw APIError.invalid("invalid_request", "fix needs latitude and longitude", field: "fix")
+            throw APIError.invalid(.invalidRequest, "fix needs latitude and longitude", field: "fix")
         }
-        let accuracy = try number("horizontal_accuracy", 0...1_000_000)
-        let time = try number("utc_timestamp", StalenessPolicy.evaluableSeconds)
+        let accuracy = try members.number("horizontal_accuracy", in: 0...1_000_000)
+        let time = try members.number("utc_timestamp", in: StalenessPolicy.evaluableSeconds)
         return (Coordinate(latitude: latitude, longitude: longitude), accuracy, time)
     }
 
     /// A whole number of seconds from 0 to ten years, or nil when absent.
-    static func seconds(_ value: JSONValue?, name: String) throws -> Int64? {
+    static func seconds(_ body: BodyMembers, _ name: String) throws -> Int64? {
         let limit: Int64 = 315_360_000
-        switch value {
-        case nil: return nil
-        case .int(let seconds)? where (0...limit).contains(seconds): return seconds
-        default:
-            throw APIError.invalid(
-                "invalid_request", "\(name) must be whole seconds from 0 to \(limit) (ten years)", field: name)
+        guard let value = body.value(name) else { return nil }
+        guard case .int(let seconds) = value, (0...limit).contains(seconds) else {
+            throw body.invalid(name, "must be whole seconds from 0 to \(limit) (ten years)")
         }
+        return seconds
     }
 
     /// `at` as an instant, refused outside the range a verdict can be given for.
@@ -156,7 +113,7 @@ struct EnrichRequest {
         // Judged on whole seconds, as the staleness rule is: any instant within the last second is accepted.
         guard range.contains(seconds.rounded(.down)) else {
             throw APIError.invalid(
-                "invalid_request",
+                .invalidRequest,
                 "at \(raw) is outside the accepted range: epoch seconds from \(Int64(range.lowerBound)) (1970-01-01T00:00:00Z) to \(Int64(range.upperBound)) (9999-12-31T23:59:59Z)",
                 field: "at")
         }

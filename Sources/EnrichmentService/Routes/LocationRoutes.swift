@@ -48,7 +48,7 @@ struct LocationRoutes {
 
     static func unknownDevice(_ id: String) -> APIError {
         APIError(
-            .notFound, reason: "unknown_device",
+            .notFound, reason: .unknownDevice,
             message: "nothing is known of device '\(id)': report locations or visits for it first")
     }
 
@@ -76,7 +76,7 @@ struct LocationRoutes {
             var limit = 1000
             if let raw = request.uri.queryParameters.get("limit") {
                 guard let value = Int(raw), (1...10_000).contains(value) else {
-                    throw APIError.invalid("invalid_limit", "limit must be an integer 1-10000", field: "limit")
+                    throw APIError.invalid(.invalidLimit, "limit must be an integer 1-10000", field: "limit")
                 }
                 limit = value
             }
@@ -93,7 +93,7 @@ struct LocationRoutes {
             {
             case .success(let value): region = value
             case .failure(let problem):
-                throw APIError.invalid("invalid_region", problem.description, field: problem.field)
+                throw APIError.invalid(.invalidRegion, problem.description, field: problem.field)
             }
             let created = try await location.putRegion(region)
             return JSONIO.response(region, status: created ? .created : .ok)
@@ -106,7 +106,7 @@ struct LocationRoutes {
             let id = raw.removingPercentEncoding ?? raw
             guard try await location.deleteRegion(id: id) else {
                 throw APIError(
-                    .notFound, reason: "unknown_region", message: "no region '\(id)'; GET /v1/regions lists them")
+                    .notFound, reason: .unknownRegion, message: "no region '\(id)'; GET /v1/regions lists them")
             }
             return JSONIO.response(Deleted(id: id.hasPrefix("custom_") ? id : "custom_\(id)"))
         }

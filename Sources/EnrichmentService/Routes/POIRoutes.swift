@@ -12,7 +12,7 @@ struct POIRoutes {
         let raw = try context.parameters.require("storeId")
         guard let id = raw.removingPercentEncoding, !id.isEmpty else {
             throw APIError.invalid(
-                "invalid_store_id", "store id '\(raw)' is not valid percent-encoding", field: "storeId")
+                .invalidStoreID, "store id '\(raw)' is not valid percent-encoding", field: "storeId")
         }
         return id
     }
@@ -39,14 +39,14 @@ struct POIRoutes {
         router.get("/v1/pois/:storeId") { _, context in
             let id = try Self.storeId(context)
             guard let poi = try await state.pois.poi(storeId: id) else {
-                throw APIError(.notFound, reason: "unknown_poi", message: "no POI with store id '\(id)'")
+                throw APIError(.notFound, reason: .unknownPOI, message: "no POI with store id '\(id)'")
             }
             return JSONIO.response(bytes: WoosmapFormat.feature(poi))
         }
         router.delete("/v1/pois/:storeId") { _, context in
             let id = try Self.storeId(context)
             guard try await state.importer.deletePOIs(storeIds: [id]) > 0 else {
-                throw APIError(.notFound, reason: "unknown_poi", message: "no POI with store id '\(id)'")
+                throw APIError(.notFound, reason: .unknownPOI, message: "no POI with store id '\(id)'")
             }
             return JSONIO.response(
                 bytes: JSONWriter.bytes(.object(["deleted": .bool(true), "store_id": .string(id)])))
@@ -76,12 +76,12 @@ extension POIRoutes {
         }
         guard contentType.hasPrefix("application/json") || contentType.hasPrefix("application/geo+json") else {
             throw APIError(
-                .unsupportedMediaType, reason: "unsupported_media_type",
+                .unsupportedMediaType, reason: .unsupportedMediaType,
                 message: "send GeoJSON as application/json (or application/geo+json), or CSV as text/csv")
         }
         guard map == nil, prefix == nil else {
             throw APIError.invalid(
-                "invalid_query", "map and id_prefix apply to CSV imports (Content-Type: text/csv) only")
+                .invalidQuery, "map and id_prefix apply to CSV imports (Content-Type: text/csv) only")
         }
         return .geoJSON
     }

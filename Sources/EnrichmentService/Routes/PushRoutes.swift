@@ -23,7 +23,7 @@ struct PushRoutes {
                 let timeout = Duration.milliseconds(Int64(state.configuration.delivery.waitTimeout * 1000))
                 let done = try await state.delivery.waitUntilDone(pushId: pushId, timeout: timeout)
                 guard let report = try await state.delivery.outbox.report(pushId: pushId) else {
-                    throw APIError(.internalServerError, reason: "internal_error", message: "the push vanished")
+                    throw APIError(.internalServerError, reason: .internalError, message: "the push vanished")
                 }
                 return JSONIO.response(ReportView(report: report, withResults: true), status: done ? .ok : .accepted)
             }
@@ -36,13 +36,13 @@ struct PushRoutes {
             let id = try context.parameters.require("pushId")
             // Progress is a count by state (cheap to poll); the per-delivery results come once every one is final.
             guard let counts = try await state.delivery.outbox.counts(pushId: id) else {
-                throw APIError(.notFound, reason: "push_not_found", message: "no push has the id '\(id)'")
+                throw APIError(.notFound, reason: .pushNotFound, message: "no push has the id '\(id)'")
             }
             if counts[.pending, default: 0] > 0, let push = try await state.delivery.outbox.push(id: id) {
                 return JSONIO.response(ProgressView(push: push, counts: counts))
             }
             guard let report = try await state.delivery.outbox.report(pushId: id) else {
-                throw APIError(.notFound, reason: "push_not_found", message: "no push has the id '\(id)'")
+                throw APIError(.notFound, reason: .pushNotFound, message: "no push has the id '\(id)'")
             }
             return JSONIO.response(ReportView(report: report, withResults: report.isDone))
         }
@@ -131,65 +131,51 @@ struct PushRequest {
     var push: PushDefinition
     var wait: Bool
 
+    static let members = [
+        "device_ids", "payload", "push_type", "priority", "expiration", "collapse_id", "topic", "enrich", "mode",
+        "wait",
+    ]
+
     init(_ document: JSONValue, now: Double) throws {
-        guard case .object(let fields) = document else {
-            throw APIError.invalid(
-                "invalid_request", "body must be a JSON object {\"device_ids\": [...], \"payload\": {...}, ...}")
-        }
-        let known: Set<String> = [
-            "device_ids", "payload", "push_type", "priority", "expiration", "collapse_id", "topic", "enrich", "mode",
-            "wait",
-        ]
-        if let unknown = fields.keys.sorted().first(where: { !known.contains($0) }) {
-            throw APIError.invalid(
-                "unknown_field",
-                "unknown member '\(unknown)'; accepted: \(known.sorted().joined(separator: ", "))", field: unknown)
-        }
-        let deviceIds = try Self.deviceIds(fields["device_ids"])
-        guard let payloadValue = fields["payload"] else {
-            throw APIError.invalid("invalid_request", "payload is required (the APNs payload, a JSON object)")
-        }
+        let body = try BodyMembers(
+            document, allowed: Self.members, shape: "{\"device_ids\": [...], \"payload\": {...}, ...}")
+        let deviceIds = try Self.deviceIds(body.value("device_ids"))
         let payload: NotificationPayload
-        do { payload = try NotificationPayload(json: payloadValue) } catch {
-            throw APIError.invalid("invalid_payload", error.description, field: "payload")
+        do {
+            payload = try NotificationPayload(json: try body.required("payload", "the APNs payload, a JSON object"))
+        } catch let error as PayloadError {
+            throw APIError.invalid(.invalidPayload, error.description, field: "payload")
         }
-        let pushTypeName = try Self.string(fields["push_type"], "push_type") ?? PushType.alert.rawValue
-        guard let pushType = PushType(rawValue: pushTypeName) else {
-            throw APIError.invalid(
-                "invalid_request",
-                "push_type \(pushTypeName.utf8.count <= 32 ? "'\(pushTypeName)'" : "(\(pushTypeName.utf8.count) bytes)") is unknown; use one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))",
-                field: "push_type")
-        }
-        var priority = try Self.integer(fields["priority"], "priority").map(Int.init)
-        if priority == nil { priority = pushType.requiredPriority }
-        let expiration = try Self.integer(fields["expiration"], "expiration")
-        if let expiration, expiration < 0 {
-            throw APIError.invalid(
-                "invalid_request", "expiration must be epoch seconds >= 0 (0: deliver once, do not store)",
-                field: "expiration")
-        }
-        let collapseId = try Self.string(fields["collapse_id"], "collapse_id")
-        let topic = try Self.string(fields["topic"], "topic")
-        if let topic, let problem = APNsValidator.topicProblem(topic) {
-            throw APIError.invalid("invalid_request", "topic \(problem)", field: "topic")
-        }
-        if let collapseId, let problem = APNsValidator.collapseIDProblem(collapseId) {
-            throw APIError.invalid("invalid_request", "collapse_id \(problem)", field: "collapse_id")
-        }
-        let enrich = try Self.bool(fields["enrich"], "enrich") ?? true
-        var mode: BodyMode?
-        if let raw = try Self.string(fields["mode"], "mode") {
-            guard let parsed = BodyMode(rawValue: raw) else {
-                throw APIError.invalid(
-                    "invalid_request", "mode '\(raw)' is unknown; use default or woosmap", field: "mode")
+        let pushType = try body.choice("push_type", PushType.self) ?? .alert
+        var priority: APNsPriority?
+        if let raw = try body.integer("priority") {
+            guard let known = APNsPriority(rawValue: Int(clamping: raw)) else {
+                throw body.invalid(
+                    "priority", "must be \(APNsPriority.allowedValues) (Apple's apns-priority values), got \(raw)")
             }
-            mode = parsed
+            priority = known
         }
-        wait = try Self.bool(fields["wait"], "wait") ?? (deviceIds.count <= PushRoutes.waitDefaultLimit)
+        if priority == nil { priority = pushType.requiredPriority }
+        var expiration: APNsExpiration?
+        if let raw = try body.integer("expiration") {
+            guard let known = APNsExpiration(epochSeconds: raw) else {
+                throw body.invalid("expiration", "must be epoch seconds >= 0 (0: deliver once, do not store)")
+            }
+            expiration = known
+        }
+        let collapseId = try body.string("collapse_id")
+        let topic = try body.string("topic")
+        if let topic, let problem = APNsValidator.topicProblem(topic) { throw body.invalid("topic", problem) }
+        if let collapseId, let problem = APNsValidator.collapseIDProblem(collapseId) {
+            throw body.invalid("collapse_id", problem)
+        }
+        let enrich = try body.bool("enrich") ?? true
+        let mode = try body.choice("mode", BodyMode.self)
+        wait = try body.bool("wait") ?? (deviceIds.count <= PushRoutes.waitDefaultLimit)
 
         if enrich, payload.encodedSize > NotificationPayload.maximumSize {
             throw APIError(
-                .contentTooLarge, reason: "invalid_push",
+                .contentTooLarge, reason: .invalidPush,
                 message:
                     "the payload is \(payload.encodedSize) bytes; an enriched push may have at most \(NotificationPayload.maximumSize) (send larger voip payloads with \"enrich\": false)",
                 details: ["field": .string("payload")])
@@ -200,13 +186,12 @@ struct PushRequest {
         let probe = APNsRequest(
             deviceToken: String(repeating: "0", count: 64),
             topic: pushType.topic(forBundle: topic ?? "com.example.app"),
-            pushType: pushType.rawValue, priority: priority, expiration: expiration.map(String.init),
+            pushType: pushType, priority: priority, expiration: expiration,
             collapseID: collapseId, payload: Array(bytes))
         if let violation = APNsValidator.headerViolation(of: probe) ?? APNsValidator.violation(of: probe) {
             let field: String =
                 switch violation.reason {
                 case .badTopic, .missingTopic: "topic"
-                case .payloadTooLarge, .payloadEmpty: "payload"
                 case .badPriority: "priority"
                 case .badCollapseId: "collapse_id"
                 case .badExpirationDate: "expiration"
@@ -215,7 +200,7 @@ struct PushRequest {
                 }
             let status: HTTPResponse.Status = violation.reason == .payloadTooLarge ? .contentTooLarge : .badRequest
             throw APIError(
-                status, reason: "invalid_push", message: "\(violation.reason.rawValue): \(violation.message)",
+                status, reason: .invalidPush, message: "\(violation.reason.rawValue): \(violation.message)",
                 details: ["field": .string(field)])
         }
         push = PushDefinition(
@@ -226,16 +211,16 @@ struct PushRequest {
 
     static func deviceIds(_ value: JSONValue?) throws -> [String] {
         guard let value else {
-            throw APIError.invalid("invalid_request", "device_ids is required (1 to \(maximumDevices) device ids)")
+            throw APIError.invalid(.invalidRequest, "device_ids is required (1 to \(maximumDevices) device ids)")
         }
         guard case .array(let items) = value else {
             throw APIError.invalid(
-                "invalid_request", "device_ids must be an array of strings, found \(value.typeName)",
+                .invalidRequest, "device_ids must be an array of strings, found \(value.typeName)",
                 field: "device_ids")
         }
         guard (1...maximumDevices).contains(items.count) else {
             throw APIError.invalid(
-                "invalid_request",
+                .invalidRequest,
                 "device_ids has \(items.count) ids; 1 to \(maximumDevices) are accepted per push (split larger sends)",
                 field: "device_ids")
         }
@@ -243,47 +228,18 @@ struct PushRequest {
         return try items.enumerated().map { index, item in
             guard let id = item.stringValue else {
                 throw APIError.invalid(
-                    "invalid_request", "device_ids[\(index)] must be a string, found \(item.typeName)",
+                    .invalidRequest, "device_ids[\(index)] must be a string, found \(item.typeName)",
                     field: "device_ids")
             }
             if let problem = DeviceID.problem(with: id) {
-                throw APIError.invalid("invalid_device_id", "device_ids[\(index)]: \(problem)", field: "device_ids")
+                throw APIError.invalid(.invalidDeviceID, "device_ids[\(index)]: \(problem)", field: "device_ids")
             }
             guard seen.insert(id).inserted else {
                 throw APIError.invalid(
-                    "invalid_request", "device_ids[\(index)] '\(id)' is listed twice; name each device once",
+                    .invalidRequest, "device_ids[\(index)] '\(id)' is listed twice; name each device once",
                     field: "device_ids")
             }
             return id
-        }
-    }
-
-    static func string(_ value: JSONValue?, _ name: String) throws -> String? {
-        switch value {
-        case nil, .null?: return nil
-        case .string(let text)?: return text
-        case let other?:
-            throw APIError.invalid("invalid_request", "\(name) must be a string, found \(other.typeName)", field: name)
-        }
-    }
-
-    static func integer(_ value: JSONValue?, _ name: String) throws -> Int64? {
-        switch value {
-        case nil, .null?: return nil
-        case .int(let number)?: return number
-        case let other?:
-            throw APIError.invalid(
-                "invalid_request", "\(name) must be an integer, found \(other.typeName)", field: name)
-        }
-    }
-
-    static func bool(_ value: JSONValue?, _ name: String) throws -> Bool? {
-        switch value {
-        case nil, .null?: return nil
-        case .bool(let flag)?: return flag
-        case let other?:
-            throw APIError.invalid(
-                "invalid_request", "\(name) must be true or false, found \(other.typeName)", field: name)
         }
     }
 }

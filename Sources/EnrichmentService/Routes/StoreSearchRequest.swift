@@ -22,7 +22,7 @@ struct StoreSearchRequest {
         func number(_ name: String) throws -> Double? {
             guard let raw = text(name) else { return nil }
             guard let value = Double(raw), value.isFinite else {
-                throw APIError.invalid("invalid_query", "query parameter \(name)='\(raw)' must be a decimal number")
+                throw APIError.invalid(.invalidQuery, "query parameter \(name)='\(raw)' must be a decimal number")
             }
             return value
         }
@@ -30,29 +30,29 @@ struct StoreSearchRequest {
             guard let raw = text(name) else { return fallback }
             guard let value = Int(raw), range.contains(value) else {
                 throw APIError.invalid(
-                    "invalid_query",
+                    .invalidQuery,
                     "query parameter \(name)='\(raw)' must be an integer from \(range.lowerBound) to \(range.upperBound)"
                 )
             }
             return value
         }
         guard let lat = try number("lat"), let lng = try number("lng") else {
-            throw APIError.invalid("invalid_query", "query parameters lat and lng are required (decimal degrees)")
+            throw APIError.invalid(.invalidQuery, "query parameters lat and lng are required (decimal degrees)")
         }
         point = Coordinate(latitude: lat, longitude: lng)
         guard point.isValid else {
-            throw APIError.invalid("invalid_query", "lat must be in [-90, 90] and lng in [-180, 180]")
+            throw APIError.invalid(.invalidQuery, "lat must be in [-90, 90] and lng in [-180, 180]")
         }
         let perPage = try integer("stores_by_page", 1...Self.maximumPerPage, default: Self.defaultPerPage)
         page = try integer("page", 1...Self.maximumReach, default: 1)
         guard page * perPage <= Self.maximumReach else {
             throw APIError.invalid(
-                "invalid_query",
+                .invalidQuery,
                 "page \(page) x stores_by_page \(perPage) goes past result \(Self.maximumReach), the deepest reachable; narrow the search with radius or query"
             )
         }
         let radius = try number("radius")
-        if let radius, radius <= 0 { throw APIError.invalid("invalid_query", "radius must be > 0 metres") }
+        if let radius, radius <= 0 { throw APIError.invalid(.invalidQuery, "radius must be > 0 metres") }
         func list(_ name: String) -> [String] {
             text(name).map { $0.split(separator: ",").map(String.init) } ?? []
         }

@@ -50,38 +50,22 @@ struct TokenRoutes {
         let raw = try context.parameters.require("token")
         switch DeviceTokenFormat.normalized(raw) {
         case .success(let token): return token
-        case .failure(let problem): throw APIError.invalid("invalid_token", problem.message, field: "token")
+        case .failure(let problem): throw APIError.invalid(.invalidToken, problem.message, field: "token")
         }
     }
 
     /// The registration body: `{"topic": "com.example.app", "environment": "sandbox" | "production"}`.
     static func registration(_ document: JSONValue) throws -> (topic: String, environment: APNsEnvironmentName) {
-        guard case .object(let fields) = document else {
-            throw APIError.invalid(
-                "invalid_request", "body must be a JSON object {\"topic\", \"environment\": \"sandbox\"|\"production\"}"
-            )
-        }
-        guard let topicValue = fields["topic"] else {
-            throw APIError.invalid("invalid_request", "topic is required (the app's bundle id)", field: "topic")
-        }
-        guard let topic = topicValue.stringValue else {
-            throw APIError.invalid(
-                "invalid_request", "topic must be a string (the app's bundle id), found \(topicValue.typeName)",
-                field: "topic")
-        }
-        if let problem = APNsValidator.topicProblem(topic) {
-            throw APIError.invalid("invalid_request", "topic \(problem)", field: "topic")
-        }
-        guard let environmentValue = fields["environment"] else {
-            throw APIError.invalid(
-                "invalid_request",
-                "environment is required: sandbox (development builds) or production (TestFlight and App Store)",
-                field: "environment")
-        }
-        guard let raw = environmentValue.stringValue, let environment = APNsEnvironmentName(rawValue: raw) else {
-            throw APIError.invalid(
-                "invalid_request", "environment must be sandbox or production, found \(environmentValue)",
-                field: "environment")
+        let body = try BodyMembers(
+            document, allowed: ["topic", "environment"],
+            shape: "{\"topic\", \"environment\": \"sandbox\"|\"production\"}")
+        let topic = try body.requiredString("topic", "the app's bundle id")
+        if let problem = APNsValidator.topicProblem(topic) { throw body.invalid("topic", problem) }
+        guard
+            let environment = try body.choice("environment", APNsEnvironmentName.self)
+        else {
+            throw body.invalid(
+                "environment", "is required: sandbox (development builds) or production (TestFlight and App Store)")
         }
         return (topic, environment)
     }
@@ -108,7 +92,7 @@ struct TokenRoutes {
             let token = try Self.token(context)
             guard try await state.tokens.remove(deviceId: id, token: token) else {
                 throw APIError(
-                    .notFound, reason: "token_not_found",
+                    .notFound, reason: .tokenNotFound,
                     message: "device '\(id)' has no registration for token \(DeviceTokenFormat.redacted(token))")
             }
             return JSONIO.response(RemovedView(deviceId: id, token: token))

@@ -140,7 +140,7 @@ final class ConnectionDeadlineHandler: ChannelDuplexHandler, RemovableChannelHan
             // Every connection is busy: say so, in the API's shape, and close.
             let body = String(
                 decoding: APIError(
-                    .serviceUnavailable, reason: "too_many_connections",
+                    .serviceUnavailable, reason: .tooManyConnections,
                     message: "the server is at its connection limit; retry shortly"
                 ).jsonBytes, as: UTF8.self)
             let response =
@@ -278,16 +278,16 @@ final class RequestPartObserver: ChannelDuplexHandler, RemovableChannelHandler {
             context.close(promise: nil)
             return
         }
-        let (status, reason, message): (HTTPResponse.Status, String, String) =
+        let (status, reason, message): (HTTPResponse.Status, APIReason, String) =
             switch parserError {
             case .headerOverflow:
                 (
-                    .requestHeaderFieldsTooLarge, "headers_too_large",
+                    .requestHeaderFieldsTooLarge, .headersTooLarge,
                     "the request line and headers are larger than the server accepts (80 KiB); send less"
                 )
             default:
                 (
-                    .badRequest, "malformed_request",
+                    .badRequest, .malformedRequest,
                     "the request is not valid HTTP/1.1 (\(parserError)); check the client"
                 )
             }

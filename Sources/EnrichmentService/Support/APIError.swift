@@ -9,15 +9,15 @@ import Logging
 /// Domain errors know nothing about HTTP; `APIError.from(_:)` is the single place that maps them to statuses.
 public struct APIError: Error, HTTPResponseError, Sendable, JSONObjectRepresentable {
     public var status: HTTPResponse.Status
-    /// Machine-readable reason (`invalid_json`, `payload_too_large`, `not_found`...).
-    public var reason: String
+    /// Machine-readable reason, from the one vocabulary of `APIReason`.
+    public var reason: APIReason
     /// A sentence for people: what is wrong and what to do.
     public var message: String
     public var headers: HTTPFields = [:]
     /// Extra machine-readable members of the error object (e.g. `parameter` and `position` of a query syntax error).
     public var details: [String: JSONValue] = [:]
 
-    public init(_ status: HTTPResponse.Status, reason: String, message: String, details: [String: JSONValue] = [:]) {
+    public init(_ status: HTTPResponse.Status, reason: APIReason, message: String, details: [String: JSONValue] = [:]) {
         self.status = status
         self.reason = reason
         self.message = message
@@ -33,7 +33,7 @@ public struct APIError: Error, HTTPResponseError, Sendable, JSONObjectRepresenta
     /// `{"error": {...details, "message", "reason"}}`, members in alphabetical order.
     public func writeJSON(into object: inout JSONObjectWriter) {
         var members = details
-        members["reason"] = .string(reason)
+        members["reason"] = .string(reason.rawValue)
         members["message"] = .string(message)
         object.object("error") { error in
             for (name, value) in members.sorted(by: { $0.key < $1.key }) { error.field(name, json: value) }
@@ -41,7 +41,7 @@ public struct APIError: Error, HTTPResponseError, Sendable, JSONObjectRepresenta
     }
 
     /// A 400; `field` names the request member at fault (also given as `field` in the error object).
-    static func invalid(_ reason: String, _ message: String, field: String? = nil) -> APIError {
+    static func invalid(_ reason: APIReason, _ message: String, field: String? = nil) -> APIError {
         APIError(.badRequest, reason: reason, message: message, details: field.map { ["field": .string($0)] } ?? [:])
     }
 
@@ -53,26 +53,26 @@ public struct APIError: Error, HTTPResponseError, Sendable, JSONObjectRepresenta
         case let error as any APIErrorConvertible:
             return error.apiError
         case let error as any HTTPResponseError where error.status == .contentTooLarge:
-            return APIError(.contentTooLarge, reason: "body_too_large", message: "request body too large")
+            return APIError(.contentTooLarge, reason: .bodyTooLarge, message: "request body too large")
         case let error as HTTPError:
             switch error.status {
             case .notFound:
                 return APIError(
-                    .notFound, reason: "not_found",
+                    .notFound, reason: .notFound,
                     message: "no such endpoint; see docs/API.md (or docs/openapi.yaml) for the API")
             case .contentTooLarge:
                 return APIError(
-                    .contentTooLarge, reason: "body_too_large", message: error.body ?? "request body too large")
+                    .contentTooLarge, reason: .bodyTooLarge, message: error.body ?? "request body too large")
             case .methodNotAllowed:
                 return APIError(
-                    .methodNotAllowed, reason: "method_not_allowed", message: "method not allowed on this endpoint")
+                    .methodNotAllowed, reason: .methodNotAllowed, message: "method not allowed on this endpoint")
             default:
                 return APIError(
-                    error.status, reason: "http_\(error.status.code)", message: error.body ?? error.status.reasonPhrase)
+                    error.status, reason: .httpError, message: error.body ?? error.status.reasonPhrase)
             }
         default:
             return APIError(
-                .internalServerError, reason: "internal_error",
+                .internalServerError, reason: .internalError,
                 message: "the server failed to handle the request; the log has details")
         }
     }
@@ -90,11 +90,11 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return try await next(request, context)
         } catch {
             var mapped = APIError.from(error)
-            if mapped.status == .notFound, mapped.reason == "not_found" {
+            if mapped.status == .notFound, mapped.reason == .notFound {
                 let allowed = routes.allowedMethods(for: request.uri.path)
                 if !allowed.isEmpty {
                     mapped = APIError(
-                        .methodNotAllowed, reason: "method_not_allowed",
+                        .methodNotAllowed, reason: .methodNotAllowed,
                         message:
                             "\(request.method.rawValue) is not supported on \(request.uri.path); use \(allowed.joined(separator: ", "))"
                     )

@@ -50,7 +50,7 @@ struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
                 return PreviewRoutes.html(PreviewPage.renderSignIn(action: PreviewRoutes.signInPath), .unauthorized)
             }
             var error = APIError(
-                .unauthorized, reason: "unauthorized",
+                .unauthorized, reason: .unauthorized,
                 message: "send the service's API key as 'Authorization: Bearer <key>'")
             error.headers[.wwwAuthenticate] = "Bearer"
             throw error

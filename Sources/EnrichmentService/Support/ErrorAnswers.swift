@@ -19,21 +19,21 @@ extension PayloadError: APIErrorConvertible {
     var apiError: APIError {
         switch self {
         case .tooLarge, .cannotFit:
-            APIError(.contentTooLarge, reason: "payload_too_large", message: description)
+            APIError(.contentTooLarge, reason: .payloadTooLarge, message: description)
         default:
-            APIError(.badRequest, reason: "invalid_payload", message: description)
+            APIError(.badRequest, reason: .invalidPayload, message: description)
         }
     }
 }
 
 extension OpenLocateError: APIErrorConvertible {
-    var apiError: APIError { APIError(.badRequest, reason: "invalid_batch", message: description) }
+    var apiError: APIError { APIError(.badRequest, reason: .invalidBatch, message: description) }
 }
 
 extension PlaceFilterSyntaxError: APIErrorConvertible {
     var apiError: APIError {
         APIError(
-            .badRequest, reason: "invalid_query", message: description,
+            .badRequest, reason: .invalidQuery, message: description,
             details: ["parameter": .string("query"), "position": .int(Int64(position))])
     }
 }
@@ -41,16 +41,16 @@ extension PlaceFilterSyntaxError: APIErrorConvertible {
 extension POIImportError: APIErrorConvertible {
     var apiError: APIError {
         if case .tooManyRows = self {
-            return APIError(.contentTooLarge, reason: "too_many_rows", message: description)
+            return APIError(.contentTooLarge, reason: .tooManyRows, message: description)
         }
-        return APIError(.badRequest, reason: "invalid_import", message: description)
+        return APIError(.badRequest, reason: .invalidImport, message: description)
     }
 }
 
 extension JSONParseError: APIErrorConvertible {
     var apiError: APIError {
         APIError(
-            .badRequest, reason: "invalid_json", message: "not valid JSON: \(description)",
+            .badRequest, reason: .invalidJSON, message: "not valid JSON: \(description)",
             details: ["byte_offset": .int(Int64(offset))])
     }
 }
@@ -58,12 +58,12 @@ extension JSONParseError: APIErrorConvertible {
 extension DeliveryError: APIErrorConvertible {
     var apiError: APIError {
         switch self {
-        case .notConfigured: APIError(.serviceUnavailable, reason: "delivery_not_configured", message: description)
-        case .shuttingDown: APIError(.serviceUnavailable, reason: "shutting_down", message: description)
+        case .notConfigured: APIError(.serviceUnavailable, reason: .deliveryNotConfigured, message: description)
+        case .shuttingDown: APIError(.serviceUnavailable, reason: .shuttingDown, message: description)
         }
     }
 }
 
 extension VisitRequestError: APIErrorConvertible {
-    var apiError: APIError { APIError(.badRequest, reason: "invalid_visits", message: description) }
+    var apiError: APIError { APIError(.badRequest, reason: .invalidVisits, message: description) }
 }

@@ -10,12 +10,12 @@ enum JSONIO {
     static func readJSON(_ request: Request, limit: Int) async throws -> JSONValue {
         try requireJSONContentType(request)
         let data = try await readBody(request, limit: limit)
-        guard !data.isEmpty else { throw APIError.invalid("empty_body", "request body is empty; send a JSON document") }
+        guard !data.isEmpty else { throw APIError.invalid(.emptyBody, "request body is empty; send a JSON document") }
         do {
             return try JSONValue.decode(data)
         } catch {
             throw APIError(
-                .badRequest, reason: "invalid_json", message: "request body is not valid JSON: \(error.description)",
+                .badRequest, reason: .invalidJSON, message: "request body is not valid JSON: \(error.description)",
                 details: ["byte_offset": .int(Int64(error.offset))])
         }
     }
@@ -32,7 +32,7 @@ enum JSONIO {
             return
         }
         throw APIError(
-            .unsupportedMediaType, reason: "unsupported_media_type",
+            .unsupportedMediaType, reason: .unsupportedMediaType,
             message: "Content-Type '\(declared)' is not accepted here; send the body as application/json")
     }
 
@@ -40,7 +40,7 @@ enum JSONIO {
     static func readBody(_ request: Request, limit: Int) async throws -> Data {
         if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
             throw APIError(
-                .contentTooLarge, reason: "body_too_large",
+                .contentTooLarge, reason: .bodyTooLarge,
                 message: "request body is \(length) bytes; at most \(limit) are accepted")
         }
         do {
@@ -49,7 +49,7 @@ enum JSONIO {
         } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
             // Chunked bodies (no Content-Length) end here, with NIO's too-many-bytes error.
             throw APIError(
-                .contentTooLarge, reason: "body_too_large",
+                .contentTooLarge, reason: .bodyTooLarge,
                 message: "request body exceeds \(limit) bytes; at most \(limit) are accepted")
         }
     }

@@ -14,7 +14,7 @@ extension Request {
             func decode(_ raw: Substring) throws -> String {
                 guard let text = raw.replacingOccurrences(of: "+", with: " ").removingPercentEncoding else {
                     throw APIError.invalid(
-                        "invalid_query", "query parameter '\(parts[0])' is not valid percent-encoding")
+                        .invalidQuery, "query parameter '\(parts[0])' is not valid percent-encoding")
                 }
                 return text
             }

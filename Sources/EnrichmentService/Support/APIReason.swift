@@ -1,0 +1,73 @@
+/// The API's error reasons: the `error.reason` of every error answer, on every route. One vocabulary, stable
+/// across versions (clients branch on it); `docs/openapi.yaml` lists the same values (a test holds the two equal).
+public enum APIReason: String, Sendable, CaseIterable {
+    // The request as a whole.
+    /// The request is malformed: a member is missing, has the wrong type or a value outside its range.
+    case invalidRequest = "invalid_request"
+    /// A body member (or a nested member) that the request does not have.
+    case unknownField = "unknown_field"
+    /// The body is not JSON.
+    case invalidJSON = "invalid_json"
+    /// The body is empty where a JSON document is required.
+    case emptyBody = "empty_body"
+    /// The body is larger than the service accepts (413).
+    case bodyTooLarge = "body_too_large"
+    /// The body was declared as something other than JSON (415).
+    case unsupportedMediaType = "unsupported_media_type"
+    /// The request is not valid HTTP/1.1 (the connection is closed after the answer).
+    case malformedRequest = "malformed_request"
+    /// The request line and headers are larger than the server accepts (431).
+    case headersTooLarge = "headers_too_large"
+    /// No valid API key (401).
+    case unauthorized
+    /// No such endpoint (404).
+    case notFound = "not_found"
+    /// The endpoint exists, not with this method (405, with `Allow`).
+    case methodNotAllowed = "method_not_allowed"
+    /// The server holds as many connections as it may (503).
+    case tooManyConnections = "too_many_connections"
+    /// The server is stopping (503).
+    case shuttingDown = "shutting_down"
+    /// Something failed on the server (500); the log has the details.
+    case internalError = "internal_error"
+    /// The router answered with a status no other reason covers.
+    case httpError = "http_error"
+
+    // Members and parameters with rules of their own.
+    /// A device id breaks its rule (1 to 128 visible characters).
+    case invalidDeviceID = "invalid_device_id"
+    /// An APNs device token is not an even number of 64 to 200 hex digits.
+    case invalidToken = "invalid_token"
+    /// A store id of the places API breaks its rule.
+    case invalidStoreID = "invalid_store_id"
+    /// A `limit` query parameter out of range.
+    case invalidLimit = "invalid_limit"
+    /// A places filter query that does not parse (`error.parameter`, `error.position`).
+    case invalidQuery = "invalid_query"
+    /// The APNs payload is not one the service can take (not an object, no `aps`...).
+    case invalidPayload = "invalid_payload"
+    /// The payload cannot fit APNs's limit (413).
+    case payloadTooLarge = "payload_too_large"
+    /// A push breaks one of Apple's rules (topic, priority, expiration, payload size...); `error.field` names it.
+    case invalidPush = "invalid_push"
+    /// A location batch that is not an OpenLocate batch.
+    case invalidBatch = "invalid_batch"
+    /// A visits report that is not one.
+    case invalidVisits = "invalid_visits"
+    /// A region definition that breaks a rule.
+    case invalidRegion = "invalid_region"
+    /// A POI import that cannot be read.
+    case invalidImport = "invalid_import"
+    /// A POI import with more rows than allowed (413).
+    case tooManyRows = "too_many_rows"
+
+    // Things that do not exist (404) or cannot be done (503).
+    case unknownDevice = "unknown_device"
+    case unknownPOI = "unknown_poi"
+    case unknownRegion = "unknown_region"
+    case noFix = "no_fix"
+    case pushNotFound = "push_not_found"
+    case tokenNotFound = "token_not_found"
+    /// `POST /v1/push` on a service with no APNs credentials (503).
+    case deliveryNotConfigured = "delivery_not_configured"
+}

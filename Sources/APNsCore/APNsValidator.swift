@@ -144,7 +144,8 @@ public enum APNsValidator {
     }
 
     /// The first rule `request` breaks, in the order Apple checks (path, headers, then payload), or nil.
-    public static func violation(of request: APNsWireRequest) -> Violation? {
+    /// `payloadIsObject`: the caller wrote the payload from a JSON object, so it is not parsed again.
+    public static func violation(of request: APNsWireRequest, payloadIsObject: Bool = false) -> Violation? {
         if request.deviceToken.isEmpty {
             return Violation(reason: .missingDeviceToken, message: "no device token in the path")
         }
@@ -209,7 +210,8 @@ public enum APNsValidator {
                     "the payload is \(request.payload.count) bytes; at most \(limit) are allowed for \((pushType ?? .alert).rawValue) pushes"
             )
         }
-        guard case .object? = try? JSONParser.parse(request.payload) else {
+        guard payloadIsObject || { if case .object? = try? JSONParser.parse(request.payload) { true } else { false } }()
+        else {
             return Violation(reason: .unknown("InvalidPayload"), message: "the payload is not a JSON object")
         }
         return nil
@@ -227,5 +229,7 @@ public enum APNsValidator {
     }
 
     /// `violation(of:)` for a typed request.
-    public static func violation(of request: APNsRequest) -> Violation? { violation(of: request.wire) }
+    public static func violation(of request: APNsRequest, payloadIsObject: Bool = false) -> Violation? {
+        violation(of: request.wire, payloadIsObject: payloadIsObject)
+    }
 }

@@ -224,11 +224,16 @@ public struct DeliveryReport: Sendable, Equatable {
     public var apnsTimestamp: Int64?
     public var attempts: Int
     public var error: String?
+    /// True when a node took the delivery over from one that stopped (killed, or restarted) while it held it: it
+    /// may have been on the wire then, so it was sent again and counted as an attempt.
+    public var resentAfterTakeover: Bool
 
     public init(
         deviceId: String, token: String, environment: APNsEnvironmentName, state: DeliveryState, status: Int?,
-        reason: String?, apnsId: String, apnsTimestamp: Int64?, attempts: Int, error: String?
+        reason: String?, apnsId: String, apnsTimestamp: Int64?, attempts: Int, error: String?,
+        resentAfterTakeover: Bool = false
     ) {
+        self.resentAfterTakeover = resentAfterTakeover
         self.deviceId = deviceId
         self.token = token
         self.environment = environment

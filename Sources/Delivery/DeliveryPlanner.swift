@@ -79,7 +79,8 @@ public struct DeliveryPlanner: Sendable, Equatable {
     }
 
     /// The request for one claim of `push` with the device's payload; a request that breaks one of Apple's rules
-    /// is settled as failed with the status and reason Apple would answer, and never sent.
+    /// is settled as failed with the status and reason Apple would answer, and never sent. `payload` is written
+    /// from a JSON object (the enriched payload, or the push's own): its size is checked, its shape is known.
     public func prepare(
         _ claim: ClaimedDelivery, push: PushDefinition, payload: [UInt8], verdict: Verdict, now: Double
     ) -> Prepared {
@@ -88,7 +89,11 @@ public struct DeliveryPlanner: Sendable, Equatable {
             topic: push.pushType.topic(forBundle: push.topic ?? claim.delivery.topic),
             pushType: push.pushType, priority: push.priority, expiration: push.expiration,
             collapseID: push.collapseId, apnsID: claim.delivery.apnsId, payload: payload)
-        if let violation = APNsValidator.headerViolation(of: request) ?? APNsValidator.violation(of: request) {
+        // The payload was written from the enriched JSON object: its shape needs no second parse, only its size.
+        let wire = request.wire
+        if let violation = APNsValidator.headerViolation(of: wire)
+            ?? APNsValidator.violation(of: wire, payloadIsObject: true)
+        {
             return .settle(
                 DeliveryUpdate(
                     id: claim.id, state: .failed, attempts: claim.attempts, status: violation.status,

@@ -378,5 +378,18 @@ enum PostgresSchema {
                 "CREATE INDEX location_events_by_date ON location_events (date)",
             ]
         ),
+        (
+            // A deleted POI leaves a tombstone with the next POI version, so every node's in-memory index learns of
+            // deletes as it learns of upserts (in version order).
+            "v5-poi-deletions",
+            [
+                "CREATE TABLE poi_deletions (version BIGINT PRIMARY KEY, store_id TEXT NOT NULL)"
+            ]
+        ),
+        (
+            // A delivery taken over from a node that stopped while holding it (it may have been sent).
+            "v6-takeover",
+            ["ALTER TABLE deliveries ADD COLUMN taken_over BOOLEAN NOT NULL DEFAULT false"]
+        ),
     ]
 }

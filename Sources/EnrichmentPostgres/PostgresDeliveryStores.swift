@@ -131,13 +131,18 @@ public struct PostgresOutbox: OutboxStore {
                             \(deliveries.map(\.apnsId))::text[]) WITH ORDINALITY AS u(d, t, tp, e, a, n)
                 ORDER BY n
                 """, logger: database.logger)
+            // Every node's idle lanes wake at commit and claim their share.
+            try await PostgresChangeFeed.notify(.deliveries, on: connection, logger: database.logger)
         }
     }
 
     public func claim(owner: String, limit: Int, now: Double, lease: Double) async throws -> [ClaimedDelivery] {
         let rows = try await database.client.query(
             """
-            UPDATE deliveries SET lease_owner = \(owner), lease_until = \(now + lease)
+            UPDATE deliveries SET lease_owner = \(owner), lease_until = \(now + lease),
+                -- An expired lease: the node that held it stopped, perhaps after sending it.
+                attempts = attempts + (lease_owner IS NOT NULL)::int,
+                taken_over = taken_over OR lease_owner IS NOT NULL
             WHERE id IN (
                 SELECT id FROM deliveries
                 WHERE state = 'pending' AND next_attempt_at <= \(now)
@@ -260,20 +265,21 @@ public struct PostgresOutbox: OutboxStore {
             devices.append((device, outcome, rule))
         }
         var deliveries: [DeliveryReport] = []
-        for try await (device, token, environment, state, status, reason, apnsId, timestamp, attempts, error)
+        for try await (device, token, environment, state, status, reason, apnsId, timestamp, attempts, error, takenOver)
             in try await database.client.query(
                 """
-                SELECT device_id, token, environment, state, status, reason, apns_id, apns_timestamp, attempts, error
+                SELECT device_id, token, environment, state, status, reason, apns_id, apns_timestamp, attempts, error,
+                       taken_over
                 FROM deliveries WHERE push_id = \(pushId) ORDER BY id
                 """
-            ).decode((String, String, String, String, Int?, String?, String, Int64?, Int, String?).self)
+            ).decode((String, String, String, String, Int?, String?, String, Int64?, Int, String?, Bool).self)
         {
             deliveries.append(
                 DeliveryReport(
                     deviceId: device, token: token,
                     environment: APNsEnvironmentName(rawValue: environment) ?? .production,
                     state: DeliveryState(rawValue: state) ?? .pending, status: status, reason: reason, apnsId: apnsId,
-                    apnsTimestamp: timestamp, attempts: attempts, error: error))
+                    apnsTimestamp: timestamp, attempts: attempts, error: error, resentAfterTakeover: takenOver))
         }
         return PushReport(push: push, devices: devices, deliveries: deliveries)
     }

@@ -142,7 +142,9 @@ public struct PostgresLocationStore: LocationStore {
             ON CONFLICT (id) DO UPDATE SET body = excluded.body
             RETURNING (xmax = 0)
             """)
-        return try await rows.decode(Bool.self).first { _ in true } ?? false
+        let created = try await rows.decode(Bool.self).first { _ in true } ?? false
+        try await PostgresChangeFeed.notify(.regions, database: database)
+        return created
     }
 
     public func regions() async throws -> [Region] {
@@ -156,6 +158,7 @@ public struct PostgresLocationStore: LocationStore {
         let rows = try await database.client.query("DELETE FROM regions WHERE id = \(id) RETURNING 1")
         var removed = false
         for try await _ in rows { removed = true }
+        if removed { try await PostgresChangeFeed.notify(.regions, database: database) }
         return removed
     }
 
@@ -168,24 +171,15 @@ public struct PostgresLocationStore: LocationStore {
     ) async throws -> T {
         let ids = Array(Set(deviceIds)).sorted()
         return try await transaction { connection in
-            // Sorted, so two batches over the same devices take the locks in one order.
-            for id in ids { try await Self.lock(connection, "regions:\(id)", logger: logger) }
-            var states: [String: DeviceRegionState] = [:]
-            let stateRows = try await connection.query(
-                "SELECT device_id, body FROM region_state WHERE device_id = ANY(\(ids)::text[])", logger: logger)
-            for try await (id, text) in stateRows.decode((String, String).self) {
-                states[id] = try LocationCodec.regionState(text)
-            }
-            var zones: [String: [ZoneOfInterest]] = [:]
-            let zoneRows = try await connection.query(
+            // Every device's lock in one statement, in sorted order (two batches over the same devices take them in
+            // one order); then the reads, in a statement of their own so that they see what the lock waited for.
+            try await connection.query(
                 """
-                SELECT device_id, body FROM zois
-                WHERE device_id = ANY(\(ids)::text[]) AND period IN ('HOME_PERIOD', 'WORK_PERIOD')
-                ORDER BY device_id, position
+                SELECT pg_advisory_xact_lock(hashtext('regions:' || id))
+                FROM unnest(\(ids)::text[]) WITH ORDINALITY AS u(id, n) ORDER BY n
                 """, logger: logger)
-            for try await (id, text) in zoneRows.decode((String, String).self) {
-                zones[id, default: []].append(try LocationCodec.zoi(text))
-            }
+            let (states, zones) = try await Self.readRegionStates(
+                connection.query(Self.regionStatesQuery(ids), logger: logger))
             let (updated, events, result) = try body(states, zones)
             let changed = updated.filter { $0.value != states[$0.key] }
             if !changed.isEmpty {
@@ -199,6 +193,42 @@ public struct PostgresLocationStore: LocationStore {
             try await Self.append(connection, events, logger: logger)
             return result
         }
+    }
+
+    public func readRegionStates(deviceIds: [String]) async throws -> (
+        states: [String: DeviceRegionState], zones: [String: [ZoneOfInterest]]
+    ) {
+        let ids = Array(Set(deviceIds))
+        guard !ids.isEmpty else { return ([:], [:]) }
+        // One statement, no transaction and no lock.
+        return try await Self.readRegionStates(database.client.query(Self.regionStatesQuery(ids), logger: logger))
+    }
+
+    /// The region states and the home/work zones of `ids` in one statement.
+    static func regionStatesQuery(_ ids: [String]) -> PostgresQuery {
+        """
+        SELECT device_id, 0::int8 AS kind, body, 0::int8 AS position FROM region_state
+        WHERE device_id = ANY(\(ids)::text[])
+        UNION ALL
+        SELECT device_id, 1::int8, body, position::int8 FROM zois
+        WHERE device_id = ANY(\(ids)::text[]) AND period IN ('HOME_PERIOD', 'WORK_PERIOD')
+        ORDER BY 1, 2, 4
+        """
+    }
+
+    static func readRegionStates(_ rows: PostgresRowSequence) async throws -> (
+        states: [String: DeviceRegionState], zones: [String: [ZoneOfInterest]]
+    ) {
+        var states: [String: DeviceRegionState] = [:]
+        var zones: [String: [ZoneOfInterest]] = [:]
+        for try await (id, kind, text, _) in rows.decode((String, Int, String, Int).self) {
+            if kind == 0 {
+                states[id] = try LocationCodec.regionState(text)
+            } else {
+                zones[id, default: []].append(try LocationCodec.zoi(text))
+            }
+        }
+        return (states, zones)
     }
 
     public func events(deviceId: String, limit: Int) async throws -> [LocationEvent] {

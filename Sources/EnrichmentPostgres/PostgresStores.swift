@@ -100,6 +100,13 @@ public struct PostgresFixStore: FixStore {
     }
 }
 
+/// One change to the POIs, as a follower applies it.
+public enum POIChange: Sendable, Equatable {
+    case upsert(POI)
+    /// The store id of a deleted POI.
+    case delete(String)
+}
+
 /// POIs in PostgreSQL, upserted by store id, searched through a GiST index over their coordinates.
 public struct PostgresPOIStore: POIStore {
     let database: PostgresBackend
@@ -149,6 +156,7 @@ public struct PostgresPOIStore: POIStore {
                         updated_at = excluded.updated_at, version = nextval('pois_version')
                     """, logger: database.logger)
             }
+            try await PostgresChangeFeed.notify(.pois, on: connection, logger: database.logger)
         }
         return pois.count
     }
@@ -161,22 +169,43 @@ public struct PostgresPOIStore: POIStore {
                user_properties, id FROM pois
         """
 
-    /// The newest POI version written so far (0 for none).
+    /// The newest POI version written so far, by an upsert or a delete (0 for none).
     public func currentVersion() async throws -> Int64 {
-        try await database.client.query("SELECT COALESCE(max(version), 0)::int8 FROM pois").decode(Int64.self)
-            .first { _ in true } ?? 0
+        try await database.client.query(
+            """
+            SELECT GREATEST((SELECT COALESCE(max(version), 0) FROM pois),
+                            (SELECT COALESCE(max(version), 0) FROM poi_deletions))::int8
+            """
+        ).decode(Int64.self).first { _ in true } ?? 0
     }
 
-    /// POIs written after `version`, oldest first (at most `limit`), with the newest version among them.
-    public func changes(after version: Int64, limit: Int = 10_000) async throws -> (pois: [POI], version: Int64) {
-        let rows = try await database.client.query(
-            """
-            SELECT store_id, name, latitude, longitude, address_lines, city, zipcode, country_code, types, tags,
-                   contact, user_properties, version FROM pois
-            WHERE version > \(version) ORDER BY version LIMIT \(limit)
-            """)
-        let found = try await Self.rows(rows)
-        return (found.map(\.1), found.last?.0 ?? version)
+    /// The POI changes after `version` in version order (at most about `limit` of each kind), with the version
+    /// they bring a follower to: apply them in order and ask again from that version.
+    public func changes(after version: Int64, limit: Int = 10_000) async throws -> (
+        changes: [POIChange], version: Int64
+    ) {
+        let upserts = try await Self.rows(
+            database.client.query(
+                """
+                SELECT store_id, name, latitude, longitude, address_lines, city, zipcode, country_code, types, tags,
+                       contact, user_properties, version FROM pois
+                WHERE version > \(version) ORDER BY version LIMIT \(limit)
+                """))
+        var deletes: [(Int64, String)] = []
+        for try await row in try await database.client.query(
+            "SELECT version, store_id FROM poi_deletions WHERE version > \(version) ORDER BY version LIMIT \(limit)"
+        ).decode((Int64, String).self) {
+            deletes.append(row)
+        }
+        // A list cut at the limit is complete only up to its last version.
+        var reached = max(upserts.last?.0 ?? version, deletes.last?.0 ?? version)
+        if upserts.count >= limit { reached = min(reached, upserts.last!.0) }
+        if deletes.count >= limit { reached = min(reached, deletes.last!.0) }
+        var merged: [(Int64, POIChange)] =
+            upserts.filter { $0.0 <= reached }.map { ($0.0, .upsert($0.1)) }
+        merged += deletes.filter { $0.0 <= reached }.map { ($0.0, .delete($0.1)) }
+        merged.sort { $0.0 < $1.0 }
+        return (merged.map(\.1), reached)
     }
 
     static func rows(_ sequence: PostgresRowSequence) async throws -> [(Int64, POI)] {
@@ -210,14 +239,23 @@ public struct PostgresPOIStore: POIStore {
         try await Self.rows(database.client.query("\(unescaped: Self.columns) WHERE store_id = \(storeId)")).first?.1
     }
 
-    /// Removes POIs by store id. Other nodes' in-memory indexes learn of it at their next start (the follower
-    /// applies upserts only).
+    /// Removes POIs by store id, leaving a tombstone per POI with the next version (under the import lock, so
+    /// versions become visible in order): every node's follower removes them from its in-memory index.
     public func delete(storeIds: [String]) async throws -> Int {
         let ids = Array(Set(storeIds))
-        let rows = try await database.client.query(
-            "WITH gone AS (DELETE FROM pois WHERE store_id = ANY(\(ids)::text[]) RETURNING 1) SELECT count(*) FROM gone"
-        )
-        return try await rows.decode(Int.self).first { _ in true } ?? 0
+        return try await database.client.withTransaction(logger: database.logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.importLock))", logger: database.logger)
+            let rows = try await connection.query(
+                """
+                WITH gone AS (DELETE FROM pois WHERE store_id = ANY(\(ids)::text[]) RETURNING store_id),
+                     marked AS (INSERT INTO poi_deletions (version, store_id)
+                                SELECT nextval('pois_version'), store_id FROM gone RETURNING 1)
+                SELECT count(*)::int8 FROM marked
+                """, logger: database.logger)
+            let removed = try await rows.decode(Int64.self).first { _ in true } ?? 0
+            if removed > 0 { try await PostgresChangeFeed.notify(.pois, on: connection, logger: database.logger) }
+            return Int(removed)
+        }
     }
 
     /// Exact nearest-k: candidates from the GiST index (`point <@ box`), ranked by haversine metres.

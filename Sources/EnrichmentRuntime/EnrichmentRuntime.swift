@@ -52,6 +52,10 @@ public struct EnrichmentRuntime: Sendable {
     public let placesFollower: PlacesIndexFollower?
     /// Visits, zones of interest, regions and their events.
     public let location: LocationEngine
+    /// With PostgreSQL: what other nodes change, pushed by LISTEN/NOTIFY (runs in `runBackgroundWork`).
+    public let changeFeed: PostgresChangeFeed?
+    /// Notified when regions changed on any node (PostgreSQL).
+    let regionSignal: ChangeSignal
 
     /// What the engine does in the background until cancelled: following other nodes' POI imports and regions
     /// (PostgreSQL), the daily location retention, the location webhook. Delivery has its own `delivery.run()`,
@@ -59,7 +63,10 @@ public struct EnrichmentRuntime: Sendable {
     public func runBackgroundWork() async {
         await withTaskGroup(of: Void.self) { group in
             if let placesFollower { group.addTask { await placesFollower.run() } }
-            group.addTask { await location.runBackgroundWork(followRegions: postgres != nil) }
+            if let changeFeed { group.addTask { await changeFeed.run() } }
+            let follow = postgres == nil ? nil : regionSignal
+            let poll = Duration.milliseconds(Int64(configuration.pollInterval * 1000))
+            group.addTask { await location.runBackgroundWork(followRegions: follow, interval: poll) }
         }
     }
 
@@ -84,7 +91,9 @@ public struct EnrichmentRuntime: Sendable {
             let backend = try await PostgresBackend(settings: settings, logger: logger)
             logger.info("using PostgreSQL", metadata: ["database": "\(settings)"])
             postgres = backend
-            fixes = PostgresFixStore(database: backend)
+            // Shared by every node, so never cached; concurrent reads are coalesced into one query per batch.
+            fixes = CoalescedFixStore(
+                base: PostgresFixStore(database: backend), maximumBatches: max(1, configuration.databasePoolSize / 4))
             pois = PostgresPOIStore(database: backend)
             tokens = PostgresTokenStore(database: backend)
             outbox = PostgresOutbox(database: backend)
@@ -128,6 +137,9 @@ public struct EnrichmentRuntime: Sendable {
                 signingSecret: configuration.mapSigningSecret)
             : nil
         let template = try BodyTemplate(poi: configuration.bodyTemplate, location: configuration.locationTemplate)
+        let poll = Duration.milliseconds(Int64(configuration.pollInterval * 1000))
+        let poiSignal = ChangeSignal()
+        let regionSignal = ChangeSignal()
         // This process owns a SQLite file, so its own evaluations keep the contexts current; with PostgreSQL other
         // nodes evaluate too, so a context is read again after a second.
         let contexts = DeviceContexts(store: locationStore, ttl: postgres == nil ? .seconds(86_400 * 365) : .seconds(1))
@@ -137,7 +149,7 @@ public struct EnrichmentRuntime: Sendable {
         let delivery = DeliveryEngine(
             tokens: tokens, outbox: outbox, settings: configuration.delivery, enricher: enricher,
             senders: scope == .full ? try configuration.delivery.makeSenders() : [:], clock: clock, logger: logger,
-            observer: deliveryObserver, exclusiveStore: postgres == nil)
+            observer: deliveryObserver, exclusiveStore: postgres == nil, pollInterval: poll)
         let location = try await LocationEngine(
             store: locationStore, fixes: fixes, settings: configuration.location,
             index: configuration.places == .local ? index : nil, webhookURL: configuration.locationWebhookURL,
@@ -149,8 +161,19 @@ public struct EnrichmentRuntime: Sendable {
             outbox: outbox, delivery: delivery,
             placesFollower: scope == .full
                 ? (pois as? PostgresPOIStore).map {
-                    PlacesIndexFollower(store: $0, index: index, from: startVersion ?? 0, logger: logger)
-                } : nil, location: location)
+                    PlacesIndexFollower(
+                        store: $0, index: index, from: startVersion ?? 0, interval: poll, signal: poiSignal,
+                        logger: logger)
+                } : nil, location: location,
+            changeFeed: postgres.map { backend in
+                PostgresChangeFeed(database: backend, logger: logger) { [delivery] kind in
+                    switch kind {
+                    case .pois: poiSignal.notify()
+                    case .deliveries: delivery.wake()
+                    case .regions: regionSignal.notify()
+                    }
+                }
+            }, regionSignal: regionSignal)
     }
 }
 
@@ -190,43 +213,71 @@ public struct POIImporter: Sendable {
     }
 }
 
-/// Applies the POIs other nodes import to this node's in-memory index, incrementally, within `interval`.
+/// Applies the POI changes of every node (upserts and deletes, in version order) to this node's in-memory index:
+/// at once when the change feed says POIs changed, and at least every `interval` (the safety net).
 public struct PlacesIndexFollower: Sendable {
     let store: PostgresPOIStore
     let index: PlacesIndex
     let start: Int64
     let interval: Duration
+    let signal: ChangeSignal
     let logger: Logger
 
     init(
-        store: PostgresPOIStore, index: PlacesIndex, from start: Int64, interval: Duration = .milliseconds(250),
-        logger: Logger
+        store: PostgresPOIStore, index: PlacesIndex, from start: Int64, interval: Duration = .seconds(1),
+        signal: ChangeSignal = ChangeSignal(), logger: Logger
     ) {
         self.store = store
         self.index = index
         self.start = start
         self.interval = interval
+        self.signal = signal
         self.logger = logger
     }
 
-    /// Polls for newer POI versions until cancelled.
+    /// Follows until cancelled.
     public func run() async {
         var version = start
         while !Task.isCancelled {
+            let seen = signal.generation
             do {
                 while true {
-                    let (pois, newest) = try await store.changes(after: version)
-                    if !pois.isEmpty {
-                        index.upsert(pois)
-                        logger.debug("places index followed an import", metadata: ["pois": "\(pois.count)"])
+                    let (changes, newest) = try await store.changes(after: version)
+                    apply(changes)
+                    if !changes.isEmpty {
+                        logger.debug("places index followed changes", metadata: ["changes": "\(changes.count)"])
                     }
+                    let caughtUp = newest == version || changes.count < 10_000
                     version = newest
-                    if pois.count < 10_000 { break }
+                    if caughtUp { break }
                 }
             } catch {
                 logger.warning("cannot read POI changes; retrying", metadata: ["error": "\(error)"])
             }
-            try? await Task.sleep(for: interval)
+            await signal.wait(since: seen, timeout: interval)
         }
+    }
+
+    /// Applies runs of upserts and of deletes in their order.
+    func apply(_ changes: [POIChange]) {
+        var upserts: [POI] = []
+        var deletes: [String] = []
+        func flush() {
+            if !upserts.isEmpty { index.upsert(upserts) }
+            if !deletes.isEmpty { index.remove(deletes) }
+            upserts = []
+            deletes = []
+        }
+        for change in changes {
+            switch change {
+            case .upsert(let poi):
+                if !deletes.isEmpty { flush() }
+                upserts.append(poi)
+            case .delete(let storeId):
+                if !upserts.isEmpty { flush() }
+                deletes.append(storeId)
+            }
+        }
+        flush()
     }
 }

@@ -38,6 +38,14 @@ extension ServiceConfiguration {
             help: "Seconds to wait for a PostgreSQL connection.", default: "\(defaults.databaseConnectTimeout)",
             allowed: "seconds > 0 and at most 600", parse: seconds(600), store: { $0.databaseConnectTimeout = $1 }),
         Setting(
+            "poll-interval", "ENRICH_POLL_INTERVAL", valueName: "seconds",
+            help:
+                "How often an idle node looks for work no notification announced: other nodes' POI changes and "
+                + "regions (PostgreSQL pushes them at once with LISTEN/NOTIFY; this is the safety net), due retries "
+                + "and unclaimed deliveries. One query per interval per kind of work.",
+            default: "\(defaults.pollInterval)", allowed: "seconds > 0 and at most 60", parse: seconds(60),
+            store: { $0.pollInterval = $1 }),
+        Setting(
             "durability", "ENRICH_DURABILITY", valueName: "normal|full",
             help: "normal survives kill -9; full also fsyncs every commit and survives power loss.",
             default: defaults.durability.rawValue, allowed: "normal or full",

@@ -37,6 +37,8 @@ public struct ServiceConfiguration: Sendable {
     public var databasePoolSize = 20
     /// Seconds to wait for a PostgreSQL connection.
     public var databaseConnectTimeout = 10.0
+    /// Seconds between an idle node's looks for work no notification announced (per kind of work).
+    public var pollInterval = 1.0
     public var durability: SQLiteDatabase.Durability = .normal
     /// Load the bundled sample POIs when the POI table is empty.
     public var loadSamplePOIs = true

@@ -186,6 +186,10 @@ public final class SQLiteDatabase: Sendable {
                     CREATE INDEX location_events_by_date ON location_events (date);
                     """)
         }
+        // A delivery taken over from a process that stopped while holding it (it may have been sent).
+        migrator.registerMigration("v4-takeover") { db in
+            try db.execute(sql: "ALTER TABLE deliveries ADD COLUMN taken_over BOOLEAN NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 

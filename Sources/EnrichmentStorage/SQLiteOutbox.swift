@@ -52,7 +52,9 @@ public struct SQLiteOutbox: OutboxStore {
         try await database.pool.write { db in
             let statement = try db.cachedStatement(
                 sql: """
-                    UPDATE deliveries SET lease_owner = ?, lease_until = ?
+                    UPDATE deliveries SET lease_owner = ?, lease_until = ?,
+                        attempts = attempts + (lease_owner IS NOT NULL),
+                        taken_over = taken_over OR lease_owner IS NOT NULL
                     WHERE id IN (
                         SELECT id FROM deliveries
                         WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
@@ -107,9 +109,14 @@ public struct SQLiteOutbox: OutboxStore {
                     sql: "UPDATE deliveries SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?",
                     arguments: [owner])
             } else {
+                // A previous process held these: each may have been on the wire when it stopped, so sending it
+                // again counts as an attempt and is reported.
                 try db.execute(
-                    sql:
-                        "UPDATE deliveries SET lease_owner = NULL, lease_until = NULL WHERE lease_owner IS NOT NULL")
+                    sql: """
+                        UPDATE deliveries SET lease_owner = NULL, lease_until = NULL, attempts = attempts + 1,
+                            taken_over = 1
+                        WHERE lease_owner IS NOT NULL
+                        """)
             }
             return db.changesCount
         }
@@ -149,14 +156,15 @@ public struct SQLiteOutbox: OutboxStore {
             let deliveries = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT device_id, token, environment, state, status, reason, apns_id, apns_timestamp, attempts, error
+                    SELECT device_id, token, environment, state, status, reason, apns_id, apns_timestamp, attempts, error,
+                        taken_over
                     FROM deliveries WHERE push_id = ? ORDER BY id
                     """, arguments: [pushId]
             ).map { row in
                 DeliveryReport(
                     deviceId: row[0], token: row[1], environment: APNsEnvironmentName(rawValue: row[2]) ?? .production,
                     state: DeliveryState(rawValue: row[3]) ?? .pending, status: row[4], reason: row[5], apnsId: row[6],
-                    apnsTimestamp: row[7], attempts: row[8], error: row[9])
+                    apnsTimestamp: row[7], attempts: row[8], error: row[9], resentAfterTakeover: row[10])
             }
             return PushReport(push: push, devices: devices, deliveries: deliveries)
         }

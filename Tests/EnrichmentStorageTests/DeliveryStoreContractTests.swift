@@ -213,7 +213,11 @@ struct PostgresSpecificTests {
         let rows = try await backends[0].client.query("SELECT version FROM schema_migrations ORDER BY version")
         var versions: [String] = []
         for try await version in rows.decode(String.self) { versions.append(version) }
-        #expect(versions == ["v1-fixes", "v1-pois", "v2-delivery", "v3-pois-version", "v4-location"])
+        #expect(
+            versions == [
+                "v1-fixes", "v1-pois", "v2-delivery", "v3-pois-version", "v4-location", "v5-poi-deletions",
+                "v6-takeover",
+            ])
         // Every node can use the schema.
         for backend in backends { #expect(try await PostgresPOIStore(database: backend).count() == 0) }
     }

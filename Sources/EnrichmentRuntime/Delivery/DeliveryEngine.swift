@@ -67,6 +67,8 @@ public final class DeliveryEngine: Sendable {
     let batchSize: Int
     /// Seconds a claim holds before another worker may take it.
     let lease: Double
+    /// How often lane 0 looks for due work that no wake-up announced.
+    let pollInterval: Duration
     /// How often a lane writes the answers it got while a batch is still sending.
     let recordInterval: Duration = .milliseconds(20)
     /// What becomes of each claimed delivery and each answer (no I/O: this class performs what it decides).
@@ -83,8 +85,9 @@ public final class DeliveryEngine: Sendable {
         tokens: any DeviceTokenStore, outbox: any OutboxStore, settings: DeliverySettings, enricher: Enricher,
         senders: [APNsEnvironmentName: any APNsBatchSending], clock: any WallClock, logger: Logger,
         observer: (any DeliveryObserver)?, exclusiveStore: Bool, lanes: Int = 2, batchSize: Int? = nil,
-        lease: Double? = nil
+        lease: Double? = nil, pollInterval: Duration = .seconds(1)
     ) {
+        self.pollInterval = pollInterval
         self.tokens = tokens
         self.outbox = outbox
         self.settings = settings
@@ -179,7 +182,7 @@ public final class DeliveryEngine: Sendable {
                 group.addTask { await feedback.run() }
             }
             await withTaskGroup(of: Void.self) { lanes in
-                for lane in 0..<self.lanes { lanes.addTask { await self.lane("\(self.node)-\(lane)") } }
+                for lane in 0..<self.lanes { lanes.addTask { await self.lane(lane) } }
             }
             if let feedback {
                 // The webhook gets a short grace to send what is queued, then stops.
@@ -202,10 +205,32 @@ public final class DeliveryEngine: Sendable {
 
     private var isStopping: Bool { stopping.load(ordering: .relaxed) || Task.isCancelled }
 
-    private func lane(_ owner: String) async {
+    /// Wakes the idle lanes: deliveries were committed (by this node, or by another as the change feed says).
+    public func wake() { rendezvous.notify(Self.wakeKey) }
+
+    /// One claim-send-record loop. Lane 0 keeps watch when there is no work: one look per `pollInterval` at when the
+    /// next delivery is due (one query), claiming when one is; the other lanes sleep until woken (a commit here, a
+    /// notification from another node, or lane 0 finding more than it can take).
+    private func lane(_ index: Int) async {
+        let owner = "\(node)-\(index)"
         var lastDepthReport = ContinuousClock.now - .seconds(10)
+        var probe = false
         while !isStopping {
             let seen = rendezvous.generation(Self.wakeKey)
+            if probe {
+                // Idle: look at when the next delivery is due before claiming.
+                let now = clock.now().timeIntervalSince1970
+                let due = try? await outbox.nextDue()
+                if index > 0 || due.map({ $0 > now }) ?? true {
+                    var wait = index > 0 ? Duration.seconds(60) : pollInterval
+                    if index == 0, let due {
+                        wait = min(wait, .milliseconds(Int64(max(0.005, due - now) * 1000)))
+                    }
+                    // Woken: claim at once; timed out: look again (lane 0) or sleep on (the others).
+                    probe = !(await rendezvous.wait(Self.wakeKey, since: seen, timeout: wait))
+                    continue
+                }
+            }
             var claimed: [ClaimedDelivery] = []
             do {
                 let claimStarted = ContinuousClock.now
@@ -216,6 +241,8 @@ public final class DeliveryEngine: Sendable {
                         "claimed",
                         metadata: ["count": "\(claimed.count)", "took": "\(ContinuousClock.now - claimStarted)"])
                 }
+                // A full claim means more is waiting: the other lanes help.
+                if claimed.count == batchSize { rendezvous.notify(Self.wakeKey) }
                 if !claimed.isEmpty { try await process(claimed, owner: owner) }
             } catch {
                 logger.error("delivery worker failed; retrying", metadata: ["error": "\(error)"])
@@ -223,19 +250,11 @@ public final class DeliveryEngine: Sendable {
                 if !claimed.isEmpty { _ = try? await outbox.releaseClaims(owner: owner) }
                 try? await Task.sleep(for: .milliseconds(500))
             }
-            if ContinuousClock.now - lastDepthReport > .seconds(1) {
+            if index == 0, ContinuousClock.now - lastDepthReport > .seconds(5) {
                 lastDepthReport = ContinuousClock.now
                 await reportGauges()
             }
-            if claimed.isEmpty, !isStopping {
-                // Another node may commit deliveries without waking this one: with a shared store, look often.
-                var wait = exclusiveStore ? Duration.seconds(1) : .milliseconds(250)
-                if let due = try? await outbox.nextDue() {
-                    let seconds = due - clock.now().timeIntervalSince1970
-                    wait = min(wait, .milliseconds(Int64(max(0.005, seconds) * 1000)))
-                }
-                _ = await rendezvous.wait(Self.wakeKey, since: seen, timeout: wait)
-            }
+            probe = claimed.isEmpty
         }
     }
 

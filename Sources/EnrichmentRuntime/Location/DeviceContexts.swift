@@ -10,10 +10,21 @@ public final class DeviceContexts: DeviceContextProvider, Sendable {
     let store: any RegionStateStore
     let ttl: Duration
     let cache = Mutex<[String: (context: DeviceContext, at: ContinuousClock.Instant)]>([:])
+    /// Misses of concurrent enrichments, read together (one query per batch, no lock: a read only).
+    let loader: CoalescingLoader<DeviceContext>
 
     public init(store: any RegionStateStore, ttl: Duration) {
         self.store = store
         self.ttl = ttl
+        loader = CoalescingLoader { ids in
+            let (states, zones) = try await store.readRegionStates(deviceIds: ids)
+            var contexts: [String: DeviceContext] = [:]
+            // A device with nothing evaluated yet is remembered as empty too, so enrichment reads it once.
+            for id in ids {
+                contexts[id] = states[id].map { Self.context($0, zones: zones[id] ?? []) } ?? DeviceContext()
+            }
+            return contexts
+        }
     }
 
     func remember(_ contexts: [String: DeviceContext]) {
@@ -59,10 +70,7 @@ public final class DeviceContexts: DeviceContextProvider, Sendable {
         if let cached = cache.withLock({ $0[deviceId] }), ContinuousClock.now - cached.at < ttl {
             return cached.context.isEmpty ? nil : cached.context
         }
-        // A device with nothing evaluated yet is remembered as empty too, so enrichment reads it once.
-        let context = try await store.updateRegionStates(deviceIds: [deviceId]) { states, zones in
-            (states, [], states[deviceId].map { Self.context($0, zones: zones[deviceId] ?? []) } ?? DeviceContext())
-        }
+        let context = try await loader.load(deviceId) ?? DeviceContext()
         remember([deviceId: context])
         return context.isEmpty ? nil : context
     }

@@ -302,13 +302,17 @@ public final class LocationEngine: Sendable {
 
     /// Runs retention once a day until cancelled (the first pass one day after start, as the SDK's first
     /// activation cleans nothing); sends queued webhook events meanwhile.
-    public func runBackgroundWork(followRegions: Bool) async {
+    /// `followRegions`: other nodes change regions too (PostgreSQL); they are read again when the signal says so, and
+    /// at least every `interval`.
+    public func runBackgroundWork(followRegions: ChangeSignal?, interval: Duration = .seconds(1)) async {
         await withTaskGroup(of: Void.self) { group in
             if let webhook { group.addTask { await webhook.run() } }
-            if followRegions {
+            if let signal = followRegions {
                 group.addTask {
                     while !Task.isCancelled {
-                        try? await Task.sleep(for: .seconds(1))
+                        let seen = signal.generation
+                        await signal.wait(since: seen, timeout: interval)
+                        if Task.isCancelled { break }
                         try? await self.reloadRegions()
                     }
                 }

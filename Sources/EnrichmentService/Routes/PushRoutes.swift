@@ -111,6 +111,7 @@ struct PushRoutes {
                         o.field("environment", delivery.environment.rawValue)
                         o.field("error", delivery.error)
                         o.field("reason", delivery.reason)
+                        o.field("resent_after_takeover", delivery.resentAfterTakeover)
                         o.field("state", delivery.state.rawValue)
                         o.field("status", delivery.status.map(Int64.init))
                         o.field("timestamp", delivery.apnsTimestamp)

@@ -91,6 +91,21 @@ public protocol RegionStateStore: Sendable {
                 [String: DeviceRegionState], [LocationEvent], T
             )
     ) async throws -> T
+
+    /// Reads the region state and the classified (home/work) ZOIs of each device, without writing or locking
+    /// (what the enrichment's template needs; one trip to storage for the batch).
+    func readRegionStates(deviceIds: [String]) async throws -> (
+        states: [String: DeviceRegionState], zones: [String: [ZoneOfInterest]]
+    )
+}
+
+extension RegionStateStore {
+    /// Through `updateRegionStates`, writing nothing (for stores whose writes cost no more than their reads).
+    public func readRegionStates(deviceIds: [String]) async throws -> (
+        states: [String: DeviceRegionState], zones: [String: [ZoneOfInterest]]
+    ) {
+        try await updateRegionStates(deviceIds: deviceIds) { states, zones in (states, [], (states, zones)) }
+    }
 }
 
 /// The events of devices, in time order.

@@ -128,3 +128,21 @@ phase "postgres 1 node ingest" ingest.lua "$CONNS" "$P1" | tee -a "$DATA/results
 P2=$(free_port); start_node "$P2" "$URL"
 phase "postgres 2 nodes enrich" enrich.lua $((CONNS / 2)) "$P1" "$P2" | tee -a "$DATA/results.txt"
 phase "postgres 2 nodes ingest" ingest.lua $((CONNS / 2)) "$P1" "$P2" | tee -a "$DATA/results.txt"
+
+# 4. Each PostgreSQL figure as a ratio of the same build's SQLite figure (issue 24: one PostgreSQL node's enrich
+#    rate >= 0.5x SQLite's with p99 <= 10 ms; one node's ingest >= 100,000 fixes/s).
+python3 - "$DATA/results.txt" <<'PY'
+import re, sys
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"(.+?)\s{2,}\s*(\d+) req/s.*?p99 (\S+)", line)
+    if m: rows[m.group(1).strip()] = (float(m.group(2)), m.group(3))
+print("\n== ratios to SQLite (same build, same run)")
+for kind in ("enrich", "ingest"):
+    base = rows.get(f"sqlite {kind}")
+    for name in (f"postgres 1 node {kind}", f"postgres 2 nodes {kind}"):
+        if base and name in rows:
+            rps, p99 = rows[name]
+            extra = f" = {rps * 100:.0f} fixes/s" if kind == "ingest" else ""
+            print(f"{name:28} {rps / base[0]:.2f}x  ({rps:.0f} vs {base[0]:.0f} req/s{extra}; p99 {p99})")
+PY

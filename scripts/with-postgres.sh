@@ -40,7 +40,7 @@ certs.example/make-local-certs.sh "$dir/certs" >/dev/null
 [ "$(id -u)" = 0 ] && chown -R enrichpg "$dir/certs"
 # Tuned for tests and benchmarks on a throwaway cluster; durability settings stay at their defaults.
 "${as_owner[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir -c max_connections=300 -c shared_buffers=256MB -c ssl=on -c ssl_cert_file=$dir/certs/server.pem -c ssl_key_file=$dir/certs/server-key.pem" \
+    -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir -c max_connections=300 -c shared_buffers=256MB -c ssl=on -c ssl_cert_file=$dir/certs/server.pem -c ssl_key_file=$dir/certs/server-key.pem ${ENRICH_PG_OPTIONS:-}" \
     start >/dev/null
 
 export ENRICH_TEST_DATABASE_URL="postgres://enrich@127.0.0.1:$port/postgres"

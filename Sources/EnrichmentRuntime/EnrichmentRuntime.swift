@@ -93,7 +93,7 @@ public struct EnrichmentRuntime: Sendable {
             postgres = backend
             // Shared by every node, so never cached; concurrent reads are coalesced into one query per batch.
             fixes = CoalescedFixStore(
-                base: PostgresFixStore(database: backend), maximumBatches: max(1, configuration.databasePoolSize / 4))
+                base: PostgresFixStore(database: backend), maximumBatches: max(1, configuration.databasePoolSize / 2))
             pois = PostgresPOIStore(database: backend)
             tokens = PostgresTokenStore(database: backend)
             outbox = PostgresOutbox(database: backend)

@@ -98,6 +98,9 @@ public struct Enricher: Sendable {
         draft.legacyShape = draft.legacyShape || request.legacy
         guard request.wanted else { return try draft.finish(.unchanged, rule: "category_not_location") }
 
+        // The device's context is read while the fix is (two reads from a shared database overlap instead of
+        // following each other); it is used only when the fix is.
+        async let pendingContext = readContext(deviceId)
         // A fix given for this evaluation only (QA) stands in for the stored one.
         let stored = fixOverride == nil ? try await fixes.latestFix(deviceId: deviceId) : fixOverride
         guard let fix = stored else {
@@ -115,8 +118,7 @@ public struct Enricher: Sendable {
             ageSeconds: age, horizontalAccuracy: fix.horizontalAccuracy, context: fix.context)
         guard age <= settings.fixMaxAge else { return try draft.finish(.noFix, rule: "fix_too_old") }
         let user = fix.coordinate
-        // The context is a nicety: a failure to read it never fails the enrichment.
-        let context = try? await contexts?.context(deviceId: deviceId)
+        let context = await pendingContext
         draft.deviceContext = context
 
         guard let places else {
@@ -155,6 +157,12 @@ public struct Enricher: Sendable {
             draft.mapURL = map?.url(user: user, poi: nearest.poi.coordinate)
             return try draft.finish(.enriched, rule: "nearest_poi")
         }
+    }
+
+    /// The device's context for the template; a nicety: a failure to read it never fails the enrichment.
+    private func readContext(_ deviceId: String) async -> DeviceContext? {
+        guard let contexts else { return nil }
+        return try? await contexts.context(deviceId: deviceId)
     }
 
     /// Runs the places search under the total deadline.

@@ -16,7 +16,7 @@ public final class DeviceContexts: DeviceContextProvider, Sendable {
     public init(store: any RegionStateStore, ttl: Duration) {
         self.store = store
         self.ttl = ttl
-        loader = CoalescingLoader { ids in
+        loader = CoalescingLoader(maximumBatches: 8) { ids in
             let (states, zones) = try await store.readRegionStates(deviceIds: ids)
             var contexts: [String: DeviceContext] = [:]
             // A device with nothing evaluated yet is remembered as empty too, so enrichment reads it once.

@@ -4,7 +4,8 @@
 # seconds, then prints the statements PostgreSQL ran (calls per enrichment, mean time), the CPU seconds each
 # process used during the load, and a perf profile of the node's hottest symbols.
 #
-#   scripts/profile-postgres.sh          # DURATION=10 CONNS=32 DEVICES=10000
+#   scripts/profile-postgres.sh              # DURATION=10 CONNS=32 DEVICES=10000
+#   MODE=ingest scripts/profile-postgres.sh  # POST /v1/devices/{id}/locations with 100 fixes each instead
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench-lib.sh
@@ -15,6 +16,7 @@ fi
 DURATION=${DURATION:-10}
 CONNS=${CONNS:-32}
 DEVICES=${DEVICES:-10000}
+MODE=${MODE:-enrich}
 DATA=.cache/profile-postgres
 BIN=${BIN:-$RELEASE/enrichment-server}
 [ -x "$BIN" ] || release_build enrichment-server
@@ -47,6 +49,21 @@ request = function()
   return wrk.format(nil, "/v1/enrich", nil, body)
 end
 LUA
+cat > "$DATA/ingest.lua" <<LUA
+local now = os.time()
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local items = {}
+for i = 1, 100 do
+  items[i] = string.format('{"latitude":%.5f,"longitude":%.5f,"utc_timestamp":%d,"horizontal_accuracy":10}', 48.8 + i / 1000, 2.3 + i / 1000, now - 100 + i)
+end
+local body = '{"locations":[' .. table.concat(items, ",") .. ']}'
+local n = math.random(1, 1000000)
+request = function()
+  n = n + 1
+  return wrk.format(nil, string.format("/v1/devices/ingest-%d/locations", n % 5000), nil, body)
+end
+LUA
 psql -q "$URL" -c "SELECT pg_stat_statements_reset()" >/dev/null
 cpu() { ps -eo pid,comm,cputimes --no-headers | awk '{print $1, $2, $3}'; }
 cpu >"$DATA/cpu-before.txt"
@@ -54,14 +71,14 @@ threads() { for t in /proc/$NODE/task/*; do echo "$(basename "$t") $(tr ' ' '_' 
 threads >"$DATA/threads-before.txt"
 perf record -F 499 -g -p "$NODE" -o "$DATA/perf.data" -- sleep "$DURATION" >/dev/null 2>&1 &
 PERF=$!
-wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency -s "$DATA/enrich.lua" "http://127.0.0.1:$PORT" >"$DATA/wrk.txt"
+wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency -s "$DATA/$MODE.lua" "http://127.0.0.1:$PORT" >"$DATA/wrk.txt"
 wait $PERF || true
 cpu >"$DATA/cpu-after.txt"
 threads >"$DATA/threads-after.txt"
 REQUESTS=$(awk '/requests in/ {print $1}' "$DATA/wrk.txt")
 grep -E "Requests/sec|99%" "$DATA/wrk.txt"
-echo "== statements per enrichment ($REQUESTS enrichments)"
-psql -q -A -F' | ' "$URL" -c "SELECT round(calls::numeric / $REQUESTS, 3) AS per_enrich, round(mean_exec_time::numeric, 3) AS mean_ms, left(regexp_replace(query, '\s+', ' ', 'g'), 90) FROM pg_stat_statements WHERE calls > $REQUESTS / 100 ORDER BY calls DESC LIMIT 12"
+echo "== statements per request ($REQUESTS $MODE requests)"
+psql -q -A -F' | ' "$URL" -c "SELECT round(calls::numeric / $REQUESTS, 3) AS per_request, round(mean_exec_time::numeric, 3) AS mean_ms, left(regexp_replace(query, '\s+', ' ', 'g'), 90) FROM pg_stat_statements WHERE calls > $REQUESTS / 100 ORDER BY calls DESC LIMIT 12"
 echo "== CPU seconds during the load, by process name"
 python3 - "$DATA/cpu-before.txt" "$DATA/cpu-after.txt" "$DURATION" <<'PY'
 import sys, collections

@@ -25,15 +25,24 @@ public enum APNsValidator {
             reason: .badMessageId, message: "apns-id must be a UUID such as 123e4567-e89b-12d3-a456-426614174000")
     }
 
-    /// True for the canonical 8-4-4-4-12 UUID form.
+    /// True for the canonical 8-4-4-4-12 UUID form (hex digits of either case). One pass over the bytes: it runs
+    /// for every push a sender checks.
     public static func isValidAPNsID(_ id: String) -> Bool {
-        let parts = id.split(separator: "-", omittingEmptySubsequences: false)
-        guard parts.map(\.count) == [8, 4, 4, 4, 12] else { return false }
-        return parts.allSatisfy {
-            $0.utf8.allSatisfy {
-                (0x30...0x39).contains($0) || (0x41...0x46).contains($0) || (0x61...0x66).contains($0)
+        var id = id
+        return id.withUTF8(isUUID)
+    }
+
+    private static func isUUID(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard bytes.count == 36 else { return false }
+        for (index, byte) in bytes.enumerated() {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                guard byte == 0x2D else { return false }
+            } else {
+                guard (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
+                else { return false }
             }
         }
+        return true
     }
 
     /// Longest `apns-topic` a sender writes: the app's bundle id with its push type's suffix (a registration's or a
@@ -91,16 +100,7 @@ public enum APNsValidator {
     /// to a connection, so no value can make the peer refuse the headers or close a connection other pushes share:
     /// Apple's header rules, plus the shape every HTTP/2 header value must have.
     public static func headerViolation(of request: APNsWireRequest) -> Violation? {
-        if let topic = request.topic, let problem = topicProblem(topic) {
-            // An empty topic is a missing one, as Apple answers it.
-            return Violation(reason: topic.isEmpty ? .missingTopic : .badTopic, message: "apns-topic \(problem)")
-        }
-        if let collapseID = request.collapseID, let problem = collapseIDProblem(collapseID) {
-            return Violation(reason: .badCollapseId, message: "apns-collapse-id \(problem)")
-        }
-        if let expiration = request.expiration, let problem = expirationProblem(expiration) {
-            return Violation(reason: .badExpirationDate, message: "apns-expiration \(problem)")
-        }
+        if let violation = shapeViolation(of: request) { return violation }
         // Apple's header rules (topic present and matching the push type, push type, priority, apns-id), judged
         // on a probe with a well-formed token and payload so that only the headers decide.
         var probe = request
@@ -112,6 +112,28 @@ public enum APNsValidator {
                 forBundle: "com.example.app")
         }
         return violation(of: probe)
+    }
+
+    /// Everything a sender checks before writing one whole request: the header values' shape
+    /// (`headerViolation`'s own checks), then every rule Apple applies (`violation`), each once. `payloadIsObject`:
+    /// the caller wrote the payload from a JSON object.
+    public static func sendViolation(of request: APNsWireRequest, payloadIsObject: Bool = false) -> Violation? {
+        shapeViolation(of: request) ?? violation(of: request, payloadIsObject: payloadIsObject)
+    }
+
+    /// The header values a peer would refuse at the HTTP/2 level, or that would close a shared connection.
+    static func shapeViolation(of request: APNsWireRequest) -> Violation? {
+        if let topic = request.topic, let problem = topicProblem(topic) {
+            // An empty topic is a missing one, as Apple answers it.
+            return Violation(reason: topic.isEmpty ? .missingTopic : .badTopic, message: "apns-topic \(problem)")
+        }
+        if let collapseID = request.collapseID, let problem = collapseIDProblem(collapseID) {
+            return Violation(reason: .badCollapseId, message: "apns-collapse-id \(problem)")
+        }
+        if let expiration = request.expiration, let problem = expirationProblem(expiration) {
+            return Violation(reason: .badExpirationDate, message: "apns-expiration \(problem)")
+        }
+        return nil
     }
 
     /// True when `token` can travel in the request path (`/3/device/<token>`) without breaking it: 1 to 1,024

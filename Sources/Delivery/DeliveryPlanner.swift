@@ -90,10 +90,7 @@ public struct DeliveryPlanner: Sendable, Equatable {
             pushType: push.pushType, priority: push.priority, expiration: push.expiration,
             collapseID: push.collapseId, apnsID: claim.delivery.apnsId, payload: payload)
         // The payload was written from the enriched JSON object: its shape needs no second parse, only its size.
-        let wire = request.wire
-        if let violation = APNsValidator.headerViolation(of: wire)
-            ?? APNsValidator.violation(of: wire, payloadIsObject: true)
-        {
+        if let violation = APNsValidator.sendViolation(of: request.wire, payloadIsObject: true) {
             return .settle(
                 DeliveryUpdate(
                     id: claim.id, state: .failed, attempts: claim.attempts, status: violation.status,

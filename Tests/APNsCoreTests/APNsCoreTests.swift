@@ -94,6 +94,15 @@ struct APNsReasonTests {
         #expect(APNsExpiration.immediately.hasPassed(at: 9e9) == false)
         #expect(APNsExpiration(epochSeconds: 10)!.hasPassed(at: 11.5))
         #expect(!APNsExpiration(epochSeconds: 11)!.hasPassed(at: 11.5))
+        // apns-id: the canonical 8-4-4-4-12 form only, hex of either case.
+        #expect(APNsValidator.isValidAPNsID("123e4567-e89b-12d3-a456-426614174000"))
+        #expect(APNsValidator.isValidAPNsID("123E4567-E89B-12D3-A456-426614174000"))
+        #expect(!APNsValidator.isValidAPNsID("123e4567e-89b-12d3-a456-426614174000"))
+        #expect(!APNsValidator.isValidAPNsID("123e4567-e89b-12d3-a456-42661417400"))
+        #expect(!APNsValidator.isValidAPNsID("123e4567-e89b-12d3-a456-4266141740000"))
+        #expect(!APNsValidator.isValidAPNsID("123e4567-e89b-12d3-a456-42661417400g"))
+        #expect(!APNsValidator.isValidAPNsID("123e4567-e89b-12d3-a456-4266141740é"))
+        #expect(!APNsValidator.isValidAPNsID(""))
         // The enrichment family's limit is the alert push's, written once in APNsCore.
         #expect(PushType.alert.maximumPayloadSize == 4096)
         #expect(PushType.voip.maximumPayloadSize == 5120)

@@ -46,6 +46,7 @@ public protocol OutboxStore: Sendable {
     func pendingCount(pushId: String) async throws -> Int
     /// How many deliveries are pending in all (the outbox depth).
     func depth() async throws -> Int
-    /// When the earliest pending delivery is due (epoch seconds), if any.
+    /// When the earliest pending delivery can next be claimed (epoch seconds), if any: its next attempt time, or
+    /// for one held by a lease, the later of that and the end of the lease (a dead holder's claim is taken then).
     func nextDue() async throws -> Double?
 }

@@ -310,7 +310,13 @@ public struct PostgresOutbox: OutboxStore {
 
     public func nextDue() async throws -> Double? {
         try await database.client.query(
-            "SELECT min(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL"
+            """
+            SELECT min(t) FROM (
+                SELECT min(next_attempt_at) AS t FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL
+                UNION ALL
+                SELECT min(GREATEST(next_attempt_at, lease_until)) FROM deliveries
+                WHERE state = 'pending' AND lease_owner IS NOT NULL) AS due
+            """
         ).decode(Double?.self).first { _ in true } ?? nil
     }
 }

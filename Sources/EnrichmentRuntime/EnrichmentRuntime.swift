@@ -7,6 +7,7 @@ import EnrichmentUpstream
 public import Essentials
 import LocationCore
 public import Logging
+public import Tracing
 
 /// The engine, wired once from a configuration: the one composition root of the project.
 ///
@@ -75,7 +76,7 @@ public struct EnrichmentRuntime: Sendable {
     public static func open(
         _ configuration: ServiceConfiguration, scope: Scope = .full, clock: any WallClock = SystemWallClock(),
         logger: Logger = Logger(label: "enrichment-runtime", factory: { _ in SwiftLogNoOpLogHandler() }),
-        deliveryObserver: (any DeliveryObserver)? = nil
+        deliveryObserver: (any DeliveryObserver)? = nil, tracer: (any Tracer)? = nil
     ) async throws -> EnrichmentRuntime {
         try configuration.validate()
         let fixes: any FixStore
@@ -145,7 +146,7 @@ public struct EnrichmentRuntime: Sendable {
         let contexts = DeviceContexts(store: locationStore, ttl: postgres == nil ? .seconds(86_400 * 365) : .seconds(1))
         let enricher = Enricher(
             settings: configuration.enrichmentSettings, fixes: fixes, places: places, map: map, template: template,
-            clock: clock, contexts: contexts)
+            clock: clock, contexts: contexts, tracer: tracer)
         let delivery = DeliveryEngine(
             tokens: tokens, outbox: outbox, settings: configuration.delivery, enricher: enricher,
             senders: scope == .full ? try configuration.delivery.makeSenders() : [:], clock: clock, logger: logger,

@@ -38,6 +38,18 @@ extension ServiceConfiguration {
             help: "Seconds to wait for a PostgreSQL connection.", default: "\(defaults.databaseConnectTimeout)",
             allowed: "seconds > 0 and at most 600", parse: seconds(600), store: { $0.databaseConnectTimeout = $1 }),
         Setting(
+            "otlp-endpoint", "ENRICH_OTLP_ENDPOINT", valueName: "url",
+            help:
+                "Export traces (spans of each request, enrichment, fix ingest, delivery batch, database call, places "
+                + "search and APNs send) over OTLP/HTTP to this collector, e.g. http://127.0.0.1:4318. Unset: no "
+                + "tracing, and log lines carry no trace id.",
+            default: "unset (off)", allowed: "an http:// or https:// URL",
+            parse: { text in
+                let value = text.trimmingCharacters(in: .whitespaces)
+                return value.hasPrefix("http://") || value.hasPrefix("https://") ? value : nil
+            },
+            store: { $0.otlpEndpoint = $1 }),
+        Setting(
             "poll-interval", "ENRICH_POLL_INTERVAL", valueName: "seconds",
             help:
                 "How often an idle node looks for work no notification announced: other nodes' POI changes and "

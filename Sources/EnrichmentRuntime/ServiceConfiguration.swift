@@ -39,6 +39,8 @@ public struct ServiceConfiguration: Sendable {
     public var databaseConnectTimeout = 10.0
     /// Seconds between an idle node's looks for work no notification announced (per kind of work).
     public var pollInterval = 1.0
+    /// Where traces are exported over OTLP/HTTP; nil: tracing off.
+    public var otlpEndpoint: String?
     public var durability: SQLiteDatabase.Durability = .normal
     /// Load the bundled sample POIs when the POI table is empty.
     public var loadSamplePOIs = true

@@ -6,7 +6,7 @@ import Foundation
 public import Hummingbird
 public import Logging
 import NIOCore
-import ServiceLifecycle
+public import ServiceLifecycle
 
 /// The request context of the service.
 public typealias ServiceContext = BasicRequestContext
@@ -50,6 +50,7 @@ public func buildApplication(
     _ configuration: ServiceConfiguration,
     clock: any WallClock = SystemWallClock(),
     logger: Logger? = nil,
+    additionalServices: [any Service] = [],
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
     var logger = logger ?? Logger(label: "enrichment-server")
@@ -69,7 +70,7 @@ public func buildApplication(
             address: .hostname(configuration.host, port: configuration.port),
             serverName: "enrichment-server"),
         // Listed before the server, so on graceful shutdown the server stops first and the workers then finish.
-        services: [EngineService(runtime: runtime)],
+        services: [EngineService(runtime: runtime)] + additionalServices,
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port
             runningLogger.notice("listening", metadata: ["address": "http://\(configuration.host):\(port)"])
@@ -82,6 +83,11 @@ public func buildApplication(
 func buildRouter(_ state: ServiceState) -> Router<ServiceContext> {
     let router = Router(context: ServiceContext.self, options: .autoGenerateHeadEndpoints)
     let table = RouteTable()
+    // A server span per request when a tracer is set up (ENRICH_OTLP_ENDPOINT); the engine's spans are its children.
+    router.add(middleware: TracingMiddleware())
+    // One line per request at debug (method and path, no header), inside the request's span: with tracing on it
+    // carries the trace id.
+    router.add(middleware: LogRequestsMiddleware(.debug))
     router.add(middleware: MetricsMiddleware(metrics: state.metrics))
     router.add(middleware: ErrorMiddleware(routes: table))
     if let apiKey = state.configuration.apiKey {

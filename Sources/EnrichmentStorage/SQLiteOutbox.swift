@@ -202,7 +202,14 @@ public struct SQLiteOutbox: OutboxStore {
     public func nextDue() async throws -> Double? {
         try await database.pool.read { db in
             try Double.fetchOne(
-                db, sql: "SELECT min(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL")
+                db,
+                sql: """
+                    SELECT min(t) FROM (
+                        SELECT min(next_attempt_at) AS t FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL
+                        UNION ALL
+                        SELECT min(max(next_attempt_at, lease_until)) FROM deliveries
+                        WHERE state = 'pending' AND lease_owner IS NOT NULL)
+                    """)
         }
     }
 }

@@ -5,6 +5,9 @@ import Essentials
 import Foundation
 import Hummingbird
 import Logging
+import OTel
+import ServiceLifecycle
+import Tracing
 
 /// `enrichment-server serve`: run the HTTP service until SIGINT/SIGTERM (graceful shutdown).
 struct Serve: AsyncParsableCommand {
@@ -35,6 +38,12 @@ struct Serve: AsyncParsableCommand {
         return configuration
     }
 
+    /// The OTLP/HTTP traces URL for a configured endpoint: `/v1/traces` is added to an address with no path.
+    static func tracesURL(_ endpoint: String) -> String {
+        guard let url = URL(string: endpoint), url.path.isEmpty || url.path == "/" else { return endpoint }
+        return (endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint) + "/v1/traces"
+    }
+
     func validate() throws {
         do { _ = try Self.configuration(arguments: settings) } catch { throw ValidationError(error.description) }
     }
@@ -44,13 +53,30 @@ struct Serve: AsyncParsableCommand {
         do { configuration = try Self.configuration(arguments: settings) } catch {
             throw ValidationError(error.description)
         }
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = configuration.logLevel
-            return handler
+        // Traces over OTLP/HTTP when an endpoint is set; then each log line made inside a span carries its trace id.
+        var tracing: [any Service] = []
+        var metadataProvider: Logger.MetadataProvider?
+        if let endpoint = configuration.otlpEndpoint {
+            var otel = OTel.Configuration.default
+            otel.serviceName = "enrichment-server"
+            otel.logs.enabled = false
+            otel.metrics.enabled = false
+            // A bare collector address gets OTLP/HTTP's traces path, as OTEL_EXPORTER_OTLP_ENDPOINT would.
+            otel.traces.otlpExporter.endpoint = Self.tracesURL(endpoint)
+            otel.traces.otlpExporter.protocol = .httpProtobuf
+            let backend = try OTel.makeTracingBackend(configuration: otel)
+            InstrumentationSystem.bootstrap(backend.factory)
+            tracing.append(backend.service)
+            metadataProvider = OTel.makeLoggingMetadataProvider()
         }
+        LoggingSystem.bootstrap(
+            { label, provider in
+                var handler = StreamLogHandler.standardError(label: label, metadataProvider: provider)
+                handler.logLevel = configuration.logLevel
+                return handler
+            }, metadataProvider: metadataProvider)
         do {
-            let app = try await buildApplication(configuration)
+            let app = try await buildApplication(configuration, additionalServices: tracing)
             try await app.runService()
         } catch {
             guard let problem = startupProblem(error, configuration: configuration) else { throw error }

@@ -128,9 +128,12 @@ struct DeliveryStoreContractTests {
         #expect(first.allSatisfy { $0.attempts == 0 && $0.pushId == "p1" })
         let second = try await outbox.claim(owner: "b", limit: 10, now: 1001, lease: 60)
         #expect(second.map(\.delivery.token) == ["cc"])
-        // A lease that ran out can be taken by another worker.
+        // All three are held: the next claimable moment is the end of the first lease.
+        #expect(try await outbox.nextDue() == 1060)
+        // A lease that ran out can be taken by another worker; taking it over counts as an attempt.
         let taken = try await outbox.claim(owner: "b", limit: 10, now: 1061, lease: 60)
         #expect(Set(taken.map(\.delivery.token)) == ["aa", "bb"])
+        #expect(taken.allSatisfy { $0.attempts == 1 })
         // The first owner's late answer is ignored; the holder's is written.
         let late = try await outbox.complete(
             [DeliveryUpdate(id: first[0].id, state: .delivered, attempts: 1, status: 200, finishedAt: 1062)],

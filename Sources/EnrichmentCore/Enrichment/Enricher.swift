@@ -1,6 +1,7 @@
 public import Essentials
 public import Foundation
 import Logging
+public import Tracing
 
 /// Settings of the enrichment flow.
 public struct EnrichmentSettings: Sendable {
@@ -37,13 +38,16 @@ public struct Enricher: Sendable {
     public let clock: any WallClock
     /// The device's regions and zone for the template (nil without location intelligence).
     public let contexts: (any DeviceContextProvider)?
+    /// Where the spans of each enrichment go: the process's tracer (a no-op unless an OTLP endpoint is set).
+    public let tracer: any Tracer
 
     public init(
         settings: EnrichmentSettings, fixes: any FixStore, places: (any PlacesProvider)?,
         map: StaticMapBuilder?, template: BodyTemplate, clock: any WallClock = SystemWallClock(),
-        contexts: (any DeviceContextProvider)? = nil
+        contexts: (any DeviceContextProvider)? = nil, tracer: (any Tracer)? = nil
     ) {
         self.contexts = contexts
+        self.tracer = tracer ?? InstrumentationSystem.tracer
         self.settings = settings
         self.fixes = fixes
         self.places = places
@@ -63,6 +67,20 @@ public struct Enricher: Sendable {
         deviceId: String, payload: NotificationPayload, at: Date? = nil,
         mode modeOverride: BodyMode? = nil, staleness stalenessOverride: StalenessPolicy? = nil,
         fix fixOverride: LocationFix? = nil
+    ) async throws -> EnrichmentResult {
+        try await tracer.withSpan("enrichment") { span in
+            let result = try await evaluate(
+                deviceId: deviceId, payload: payload, at: at, mode: modeOverride, staleness: stalenessOverride,
+                fix: fixOverride)
+            span.attributes["enrichment.outcome"] = result.outcome.rawValue
+            span.attributes["enrichment.rule"] = result.rule
+            return result
+        }
+    }
+
+    private func evaluate(
+        deviceId: String, payload: NotificationPayload, at: Date?, mode modeOverride: BodyMode?,
+        staleness stalenessOverride: StalenessPolicy?, fix fixOverride: LocationFix?
     ) async throws -> EnrichmentResult {
         let now = at ?? clock.now()
         let mode = modeOverride ?? settings.mode
@@ -102,7 +120,11 @@ public struct Enricher: Sendable {
         // following each other); it is used only when the fix is.
         async let pendingContext = readContext(deviceId)
         // A fix given for this evaluation only (QA) stands in for the stored one.
-        let stored = fixOverride == nil ? try await fixes.latestFix(deviceId: deviceId) : fixOverride
+        let stored =
+            fixOverride == nil
+            ? try await tracer.withSpan("db.latest_fix", ofKind: .client) { _ in
+                try await fixes.latestFix(deviceId: deviceId)
+            } : fixOverride
         guard let fix = stored else {
             return try draft.finish(.noFix, rule: "no_fix_reported")
         }
@@ -131,7 +153,10 @@ public struct Enricher: Sendable {
         draft.placesProvider = places.name
 
         let started = ContinuousClock.now
-        let searched = await search(places, near: user)
+        let searched = await tracer.withSpan("places.search") { span in
+            span.attributes["places.provider"] = places.name
+            return await search(places, near: user)
+        }
         draft.placesMilliseconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1000
         switch searched {
         case .failure(let error):
@@ -162,7 +187,9 @@ public struct Enricher: Sendable {
     /// The device's context for the template; a nicety: a failure to read it never fails the enrichment.
     private func readContext(_ deviceId: String) async -> DeviceContext? {
         guard let contexts else { return nil }
-        return try? await contexts.context(deviceId: deviceId)
+        return await tracer.withSpan("db.device_context", ofKind: .client) { _ in
+            try? await contexts.context(deviceId: deviceId)
+        }
     }
 
     /// Runs the places search under the total deadline.

@@ -6,6 +6,7 @@ import Foundation
 import Logging
 import NIOCore
 import Synchronization
+import Tracing
 
 /// What the delivery engine reports as it works (the service turns these into Prometheus metrics).
 public protocol DeliveryObserver: Sendable {
@@ -243,7 +244,13 @@ public final class DeliveryEngine: Sendable {
                 }
                 // A full claim means more is waiting: the other lanes help.
                 if claimed.count == batchSize { rendezvous.notify(Self.wakeKey) }
-                if !claimed.isEmpty { try await process(claimed, owner: owner) }
+                if !claimed.isEmpty {
+                    let batch = claimed
+                    try await enricher.tracer.withSpan("delivery.batch") { span in
+                        span.attributes["delivery.count"] = batch.count
+                        try await process(batch, owner: owner)
+                    }
+                }
             } catch {
                 logger.error("delivery worker failed; retrying", metadata: ["error": "\(error)"])
                 // What this lane claimed and did not record can be claimed again at once.
@@ -328,7 +335,7 @@ public final class DeliveryEngine: Sendable {
             settings: enricher.settings,
             fixes: PrefetchedFixes(try await enricher.fixes.latestFixes(deviceIds: claimed.map(\.delivery.deviceId))),
             places: enricher.places, map: enricher.map, template: enricher.template, clock: enricher.clock,
-            contexts: enricher.contexts)
+            contexts: enricher.contexts, tracer: enricher.tracer)
         var pushes: [String: PushDefinition] = [:]
         var unreadable: [String: String] = [:]
         for id in Set(claimed.map(\.pushId)) {
@@ -387,13 +394,18 @@ public final class DeliveryEngine: Sendable {
         let sent = Answers()
         let senders = self.senders
         let concurrency = settings.concurrency
+        let tracer = enricher.tracer
         async let allSent: Void = withTaskGroup(of: Void.self) { group in
             for (environment, batch) in attempts {
                 guard let sender = senders[environment] else { continue }
                 group.addTask {
                     let started = ContinuousClock.now
-                    await sender.send(batch.map(\.request), concurrency: concurrency) { index, result in
-                        sent.add((batch[index], result, ContinuousClock.now - started))
+                    await tracer.withSpan("apns.send", ofKind: .client) { span in
+                        span.attributes["apns.environment"] = environment.rawValue
+                        span.attributes["apns.pushes"] = batch.count
+                        await sender.send(batch.map(\.request), concurrency: concurrency) { index, result in
+                            sent.add((batch[index], result, ContinuousClock.now - started))
+                        }
                     }
                 }
             }
@@ -450,7 +462,10 @@ public final class DeliveryEngine: Sendable {
             updates.append(update)
             if let deactivation { deactivations.append(deactivation) }
         }
-        try await outbox.complete(updates, outcomes: outcomes, owner: owner)
+        try await enricher.tracer.withSpan("db.record_answers", ofKind: .client) { span in
+            span.attributes["delivery.updates"] = updates.count
+            _ = try await outbox.complete(updates, outcomes: outcomes, owner: owner)
+        }
         for update in updates { observer?.attempt(state: update.state, status: update.status, reason: update.reason) }
         for deactivation in deactivations {
             do {

@@ -6,6 +6,7 @@ import Foundation
 import Hummingbird
 import LocationCore
 import Logging
+import Tracing
 
 /// Location reports and per-device data: `/v1/devices/{deviceId}/...`.
 struct DeviceRoutes {
@@ -81,14 +82,20 @@ struct DeviceRoutes {
             let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
             let batch = try OpenLocateBatch.parse(
                 document, deviceId: id, receivedAt: state.clock.now().timeIntervalSince1970)
+            let tracer = state.enricher.tracer
             // Stored (and committed) before we acknowledge: an accepted fix is never lost.
-            try await state.fixes.insert(batch.accepted)
+            try await tracer.withSpan("db.insert_fixes", ofKind: .client) { span in
+                span.attributes["fixes.count"] = batch.accepted.count
+                try await state.fixes.insert(batch.accepted)
+            }
             state.metrics.fixes(accepted: batch.accepted.count, rejected: batch.rejected.count)
             // Regions and visits after the commit: a failure here is reported, and the fixes stay stored.
             var events: Int?
             var locationError: String?
             do {
-                events = try await state.location.ingested(batch.accepted)
+                events = try await tracer.withSpan("location.evaluate") { _ in
+                    try await state.location.ingested(batch.accepted)
+                }
             } catch {
                 context.logger.error("location evaluation failed", metadata: ["error": "\(error)"])
                 locationError = "regions and visits were not evaluated for this batch: \(error)"

@@ -398,7 +398,6 @@ let package = Package(
                 "Essentials",
                 "TestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Hummingbird", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -38,32 +38,7 @@ for d in range(devices):
     body = json.dumps({"locations": [{"latitude": 48.85 + rng.uniform(-0.05, 0.05), "longitude": 2.35 + rng.uniform(-0.05, 0.05), "utc_timestamp": now - 60}]})
     conn.request("POST", f"/v1/devices/dev-{d}/locations", body, {"Content-Type": "application/json"}); r = conn.getresponse(); r.read()
 PY
-cat > "$DATA/enrich.lua" <<LUA
-local now = os.time()
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-local n = math.random(1, $DEVICES)
-request = function()
-  n = n + 1
-  local body = string.format('{"device_id":"dev-%d","payload":{"aps":{"alert":{"title":"Nearby","body":"x"},"mutable-content":1,"category":"location","timestamp":%d}}}', (n * 7919) % $DEVICES, now)
-  return wrk.format(nil, "/v1/enrich", nil, body)
-end
-LUA
-cat > "$DATA/ingest.lua" <<LUA
-local now = os.time()
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-local items = {}
-for i = 1, 100 do
-  items[i] = string.format('{"latitude":%.5f,"longitude":%.5f,"utc_timestamp":%d,"horizontal_accuracy":10}', 48.8 + i / 1000, 2.3 + i / 1000, now - 100 + i)
-end
-local body = '{"locations":[' .. table.concat(items, ",") .. ']}'
-local n = math.random(1, 1000000)
-request = function()
-  n = n + 1
-  return wrk.format(nil, string.format("/v1/devices/ingest-%d/locations", n % 5000), nil, body)
-end
-LUA
+write_wrk_scripts "$DATA" "$DEVICES"
 psql -q "$URL" -c "SELECT pg_stat_statements_reset()" >/dev/null
 cpu() { ps -eo pid,comm,cputimes --no-headers | awk '{print $1, $2, $3}'; }
 cpu >"$DATA/cpu-before.txt"

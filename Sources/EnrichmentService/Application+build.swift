@@ -84,10 +84,11 @@ func buildRouter(_ state: ServiceState) -> Router<ServiceContext> {
     let router = Router(context: ServiceContext.self, options: .autoGenerateHeadEndpoints)
     let table = RouteTable()
     // A server span per request when a tracer is set up (ENRICH_OTLP_ENDPOINT); the engine's spans are its children.
-    router.add(middleware: TracingMiddleware())
-    // One line per request at debug (method and path, no header), inside the request's span: with tracing on it
-    // carries the trace id.
-    router.add(middleware: LogRequestsMiddleware(.debug))
+    // The store search's API keys (`private_key`, `key`) never reach a span.
+    router.add(middleware: TracingMiddleware(redactingQueryParameters: ["private_key", "key"]))
+    // One line per request at debug (method, path without its query, status), inside the request's span: with
+    // tracing on it carries the trace id.
+    router.add(middleware: RequestLogMiddleware())
     router.add(middleware: MetricsMiddleware(metrics: state.metrics))
     router.add(middleware: ErrorMiddleware(routes: table))
     if let apiKey = state.configuration.apiKey {

@@ -84,11 +84,14 @@ func buildRouter(_ state: ServiceState) -> Router<ServiceContext> {
     let router = Router(context: ServiceContext.self, options: .autoGenerateHeadEndpoints)
     let table = RouteTable()
     // A server span per request when a tracer is set up (ENRICH_OTLP_ENDPOINT); the engine's spans are its children.
-    // The store search's API keys (`private_key`, `key`) never reach a span.
-    router.add(middleware: TracingMiddleware(redactingQueryParameters: ["private_key", "key"]))
+    // With tracing on (a tracer was set up): a server span per request. The store search's API keys (`private_key`,
+    // `key`) never reach a span.
+    if state.enricher.spans.tracer != nil {
+        router.add(middleware: TracingMiddleware(redactingQueryParameters: ["private_key", "key"]))
+    }
     // One line per request at debug (method, path without its query, status), inside the request's span: with
     // tracing on it carries the trace id.
-    router.add(middleware: RequestLogMiddleware())
+    if state.configuration.logLevel <= .debug { router.add(middleware: RequestLogMiddleware()) }
     router.add(middleware: MetricsMiddleware(metrics: state.metrics))
     router.add(middleware: ErrorMiddleware(routes: table))
     if let apiKey = state.configuration.apiKey {

@@ -38,8 +38,8 @@ public struct Enricher: Sendable {
     public let clock: any WallClock
     /// The device's regions and zone for the template (nil without location intelligence).
     public let contexts: (any DeviceContextProvider)?
-    /// Where the spans of each enrichment go: the process's tracer (a no-op unless an OTLP endpoint is set).
-    public let tracer: any Tracer
+    /// Where the spans of each enrichment go: the process's tracer when an OTLP endpoint is set, else none.
+    public let spans: SpanRecorder
 
     public init(
         settings: EnrichmentSettings, fixes: any FixStore, places: (any PlacesProvider)?,
@@ -47,7 +47,7 @@ public struct Enricher: Sendable {
         contexts: (any DeviceContextProvider)? = nil, tracer: (any Tracer)? = nil
     ) {
         self.contexts = contexts
-        self.tracer = tracer ?? InstrumentationSystem.tracer
+        self.spans = tracer.map { SpanRecorder($0) } ?? .process
         self.settings = settings
         self.fixes = fixes
         self.places = places
@@ -68,12 +68,12 @@ public struct Enricher: Sendable {
         mode modeOverride: BodyMode? = nil, staleness stalenessOverride: StalenessPolicy? = nil,
         fix fixOverride: LocationFix? = nil
     ) async throws -> EnrichmentResult {
-        try await tracer.withSpan("enrichment") { span in
+        try await spans.run("enrichment") { span in
             let result = try await evaluate(
                 deviceId: deviceId, payload: payload, at: at, mode: modeOverride, staleness: stalenessOverride,
                 fix: fixOverride)
-            span.attributes["enrichment.outcome"] = result.outcome.rawValue
-            span.attributes["enrichment.rule"] = result.rule
+            span?.attributes["enrichment.outcome"] = result.outcome.rawValue
+            span?.attributes["enrichment.rule"] = result.rule
             return result
         }
     }
@@ -122,7 +122,7 @@ public struct Enricher: Sendable {
         // A fix given for this evaluation only (QA) stands in for the stored one.
         let stored =
             fixOverride == nil
-            ? try await tracer.withSpan("db.latest_fix", ofKind: .client) { _ in
+            ? try await spans.run("db.latest_fix", kind: .client) { _ in
                 try await fixes.latestFix(deviceId: deviceId)
             } : fixOverride
         guard let fix = stored else {
@@ -153,8 +153,8 @@ public struct Enricher: Sendable {
         draft.placesProvider = places.name
 
         let started = ContinuousClock.now
-        let searched = await tracer.withSpan("places.search") { span in
-            span.attributes["places.provider"] = places.name
+        let searched = await spans.run("places.search") { span in
+            span?.attributes["places.provider"] = places.name
             return await search(places, near: user)
         }
         draft.placesMilliseconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1000
@@ -187,7 +187,7 @@ public struct Enricher: Sendable {
     /// The device's context for the template; a nicety: a failure to read it never fails the enrichment.
     private func readContext(_ deviceId: String) async -> DeviceContext? {
         guard let contexts else { return nil }
-        return await tracer.withSpan("db.device_context", ofKind: .client) { _ in
+        return await spans.run("db.device_context", kind: .client) { _ in
             try? await contexts.context(deviceId: deviceId)
         }
     }

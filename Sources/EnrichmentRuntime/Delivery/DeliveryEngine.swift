@@ -246,8 +246,8 @@ public final class DeliveryEngine: Sendable {
                 if claimed.count == batchSize { rendezvous.notify(Self.wakeKey) }
                 if !claimed.isEmpty {
                     let batch = claimed
-                    try await enricher.tracer.withSpan("delivery.batch") { span in
-                        span.attributes["delivery.count"] = batch.count
+                    try await enricher.spans.run("delivery.batch") { span in
+                        span?.attributes["delivery.count"] = batch.count
                         try await process(batch, owner: owner)
                     }
                 }
@@ -335,7 +335,7 @@ public final class DeliveryEngine: Sendable {
             settings: enricher.settings,
             fixes: PrefetchedFixes(try await enricher.fixes.latestFixes(deviceIds: claimed.map(\.delivery.deviceId))),
             places: enricher.places, map: enricher.map, template: enricher.template, clock: enricher.clock,
-            contexts: enricher.contexts, tracer: enricher.tracer)
+            contexts: enricher.contexts, tracer: enricher.spans.tracer)
         var pushes: [String: PushDefinition] = [:]
         var unreadable: [String: String] = [:]
         for id in Set(claimed.map(\.pushId)) {
@@ -394,15 +394,15 @@ public final class DeliveryEngine: Sendable {
         let sent = Answers()
         let senders = self.senders
         let concurrency = settings.concurrency
-        let tracer = enricher.tracer
+        let spans = enricher.spans
         async let allSent: Void = withTaskGroup(of: Void.self) { group in
             for (environment, batch) in attempts {
                 guard let sender = senders[environment] else { continue }
                 group.addTask {
                     let started = ContinuousClock.now
-                    await tracer.withSpan("apns.send", ofKind: .client) { span in
-                        span.attributes["apns.environment"] = environment.rawValue
-                        span.attributes["apns.pushes"] = batch.count
+                    await spans.run("apns.send", kind: .client) { span in
+                        span?.attributes["apns.environment"] = environment.rawValue
+                        span?.attributes["apns.pushes"] = batch.count
                         await sender.send(batch.map(\.request), concurrency: concurrency) { index, result in
                             sent.add((batch[index], result, ContinuousClock.now - started))
                         }
@@ -462,8 +462,8 @@ public final class DeliveryEngine: Sendable {
             updates.append(update)
             if let deactivation { deactivations.append(deactivation) }
         }
-        try await enricher.tracer.withSpan("db.record_answers", ofKind: .client) { span in
-            span.attributes["delivery.updates"] = updates.count
+        try await enricher.spans.run("db.record_answers", kind: .client) { span in
+            span?.attributes["delivery.updates"] = updates.count
             _ = try await outbox.complete(updates, outcomes: outcomes, owner: owner)
         }
         for update in updates { observer?.attempt(state: update.state, status: update.status, reason: update.reason) }

@@ -82,10 +82,10 @@ struct DeviceRoutes {
             let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
             let batch = try OpenLocateBatch.parse(
                 document, deviceId: id, receivedAt: state.clock.now().timeIntervalSince1970)
-            let tracer = state.enricher.tracer
+            let spans = state.enricher.spans
             // Stored (and committed) before we acknowledge: an accepted fix is never lost.
-            try await tracer.withSpan("db.insert_fixes", ofKind: .client) { span in
-                span.attributes["fixes.count"] = batch.accepted.count
+            try await spans.run("db.insert_fixes", kind: .client) { span in
+                span?.attributes["fixes.count"] = batch.accepted.count
                 try await state.fixes.insert(batch.accepted)
             }
             state.metrics.fixes(accepted: batch.accepted.count, rejected: batch.rejected.count)
@@ -93,7 +93,7 @@ struct DeviceRoutes {
             var events: Int?
             var locationError: String?
             do {
-                events = try await tracer.withSpan("location.evaluate") { _ in
+                events = try await spans.run("location.evaluate") { _ in
                     try await state.location.ingested(batch.accepted)
                 }
             } catch {

@@ -49,37 +49,7 @@ for d in range(devices):
     assert r.status == 200, r.status
 PY
 
-cat > "$DATA/enrich.lua" <<LUA
-local devices = $DEVICES
-local now = os.time()
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-local n = 0
-request = function()
-  n = n + 1
-  local body = string.format('{"device_id":"dev-%d","payload":{"aps":{"alert":{"title":"Nearby","body":"x"},"mutable-content":1,"category":"location","timestamp":%d}}}', (n * 7919) % devices, now)
-  return wrk.format(nil, "/v1/enrich", nil, body)
-end
-response = function(status, headers, body)
-  if status ~= 200 then error("status " .. status) end
-end
-LUA
-
-cat > "$DATA/ingest.lua" <<LUA
-local now = os.time()
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-local items = {}
-for i = 1, 100 do
-  items[i] = string.format('{"latitude":%.5f,"longitude":%.5f,"utc_timestamp":%d,"horizontal_accuracy":10}', 48.8 + i / 1000, 2.3 + i / 1000, now - 100 + i)
-end
-local body = '{"locations":[' .. table.concat(items, ",") .. ']}'
-local n = 0
-request = function()
-  n = n + 1
-  return wrk.format(nil, string.format("/v1/devices/ingest-%d/locations", n % 5000), nil, body)
-end
-LUA
+write_wrk_scripts "$DATA" "$DEVICES"
 
 run() { wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "$@"; }
 rps() { awk '/Requests\/sec/ {print $2}' "$1"; }

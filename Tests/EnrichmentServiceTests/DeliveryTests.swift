@@ -21,12 +21,9 @@ func withDelivery<T: Sendable>(
         try await withMock { productionURL, production in
             try await withService(
                 { configuration in
-                    configuration.delivery.keyFile = keyFile
-                    configuration.delivery.keyID = "KEYID12345"
-                    configuration.delivery.teamID = "TEAMID6789"
-                    configuration.delivery.caFile = caFile
-                    configuration.delivery.sandboxURL = sandboxURL
-                    configuration.delivery.productionURL = productionURL
+                    deliverToMock(
+                        &configuration, keyFile: keyFile, caFile: caFile, sandbox: sandboxURL,
+                        production: productionURL)
                     configuration.delivery.retryDelay = 0.05
                     configuration.delivery.attempts = 3
                     adjust(&configuration)

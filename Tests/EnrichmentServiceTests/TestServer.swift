@@ -46,3 +46,17 @@ func enrichBody(device: String, payload: String, at: Int64? = nil, mode: String?
     if let mode { fields.append(#""mode":"\#(mode)""#) }
     return "{" + fields.joined(separator: ",") + "}"
 }
+
+/// Points delivery at the mock APNs: the throwaway token key and CA (`writeMockCredentials`), one URL per
+/// environment.
+func deliverToMock(
+    _ configuration: inout ServiceConfiguration, keyFile: String, caFile: String, sandbox: String,
+    production: String
+) {
+    configuration.delivery.keyFile = keyFile
+    configuration.delivery.keyID = "KEYID12345"
+    configuration.delivery.teamID = "TEAMID6789"
+    configuration.delivery.caFile = caFile
+    configuration.delivery.sandboxURL = sandbox
+    configuration.delivery.productionURL = production
+}

@@ -23,12 +23,7 @@ struct TracingTests {
         try await withMock { mock, state in
             var configuration = ServiceConfiguration()
             configuration.databasePath = directory.appendingPathComponent("db.sqlite").path
-            configuration.delivery.keyFile = keyFile
-            configuration.delivery.keyID = "KEYID12345"
-            configuration.delivery.teamID = "TEAMID6789"
-            configuration.delivery.caFile = caFile
-            configuration.delivery.sandboxURL = mock
-            configuration.delivery.productionURL = mock
+            deliverToMock(&configuration, keyFile: keyFile, caFile: caFile, sandbox: mock, production: mock)
             let tracer = InMemoryTracer()
             let runtime = try await EnrichmentRuntime.open(configuration, tracer: tracer)
             let now = Date().timeIntervalSince1970

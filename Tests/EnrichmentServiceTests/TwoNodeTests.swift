@@ -21,12 +21,7 @@ struct TwoNodeTests {
         try await withMock { mock, state in
             let node: @Sendable (inout ServiceConfiguration) -> Void = { configuration in
                 configuration.databaseURL = Secret(url)
-                configuration.delivery.keyFile = keyFile
-                configuration.delivery.keyID = "KEYID12345"
-                configuration.delivery.teamID = "TEAMID6789"
-                configuration.delivery.caFile = caFile
-                configuration.delivery.sandboxURL = mock
-                configuration.delivery.productionURL = mock
+                deliverToMock(&configuration, keyFile: keyFile, caFile: caFile, sandbox: mock, production: mock)
                 configuration.delivery.concurrency = 20
             }
             try await withService(node) { a in

@@ -40,7 +40,9 @@ for d in range(devices):
 PY
 write_wrk_scripts "$DATA" "$DEVICES"
 psql -q "$URL" -c "SELECT pg_stat_statements_reset()" >/dev/null
-cpu() { ps -eo pid,comm,cputimes --no-headers | awk '{print $1, $2, $3}'; }
+# CPU in clock ticks per process (ps's whole seconds rounded each of 20 short-lived backends down to 0).
+cpu() { for s in /proc/[0-9]*/stat; do awk '{sub(/.*\) /, ""); print FILENAME, $12 + $13}' "$s" 2>/dev/null; done |
+  while read -r f t; do p=${f#/proc/}; p=${p%/stat}; echo "$p $(tr ' ' '_' <"/proc/$p/comm" 2>/dev/null || echo gone) $t"; done; }
 cpu >"$DATA/cpu-before.txt"
 threads() { for t in /proc/$NODE/task/*; do echo "$(basename "$t") $(tr ' ' '_' <"$t/comm") $(awk '{print $14 + $15}' "$t/stat")"; done; }
 threads >"$DATA/threads-before.txt"
@@ -56,12 +58,13 @@ echo "== statements per request ($REQUESTS $MODE requests)"
 psql -q -A -F' | ' "$URL" -c "SELECT round(calls::numeric / $REQUESTS, 3) AS per_request, round(mean_exec_time::numeric, 3) AS mean_ms, left(regexp_replace(query, '\s+', ' ', 'g'), 90) FROM pg_stat_statements WHERE calls > $REQUESTS / 100 ORDER BY calls DESC LIMIT 12"
 echo "== CPU seconds during the load, by process name"
 python3 - "$DATA/cpu-before.txt" "$DATA/cpu-after.txt" "$DURATION" <<'PY'
-import sys, collections
-def read(f): return {p: (c, int(t)) for p, c, t in (l.split() for l in open(f))}
+import sys, collections, os
+tick = os.sysconf("SC_CLK_TCK")
+def read(f): return {p: (c, int(t)) for p, c, t in (l.split() for l in open(f) if len(l.split()) == 3)}
 a, b, d = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
 use = collections.Counter()
-for p, (c, t) in b.items(): use[c] += t - a.get(p, (c, 0))[1]
-for c, t in use.most_common(6): print(f"{c:20} {t:5d} s  ({t / d:.2f} cores)")
+for p, (c, t) in b.items(): use[c] += (t - a.get(p, (c, 0))[1]) / tick
+for c, t in use.most_common(6): print(f"{c:20} {t:6.2f} s  ({t / d:.2f} cores)")
 PY
 echo "== the node's threads: CPU seconds during the load"
 python3 - "$DATA/threads-before.txt" "$DATA/threads-after.txt" <<'PY'

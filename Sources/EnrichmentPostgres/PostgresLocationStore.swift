@@ -1,4 +1,4 @@
-import EnrichmentCore
+public import EnrichmentCore
 import Essentials
 public import LocationCore
 import Logging
@@ -202,6 +202,48 @@ public struct PostgresLocationStore: LocationStore {
         guard !ids.isEmpty else { return ([:], [:]) }
         // One statement, no transaction and no lock.
         return try await Self.readRegionStates(database.client.query(Self.regionStatesQuery(ids), logger: logger))
+    }
+
+    /// The last fix, the region state and the home/work zones of each device, in one statement (what one
+    /// enrichment reads: one trip to the database instead of two). No transaction and no lock: a read only.
+    public func readSnapshots(deviceIds: [String]) async throws -> (
+        fixes: [String: LocationFix], states: [String: DeviceRegionState], zones: [String: [ZoneOfInterest]]
+    ) {
+        let ids = Array(Set(deviceIds))
+        guard !ids.isEmpty else { return ([:], [:], [:]) }
+        let rows = try await database.client.query(
+            """
+            SELECT * FROM (
+                SELECT DISTINCT ON (device_id) device_id, 2::int8 AS kind, NULL::text AS body, 0::int8 AS position,
+                       fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras
+                FROM fixes WHERE device_id = ANY(\(ids)::text[]) ORDER BY device_id, fix_time DESC) AS last
+            UNION ALL
+            SELECT device_id, 0::int8, body, 0::int8, NULL::float8, NULL::float8, NULL::float8, NULL::float8,
+                   NULL::text, NULL::float8, NULL::text
+            FROM region_state WHERE device_id = ANY(\(ids)::text[])
+            UNION ALL
+            SELECT device_id, 1::int8, body, position::int8, NULL::float8, NULL::float8, NULL::float8, NULL::float8,
+                   NULL::text, NULL::float8, NULL::text
+            FROM zois WHERE device_id = ANY(\(ids)::text[]) AND period IN ('HOME_PERIOD', 'WORK_PERIOD')
+            ORDER BY 1, 2, 4
+            """, logger: logger)
+        var fixes: [String: LocationFix] = [:]
+        var states: [String: DeviceRegionState] = [:]
+        var zones: [String: [ZoneOfInterest]] = [:]
+        for try await (id, kind, body, _, time, lat, lng, accuracy, context, received, extras) in rows.decode(
+            (String, Int, String?, Int, Double?, Double?, Double?, Double?, String?, Double?, String?).self)
+        {
+            switch kind {
+            case 2:
+                guard let time, let lat, let lng, let received else { continue }
+                fixes[id] = PostgresFixStore.fix(
+                    id: id, time: time, latitude: lat, longitude: lng, accuracy: accuracy, context: context,
+                    received: received, extras: extras)
+            case 0: states[id] = try LocationCodec.regionState(body ?? "")
+            default: zones[id, default: []].append(try LocationCodec.zoi(body ?? ""))
+            }
+        }
+        return (fixes, states, zones)
     }
 
     /// The region states and the home/work zones of `ids` in one statement.

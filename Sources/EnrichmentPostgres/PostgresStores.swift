@@ -76,12 +76,22 @@ public struct PostgresFixStore: FixStore {
             (String, Double, Double, Double, Double?, String?, Double, String?).self)
         {
             fixes.append(
-                LocationFix(
-                    deviceId: id, coordinate: Coordinate(latitude: lat, longitude: lng), fixTime: time,
-                    horizontalAccuracy: accuracy, context: context, receivedAt: received,
-                    extras: extras.flatMap { try? JSONValue.decode(Data($0.utf8)) }))
+                fix(
+                    id: id, time: time, latitude: lat, longitude: lng, accuracy: accuracy, context: context,
+                    received: received, extras: extras))
         }
         return fixes
+    }
+
+    /// A fix from its columns.
+    static func fix(
+        id: String, time: Double, latitude: Double, longitude: Double, accuracy: Double?, context: String?,
+        received: Double, extras: String?
+    ) -> LocationFix {
+        LocationFix(
+            deviceId: id, coordinate: Coordinate(latitude: latitude, longitude: longitude), fixTime: time,
+            horizontalAccuracy: accuracy, context: context, receivedAt: received,
+            extras: extras.flatMap { try? JSONValue.decode(Data($0.utf8)) })
     }
 
     public func expireFixes(takenAtOrBefore cutoff: Double) async throws -> Int {

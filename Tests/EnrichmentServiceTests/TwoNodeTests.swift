@@ -11,7 +11,7 @@ import Testing
 @Suite("Two nodes on one PostgreSQL behave as one service", .serialized)
 struct TwoNodeTests {
     @Test(
-        "a fix reported to one node is the other's next enrichment; a POI import reaches the other's index within a second; each delivery is sent once"
+        "a fix reported to one node is the other's next enrichment; a POI import reaches the other's index within a second; 10,000 deliveries posted to one node are sent by both, each once"
     )
     func twoNodes() async throws {
         let url = try await PostgresTestDatabase.makeURL()
@@ -69,34 +69,52 @@ struct TwoNodeTests {
                     #expect(gone, "B still answers with the POI deleted on A")
                     #expect(deleteElapsed < .seconds(1), "B saw the delete after \(deleteElapsed)")
 
-                    // 3. Deliveries committed on A are claimed by both nodes' workers, each sent once.
-                    let ids = (0..<200).map { "many-\($0)" }
-                    for (index, id) in ids.enumerated() {
-                        let reply = try await register(index % 2 == 0 ? a : b, id, deviceToken(5_000 + index))
-                        #expect(reply.status == 201)
+                    // 3. 10,000 deliveries (ten pushes of 1,000) committed on A are claimed by both nodes'
+                    // workers in chunks, each sent once.
+                    let count = 10_000
+                    let ids = (0..<count).map { "many-\($0)" }
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for lane in 0..<16 {
+                            group.addTask {
+                                for index in stride(from: lane, to: count, by: 16) {
+                                    let reply = try await register(
+                                        index % 2 == 0 ? a : b, ids[index], deviceToken(5_000 + index))
+                                    #expect(reply.status == 201)
+                                }
+                            }
+                        }
+                        try await group.waitForAll()
                     }
-                    for index in 0..<200 {
+                    for index in 0..<count {
                         state.script(
-                            FailureScript(status: 200, delayMilliseconds: 300), for: deviceToken(5_000 + index))
+                            FailureScript(status: 200, delayMilliseconds: 20), for: deviceToken(5_000 + index))
                     }
-                    let accepted = try await a.post("/v1/push", json: pushBody(devices: ids, extra: #""wait":false"#))
-                    #expect(accepted.status == 202)
-                    let pushId = try #require(accepted.json?["push_id"]?.stringValue)
-                    var report = try await b.get("/v1/push/\(pushId)")
-                    let deadline = Date().addingTimeInterval(30)
-                    while report.json?["done"] != .bool(true), Date() < deadline {
-                        try await Task.sleep(for: .milliseconds(50))
-                        report = try await b.get("/v1/push/\(pushId)")
+                    var pushIds: [String] = []
+                    for start in stride(from: 0, to: count, by: 1_000) {
+                        let accepted = try await a.post(
+                            "/v1/push",
+                            json: pushBody(devices: Array(ids[start..<start + 1_000]), extra: #""wait":false"#))
+                        #expect(accepted.status == 202)
+                        pushIds.append(try #require(accepted.json?["push_id"]?.stringValue))
                     }
-                    #expect(report.json?["counts"]?["delivered"] == .int(200))
+                    let deadline = Date().addingTimeInterval(120)
+                    for pushId in pushIds {
+                        var report = try await b.get("/v1/push/\(pushId)")
+                        while report.json?["done"] != .bool(true), Date() < deadline {
+                            try await Task.sleep(for: .milliseconds(100))
+                            report = try await b.get("/v1/push/\(pushId)")
+                        }
+                        #expect(report.json?["counts"]?["delivered"] == .int(1_000))
+                    }
                     let received = Dictionary(state.receivedPushes.map { ($0.deviceToken, 1) }, uniquingKeysWith: +)
-                    #expect(received.count == 200)
+                    #expect(received.count == count)
                     #expect(received.values.allSatisfy { $0 == 1 }, "a delivery was sent twice")
                     // Both nodes drain the batch posted to A: each sends at least 30% of it.
                     let sentByA = attempts(in: try await a.get("/metrics").text)
                     let sentByB = attempts(in: try await b.get("/metrics").text)
-                    #expect(sentByA + sentByB == 200)
-                    #expect(sentByA >= 60 && sentByB >= 60, "A sent \(sentByA), B sent \(sentByB)")
+                    #expect(sentByA + sentByB == count)
+                    #expect(
+                        sentByA >= count * 3 / 10 && sentByB >= count * 3 / 10, "A sent \(sentByA), B sent \(sentByB)")
                 }
             }
         }

@@ -149,6 +149,44 @@ struct LocationStoreContractTests {
         #expect(events.first?.name == "woos_geofence_entered_event")
     }
 
+    @Test("PostgreSQL: one snapshot statement reads what the separate fix and region reads read")
+    func snapshots() async throws {
+        let database = try await PostgresTestDatabase.open()
+        let store = PostgresLocationStore(database: database)
+        let fixes = PostgresFixStore(database: database)
+        var settings = LocationSettings()
+        settings.classificationEnabled = false
+        var zoi = VisitIntake(settings: settings, makeId: { _ in "z1" }).replaySample([visit("a", 1000)])[0]
+        zoi.period = ZOIPeriod.work
+        let work = zoi
+        _ = try await store.updateVisits(deviceId: "both") { _ in
+            (DeviceVisitsChange(newVisits: [visit("a", 1000)], zois: [work]), 0)
+        }
+        let state = DeviceRegionState(logs: ["custom_a": .init(didEnter: true, date: 12.5)], lastFixTime: 99)
+        try await store.updateRegionStates(deviceIds: ["both", "state-only"]) { _, _ in
+            (["both": state, "state-only": state], [], ())
+        }
+        let fix = { (device: String, time: Double, lat: Double) in
+            LocationFix(
+                deviceId: device, coordinate: Coordinate(latitude: lat, longitude: 2.5), fixTime: time,
+                horizontalAccuracy: time == 20 ? nil : 8, context: time == 20 ? "ctx" : nil, receivedAt: time + 1,
+                extras: time == 20 ? .object(["speed": .double(1.5)]) : nil)
+        }
+        try await fixes.insert([fix("both", 10, 48), fix("both", 20, 49), fix("fix-only", 5, 47)])
+
+        let ids = ["both", "state-only", "fix-only", "nothing", "both"]
+        let snapshot = try await store.readSnapshots(deviceIds: ids)
+        let separate = try await (fixes.latestFixes(deviceIds: ids), store.readRegionStates(deviceIds: ids))
+        #expect(snapshot.fixes == separate.0)
+        #expect(snapshot.fixes["both"]?.fixTime == 20)
+        #expect(snapshot.fixes["both"]?.extras == .object(["speed": .double(1.5)]))
+        #expect(snapshot.fixes.keys.sorted() == ["both", "fix-only"])
+        #expect(snapshot.states == separate.1.states)
+        #expect(snapshot.states.keys.sorted() == ["both", "state-only"])
+        #expect(snapshot.zones.mapValues { $0.map(\.id) } == ["both": ["z1"]])
+        #expect(snapshot.zones.mapValues { $0.map(\.id) } == separate.1.zones.mapValues { $0.map(\.id) })
+    }
+
     @Test("retention removes old visits from ZOIs and old events", arguments: LocationStoreKind.allCases)
     func retention(kind: LocationStoreKind) async throws {
         let temp = try TemporaryDatabase()

@@ -32,3 +32,20 @@ public protocol DeviceContextProvider: Sendable {
     /// The device's context, or nil when nothing is known.
     func context(deviceId: String) async throws -> DeviceContext?
 }
+
+/// A device's last fix and its context, read together.
+public struct DeviceSnapshot: Sendable {
+    public var fix: LocationFix?
+    public var context: DeviceContext?
+
+    public init(fix: LocationFix?, context: DeviceContext?) {
+        self.fix = fix
+        self.context = context
+    }
+}
+
+/// Reads a device's last fix and its context in one trip (a shared database, where each read is a round trip).
+/// What it returns was read after it was asked for: a fix acknowledged by any node before is in it.
+public protocol DeviceSnapshotProvider: Sendable {
+    func snapshot(deviceId: String) async throws -> DeviceSnapshot
+}

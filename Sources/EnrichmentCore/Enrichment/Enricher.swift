@@ -38,15 +38,20 @@ public struct Enricher: Sendable {
     public let clock: any WallClock
     /// The device's regions and zone for the template (nil without location intelligence).
     public let contexts: (any DeviceContextProvider)?
+    /// Reads the fix and the context in one trip where each read is a round trip (PostgreSQL); nil reads them
+    /// from `fixes` and `contexts`.
+    public let snapshots: (any DeviceSnapshotProvider)?
     /// Where the spans of each enrichment go: the process's tracer when an OTLP endpoint is set, else none.
     public let spans: SpanRecorder
 
     public init(
         settings: EnrichmentSettings, fixes: any FixStore, places: (any PlacesProvider)?,
         map: StaticMapBuilder?, template: BodyTemplate, clock: any WallClock = SystemWallClock(),
-        contexts: (any DeviceContextProvider)? = nil, tracer: (any Tracer)? = nil
+        contexts: (any DeviceContextProvider)? = nil, snapshots: (any DeviceSnapshotProvider)? = nil,
+        tracer: (any Tracer)? = nil
     ) {
         self.contexts = contexts
+        self.snapshots = snapshots
         self.spans = tracer.map { SpanRecorder($0) } ?? .process
         self.settings = settings
         self.fixes = fixes
@@ -116,15 +121,24 @@ public struct Enricher: Sendable {
         draft.legacyShape = draft.legacyShape || request.legacy
         guard request.wanted else { return try draft.finish(.unchanged, rule: "category_not_location") }
 
-        // The device's context is read while the fix is (two reads from a shared database overlap instead of
-        // following each other); it is used only when the fix is.
-        async let pendingContext = readContext(deviceId)
-        // A fix given for this evaluation only (QA) stands in for the stored one.
-        let stored =
-            fixOverride == nil
-            ? try await spans.run("db.latest_fix", kind: .client) { _ in
+        // The fix and the device's context (used only with the fix): one read where each read is a round trip
+        // (a shared database), else the context is read once the fix is known to be usable. A fix given for this
+        // evaluation only (QA) stands in for the stored one.
+        let stored: LocationFix?
+        var snapshotContext: DeviceContext?? = .none
+        if fixOverride == nil, let snapshots {
+            let snapshot = try await spans.run("db.device_snapshot", kind: .client) { _ in
+                try await snapshots.snapshot(deviceId: deviceId)
+            }
+            stored = snapshot.fix
+            snapshotContext = .some(snapshot.context)
+        } else if let fixOverride {
+            stored = fixOverride
+        } else {
+            stored = try await spans.run("db.latest_fix", kind: .client) { _ in
                 try await fixes.latestFix(deviceId: deviceId)
-            } : fixOverride
+            }
+        }
         guard let fix = stored else {
             return try draft.finish(.noFix, rule: "no_fix_reported")
         }
@@ -140,7 +154,8 @@ public struct Enricher: Sendable {
             ageSeconds: age, horizontalAccuracy: fix.horizontalAccuracy, context: fix.context)
         guard age <= settings.fixMaxAge else { return try draft.finish(.noFix, rule: "fix_too_old") }
         let user = fix.coordinate
-        let context = await pendingContext
+        let context: DeviceContext?
+        if case .some(let known) = snapshotContext { context = known } else { context = await readContext(deviceId) }
         draft.deviceContext = context
 
         guard let places else {

@@ -41,7 +41,7 @@ PY
 write_wrk_scripts "$DATA" "$DEVICES"
 psql -q "$URL" -c "SELECT pg_stat_statements_reset()" >/dev/null
 # CPU in clock ticks per process (ps's whole seconds rounded each of 20 short-lived backends down to 0).
-cpu() { for s in /proc/[0-9]*/stat; do awk '{sub(/.*\) /, ""); print FILENAME, $12 + $13}' "$s" 2>/dev/null; done |
+cpu() { for s in /proc/[0-9]*/stat; do awk '{sub(/.*\) /, ""); print FILENAME, $12 + $13}' "$s" 2>/dev/null || true; done |
   while read -r f t; do p=${f#/proc/}; p=${p%/stat}; echo "$p $(tr ' ' '_' <"/proc/$p/comm" 2>/dev/null || echo gone) $t"; done; }
 cpu >"$DATA/cpu-before.txt"
 threads() { for t in /proc/$NODE/task/*; do echo "$(basename "$t") $(tr ' ' '_' <"$t/comm") $(awk '{print $14 + $15}' "$t/stat")"; done; }

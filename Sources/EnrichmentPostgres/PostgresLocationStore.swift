@@ -211,28 +211,11 @@ public struct PostgresLocationStore: LocationStore {
     ) {
         let ids = Array(Set(deviceIds))
         guard !ids.isEmpty else { return ([:], [:], [:]) }
-        let rows = try await database.client.query(
-            """
-            SELECT * FROM (
-                SELECT DISTINCT ON (device_id) device_id, 2::int8 AS kind, NULL::text AS body, 0::int8 AS position,
-                       fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras
-                FROM fixes WHERE device_id = ANY(\(ids)::text[]) ORDER BY device_id, fix_time DESC) AS last
-            UNION ALL
-            SELECT device_id, 0::int8, body, 0::int8, NULL::float8, NULL::float8, NULL::float8, NULL::float8,
-                   NULL::text, NULL::float8, NULL::text
-            FROM region_state WHERE device_id = ANY(\(ids)::text[])
-            UNION ALL
-            SELECT device_id, 1::int8, body, position::int8, NULL::float8, NULL::float8, NULL::float8, NULL::float8,
-                   NULL::text, NULL::float8, NULL::text
-            FROM zois WHERE device_id = ANY(\(ids)::text[]) AND period IN ('HOME_PERIOD', 'WORK_PERIOD')
-            ORDER BY 1, 2, 4
-            """, logger: logger)
+        let rows = try await database.client.execute(SnapshotStatement(ids: ids), logger: logger)
         var fixes: [String: LocationFix] = [:]
         var states: [String: DeviceRegionState] = [:]
         var zones: [String: [ZoneOfInterest]] = [:]
-        for try await (id, kind, body, _, time, lat, lng, accuracy, context, received, extras) in rows.decode(
-            (String, Int, String?, Int, Double?, Double?, Double?, Double?, String?, Double?, String?).self)
-        {
+        for try await (id, kind, body, _, time, lat, lng, accuracy, context, received, extras) in rows {
             switch kind {
             case 2:
                 guard let time, let lat, let lng, let received else { continue }
@@ -331,4 +314,35 @@ public struct PostgresLocationStore: LocationStore {
             return removed
         }
     }
+}
+
+/// The snapshot read, prepared once per connection (PostgreSQL plans it once instead of per batch).
+struct SnapshotStatement: PostgresPreparedStatement {
+    static let name = "enrich_device_snapshots_v1"
+    static let sql = """
+        SELECT * FROM (
+            SELECT DISTINCT ON (device_id) device_id, 2::int8 AS kind, NULL::text AS body, 0::int8 AS position,
+                   fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras
+            FROM fixes WHERE device_id = ANY($1::text[]) ORDER BY device_id, fix_time DESC) AS last
+        UNION ALL
+        SELECT device_id, 0::int8, body, 0::int8, NULL::float8, NULL::float8, NULL::float8, NULL::float8,
+               NULL::text, NULL::float8, NULL::text
+        FROM region_state WHERE device_id = ANY($1::text[])
+        UNION ALL
+        SELECT device_id, 1::int8, body, position::int8, NULL::float8, NULL::float8, NULL::float8, NULL::float8,
+               NULL::text, NULL::float8, NULL::text
+        FROM zois WHERE device_id = ANY($1::text[]) AND period IN ('HOME_PERIOD', 'WORK_PERIOD')
+        ORDER BY 1, 2, 4
+        """
+    typealias Row = (String, Int, String?, Int, Double?, Double?, Double?, Double?, String?, Double?, String?)
+
+    var ids: [String]
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 1)
+        bindings.append(ids)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }

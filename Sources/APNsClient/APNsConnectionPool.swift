@@ -444,4 +444,14 @@ public struct APNsSenderStatistics: Sendable, Equatable {
     public var unansweredPings = 0
 
     public init() {}
+
+    /// Adds another shard's counts.
+    mutating func add(_ other: APNsSenderStatistics) {
+        connectionsOpened += other.connectionsOpened
+        drained += other.drained
+        resentUnprocessed += other.resentUnprocessed
+        lostWithConnection += other.lostWithConnection
+        timeouts += other.timeouts
+        unansweredPings += other.unansweredPings
+    }
 }

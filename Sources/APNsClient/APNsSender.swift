@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 public import NIOCore
 import NIOPosix
 public import NIOSSL
+import Synchronization
 
 /// How the sender authenticates.
 public enum APNsCredentials: Sendable {
@@ -21,6 +22,9 @@ public struct APNsSenderConfiguration: Sendable {
     public var additionalTrustRootsPEM: String?
     /// HTTP/2 connections kept open; requests go to the one with the most free streams.
     public var connections: Int
+    /// Event loops (threads) the connections are spread over: each loop drives its own connections, its own
+    /// writes and flushes. 0 means one per core (`System.coreCount`); never more loops than connections.
+    public var eventLoops: Int
     /// Short on purpose: an unreachable host otherwise holds every push until it expires.
     public var connectTimeout: TimeAmount
     /// Longest wait for one answer; a request that times out has its stream reset.
@@ -36,14 +40,15 @@ public struct APNsSenderConfiguration: Sendable {
 
     public init(
         environment: APNsEnvironment, credentials: APNsCredentials, additionalTrustRootsPEM: String? = nil,
-        connections: Int = 1, connectTimeout: TimeAmount = .seconds(5), requestTimeout: TimeAmount = .seconds(30),
-        pingInterval: TimeAmount = .seconds(60), pingTimeout: TimeAmount = .seconds(10),
-        retry: RetryPolicy = RetryPolicy()
+        connections: Int = 1, eventLoops: Int = 0, connectTimeout: TimeAmount = .seconds(5),
+        requestTimeout: TimeAmount = .seconds(30), pingInterval: TimeAmount = .seconds(60),
+        pingTimeout: TimeAmount = .seconds(10), retry: RetryPolicy = RetryPolicy()
     ) {
         self.environment = environment
         self.credentials = credentials
         self.additionalTrustRootsPEM = additionalTrustRootsPEM
         self.connections = max(1, connections)
+        self.eventLoops = max(0, eventLoops)
         self.connectTimeout = connectTimeout
         self.requestTimeout = requestTimeout
         self.pingInterval = pingInterval
@@ -95,9 +100,14 @@ public struct APNsSettingNames: Sendable {
 
 /// Sends pushes over HTTP/2 + TLS (swift-nio-http2, frame by frame) with bounded concurrency, retries per Apple's
 /// rules, one JWT per key, and connections that are replaced before they go away.
+///
+/// The connections are spread over event loops, one pool of connections per loop (a shard): a batch is split
+/// between the shards, so that each core encodes, writes and reads its own connections' frames.
 public final class APNsSender: APNsBatchSending {
     public let configuration: APNsSenderConfiguration
-    private let pool: APNsConnectionPool
+    private let pools: [APNsConnectionPool]
+    /// Where the next lone push goes (round robin over the shards).
+    private let nextShard = Atomic<Int>(0)
 
     /// Prepares TLS and the pool (connections open on first use); call `shutdown()` when done.
     public init(configuration: APNsSenderConfiguration) throws {
@@ -118,22 +128,45 @@ public final class APNsSender: APNsBatchSending {
                 "the APNs base URL must be https://host[:port], got \(configuration.environment.baseURL)")
         }
         let port = url.port ?? 443
-        pool = APNsConnectionPool(
-            loop: MultiThreadedEventLoopGroup.singleton.next(), host: host, port: port,
-            authority: url.port.map { "\(host):\($0)" } ?? host, sslContext: sslContext, configuration: configuration)
+        let loops = Self.distinctLoops(
+            min(configuration.connections, configuration.eventLoops == 0 ? System.coreCount : configuration.eventLoops))
+        pools = loops.indices.map { shard in
+            // The connections dealt out over the shards as evenly as they go.
+            var share = configuration
+            share.connections =
+                configuration.connections / loops.count + (shard < configuration.connections % loops.count ? 1 : 0)
+            return APNsConnectionPool(
+                loop: loops[shard], host: host, port: port, authority: url.port.map { "\(host):\($0)" } ?? host,
+                sslContext: sslContext, configuration: share)
+        }
     }
+
+    /// `count` different event loops of the process's shared group (as many as it has, at most).
+    static func distinctLoops(_ count: Int) -> [any EventLoop] {
+        let group = MultiThreadedEventLoopGroup.singleton
+        var loops: [any EventLoop] = []
+        for loop in group.makeIterator() where loops.count < max(1, count) { loops.append(loop) }
+        return loops.isEmpty ? [group.next()] : loops
+    }
+
+    /// How many event loops the connections are spread over.
+    public var shardCount: Int { pools.count }
 
     /// Closes every connection; pushes not yet answered fail.
     public func shutdown() async throws {
-        try await pool.shutdown().get()
+        for pool in pools { try await pool.shutdown().get() }
     }
 
     /// What the connections went through so far (GOAWAYs, resends, losses, timeouts).
     public func connectionsOpened() async -> Int { await statistics().connectionsOpened }
 
     public func statistics() async -> APNsSenderStatistics {
-        let pool = self.pool
-        return (try? await pool.loop.submit { pool.statistics }.get()) ?? APNsSenderStatistics()
+        var total = APNsSenderStatistics()
+        for pool in pools {
+            guard let part = try? await pool.loop.submit({ pool.statistics }).get() else { continue }
+            total.add(part)
+        }
+        return total
     }
 
     /// Sends one push, retrying 429/5xx/transport failures with backoff (never BadDeviceToken, Unregistered,
@@ -207,18 +240,31 @@ public final class APNsSender: APNsBatchSending {
         }
     }
 
+    /// Splits the requests between the shards in contiguous slices (the concurrency too), each slice a batch of
+    /// its shard's pool; a lone push goes to the next shard in turn.
     private func sendChecked(
         _ requests: [APNsRequest], concurrency: Int,
         onResult: @escaping @Sendable (Int, APNsSendResult) -> Void
     ) async {
-        let pool = self.pool
-        let payloads = Self.payloadBuffers(requests)
-        let promise = pool.loop.makePromise(of: Void.self)
-        let batch = PushBatch(
-            requests: requests, payloads: payloads, concurrency: concurrency, promise: promise, onResult: onResult)
-        pool.loop.execute { pool.submit(batch) }
-        // Every request ends with a result: the promise only succeeds.
-        try? await promise.futureResult.get()
+        let shards = min(pools.count, requests.count)
+        let first = shards == 1 ? nextShard.wrappingAdd(1, ordering: .relaxed).oldValue : 0
+        var futures: [EventLoopFuture<Void>] = []
+        for shard in 0..<shards {
+            let pool = pools[(first + shard) % pools.count]
+            let range = (requests.count * shard / shards)..<(requests.count * (shard + 1) / shards)
+            let slice = shards == 1 ? requests : Array(requests[range])
+            let offset = range.lowerBound
+            let promise = pool.loop.makePromise(of: Void.self)
+            let share: Int = max(1, (concurrency + shards - 1) / shards)
+            let payloads: [ByteBuffer] = Self.payloadBuffers(slice)
+            let report: @Sendable (Int, APNsSendResult) -> Void = { index, result in onResult(offset + index, result) }
+            let batch = PushBatch(
+                requests: slice, payloads: payloads, concurrency: share, promise: promise, onResult: report)
+            pool.loop.execute { pool.submit(batch) }
+            futures.append(promise.futureResult)
+        }
+        // Every request ends with a result: the promises only succeed.
+        for future in futures { try? await future.get() }
     }
 }
 

@@ -256,6 +256,21 @@ extension ServiceConfiguration {
             help: "HTTP/2 connections per APNs environment.", default: "\(defaults.delivery.connections)",
             allowed: "an integer 1-64", parse: integer(1...64), store: { $0.delivery.connections = $1 }),
         Setting(
+            "apns-event-loops", "ENRICH_APNS_EVENT_LOOPS", valueName: "count",
+            help: "Event loops (threads) the APNs connections are spread over; 0 is one per core.",
+            default: "\(defaults.delivery.eventLoops)", allowed: "an integer 0-64", parse: integer(0...64),
+            store: { $0.delivery.eventLoops = $1 }),
+        Setting(
+            "apns-ping-interval", "ENRICH_APNS_PING_INTERVAL", valueName: "seconds",
+            help: "Silence after which an APNs connection sends a PING (keeps it open through NATs and proves it).",
+            default: "\(defaults.delivery.pingInterval)", allowed: "seconds > 0 and at most 3600",
+            parse: seconds(3_600), store: { $0.delivery.pingInterval = $1 }),
+        Setting(
+            "apns-ping-timeout", "ENRICH_APNS_PING_TIMEOUT", valueName: "seconds",
+            help: "A PING unanswered this long closes the connection; its pushes go again on another.",
+            default: "\(defaults.delivery.pingTimeout)", allowed: "seconds > 0 and at most 600",
+            parse: seconds(600), store: { $0.delivery.pingTimeout = $1 }),
+        Setting(
             "apns-concurrency", "ENRICH_APNS_CONCURRENCY", valueName: "count",
             help: "Pushes in flight per APNs environment.", default: "\(defaults.delivery.concurrency)",
             allowed: "an integer 1-10000", parse: integer(1...10_000), store: { $0.delivery.concurrency = $1 }),

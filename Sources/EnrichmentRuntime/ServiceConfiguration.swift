@@ -222,6 +222,12 @@ public struct DeliverySettings: Sendable {
     public var caFile: String?
     /// HTTP/2 connections per APNs environment.
     public var connections = 1
+    /// Event loops the connections are spread over (0: one per core, never more than the connections).
+    public var eventLoops = 0
+    /// Seconds of silence after which a connection sends a PING; one unanswered for `pingTimeout` closes it and
+    /// its pushes go again on another connection.
+    public var pingInterval = 60.0
+    public var pingTimeout = 10.0
     /// Pushes in flight per environment (HTTP/2 streams over its connections).
     public var concurrency = 500
     /// Attempts per delivery in all; 429, 5xx and transport failures are retried with backoff.

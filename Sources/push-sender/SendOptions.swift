@@ -19,6 +19,10 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "Client certificate and key as PKCS#12 (.p12); password from PUSH_SENDER_P12_PASSWORD.") var p12:
         String?
     @Option(help: "HTTP/2 connections to open.") var connections = 1
+    @Option(help: "Event loops (threads) the connections are spread over; 0 is one per core.") var eventLoops = 0
+    @Option(help: "Seconds of silence after which a connection sends a PING.") var pingInterval = 60.0
+    @Option(help: "Seconds a PING may go unanswered before its connection is closed and its pushes go again.")
+    var pingTimeout = 10.0
     @Option(help: "Pushes in flight at once (HTTP/2 streams over all connections).") var concurrency = 64
     @Option(help: "Seconds to wait for a connection (short, so an untrusted certificate shows quickly).")
     var connectTimeout = 5.0
@@ -33,6 +37,13 @@ struct ConnectionOptions: ParsableArguments {
             throw ValidationError("--host must be an https:// URL (APNs is HTTP/2 over TLS)")
         }
         if !(1...64).contains(connections) { throw ValidationError("--connections must be 1 to 64") }
+        if !(0...64).contains(eventLoops) { throw ValidationError("--event-loops must be 0 (one per core) to 64") }
+        if !(pingInterval > 0 && pingInterval <= 3_600) {
+            throw ValidationError("--ping-interval must be seconds > 0 and at most 3600")
+        }
+        if !(pingTimeout > 0 && pingTimeout <= 600) {
+            throw ValidationError("--ping-timeout must be seconds > 0 and at most 600")
+        }
         if !(1...10_000).contains(concurrency) { throw ValidationError("--concurrency must be 1 to 10000") }
         if !(1...10).contains(attempts) { throw ValidationError("--attempts must be 1 to 10") }
         let tokenAuth = key != nil || keyId != nil || teamId != nil
@@ -108,7 +119,10 @@ struct ConnectionOptions: ParsableArguments {
         }
         return APNsSenderConfiguration(
             environment: environment, credentials: try credentials(), additionalTrustRootsPEM: trust,
-            connections: connections, connectTimeout: .milliseconds(Int64(connectTimeout * 1000)),
+            connections: connections, eventLoops: eventLoops,
+            connectTimeout: .milliseconds(Int64(connectTimeout * 1000)),
+            pingInterval: .milliseconds(Int64(pingInterval * 1000)),
+            pingTimeout: .milliseconds(Int64(pingTimeout * 1000)),
             retry: RetryPolicy(maxAttempts: attempts))
     }
 }

@@ -37,12 +37,12 @@ private actor CalmBaseline {
 }
 
 /// Every token accepted exactly once by the mock, and every result a 200.
-private func expectEachAcceptedOnce(_ results: [APNsSendResult], _ state: MockAPNsState) {
-    #expect(results.count == tokens.count)
+private func expectEachAcceptedOnce(_ results: [APNsSendResult], _ state: MockAPNsState, count: Int = tokens.count) {
+    #expect(results.count == count)
     #expect(results.filter { $0.status != 200 }.isEmpty, "failures: \(results.filter { $0.status != 200 }.prefix(3))")
     let accepted = state.receivedPushes.filter { $0.status == 200 }.map(\.deviceToken)
-    #expect(accepted.count == tokens.count)
-    #expect(Set(accepted) == Set(tokens))
+    #expect(accepted.count == count)
+    #expect(Set(accepted) == Set(tokens.prefix(count)))
 }
 
 // Serialized: the timing comparisons should not share the machine with each other.
@@ -122,6 +122,36 @@ struct ConnectionChurnTests {
                 // Had the client opened streams past the limit, the server would have refused them.
                 #expect(await sender.statistics().resentUnprocessed == 0)
             }
+        }
+    }
+
+    @Test("four connections over two event loops (two shards of two): every push answered once, results in input order")
+    func shardedOverLoops() async throws {
+        try await withMock { base, state in
+            let sender = try makeSender(base, connections: 4, eventLoops: 2)
+            #expect(sender.shardCount == 2)
+            try await withSender(sender) { sender in
+                let batch = Array(requests.prefix(3001))
+                let results = await sender.send(batch, concurrency: 400)
+                #expect(results.map(\.deviceToken) == batch.map(\.deviceToken))
+                expectEachAcceptedOnce(results, state, count: batch.count)
+                #expect(await sender.statistics().connectionsOpened == 4)
+                #expect(state.connectionEvents.accepted == 4)
+                // A lone push goes to the shards in turn and is answered like any other.
+                for token in ["aa", "bb", "cc"] {
+                    let one = await sender.send(push(token: String(repeating: token, count: 32)))
+                    #expect(one.status == 200)
+                }
+            }
+        }
+        // More loops than connections: one loop per connection, never an idle shard.
+        try await withMock { base, _ in
+            let one = try makeSender(base, connections: 1, eventLoops: 8)
+            let three = try makeSender(base, connections: 3, eventLoops: 0)
+            #expect(one.shardCount == 1)
+            #expect(three.shardCount == min(3, System.coreCount))
+            try await one.shutdown()
+            try await three.shutdown()
         }
     }
 

@@ -53,7 +53,8 @@ public func withMock<T: Sendable>(
 /// A sender with token auth that trusts the throwaway CA.
 public func makeSender(
     _ base: String, key: P256.Signing.PrivateKey = signingKey, keyID: String = "KEYID12345",
-    connections: Int = 1, retry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseDelay: 0.05, maxDelay: 0.2),
+    connections: Int = 1, eventLoops: Int = 0,
+    retry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseDelay: 0.05, maxDelay: 0.2),
     credentials: APNsCredentials? = nil, requestTimeout: TimeAmount = .seconds(10),
     pingInterval: TimeAmount = .seconds(60), pingTimeout: TimeAmount = .seconds(10), trustMock: Bool = true
 ) throws -> APNsSender {
@@ -62,7 +63,8 @@ public func makeSender(
             environment: .custom(base),
             credentials: credentials ?? .token(APNsTokenManager(keyID: keyID, teamID: "TEAMID6789", key: key)),
             additionalTrustRootsPEM: trustMock ? authority.caCertificatePEM : nil, connections: connections,
-            connectTimeout: .seconds(5), requestTimeout: requestTimeout, pingInterval: pingInterval,
+            eventLoops: eventLoops, connectTimeout: .seconds(5), requestTimeout: requestTimeout,
+            pingInterval: pingInterval,
             pingTimeout: pingTimeout, retry: retry))
 }
 

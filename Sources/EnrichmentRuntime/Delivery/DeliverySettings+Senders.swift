@@ -35,8 +35,10 @@ extension DeliverySettings {
             do {
                 var configuration = APNsSenderConfiguration(
                     environment: .custom(url), credentials: credentials, additionalTrustRootsPEM: trust,
-                    connections: connections, connectTimeout: .seconds(5),
+                    connections: connections, eventLoops: eventLoops, connectTimeout: .seconds(5),
                     requestTimeout: .milliseconds(Int64(requestTimeout * 1000)),
+                    pingInterval: .milliseconds(Int64(pingInterval * 1000)),
+                    pingTimeout: .milliseconds(Int64(pingTimeout * 1000)),
                     // The outbox retries with its own durable backoff; the client makes one attempt.
                     retry: RetryPolicy(maxAttempts: 1))
                 configuration.settingNames = .service(environment: environment.rawValue)

@@ -10,6 +10,9 @@
 #
 #   scripts/bench-sender.sh
 #   N=20000 scripts/bench-sender.sh
+#   MODE=distance scripts/bench-sender.sh   # at Apple's distance: through a delaying TCP proxy (RTT 10 and 50 ms)
+#                                           # to nginx configured like APNs (1,000 streams), 1 connection, push-sender
+#                                           # and h2load with 1,000 streams in flight; rate against streams / RTT
 #
 # Prints pushes/s per client and the ratios push-sender/h2load and push-sender/aioapns. push-sender is timed as a
 # whole process (start-up, TLS handshakes and the JWT included); h2load and aioapns only while sending.
@@ -68,12 +71,12 @@ NGINX_PORT=$(start_nginx nginx 1000000000)
 GOAWAY_PORT=$(start_nginx nginx-goaway 1000)
 sleep 1
 
-ours() { # server port connections
-  local started ended
+ours() { # server port connections [streams per connection]
+  local started ended streams=${4:-100}
   started=$(date +%s.%N)
   "$BIN" send --host "https://127.0.0.1:$2" --ca "$DATA/certs/ca.pem" --key "$DATA/certs/AuthKey_TEST123456.p8" \
     --key-id TEST123456 --team-id TEAM123456 --topic com.example.app --payload "$DATA/payload.json" \
-    --tokens-file "$DATA/tokens.txt" --connections "$3" --concurrency $(( $3 * 100 )) --attempts 1 --json --quiet \
+    --tokens-file "$DATA/tokens.txt" --connections "$3" --concurrency $(( $3 * streams )) --attempts 1 --json --quiet \
     > "$DATA/ours.jsonl" || true
   ended=$(date +%s.%N)
   python3 - "$DATA/ours.jsonl" "$started" "$ended" "$1" "$3" <<'PY'
@@ -85,10 +88,10 @@ print(f"{sys.argv[4]} push-sender connections={sys.argv[5]} pushes={len(lines)} 
 PY
 }
 
-h2() { # server port connections
+h2() { # server port connections [streams per connection]
   local out
   sed "s#^#https://127.0.0.1:$2/3/device/#" "$DATA/tokens.txt" > "$DATA/uris.txt"
-  out=$(h2load -n "$N" -c "$3" -m 100 -t 1 -d "$DATA/payload.json" -H "apns-topic: com.example.app" \
+  out=$(h2load -n "$N" -c "$3" -m "${4:-100}" -t 1 -d "$DATA/payload.json" -H "apns-topic: com.example.app" \
     -i "$DATA/uris.txt" 2>&1)
   python3 - "$1" "$3" <<PY
 import re
@@ -104,6 +107,35 @@ aio() { # server port connections
   python3 scripts/aioapns_bench.py "$2" "$DATA/certs/ca.pem" "$DATA/certs/AuthKey_TEST123456.p8" TEST123456 TEAM123456 \
     "$DATA/tokens-aioapns.txt" "$3" $(( $3 * 100 )) 2>/dev/null | sed "s/^/$1 /" || echo "$1 aioapns failed"
 }
+
+if [ "${MODE:-}" = distance ]; then
+  echo "== at a distance: $N pushes per run, 1 connection, 1,000 streams, nginx like APNs behind a delaying proxy, $(nproc) cores"
+  : > "$DATA/distance.txt"
+  for RTT in 10 50; do
+    PROXY_PORT=$(free_port)
+    python3 scripts/delay-proxy.py "$PROXY_PORT" "$NGINX_PORT" "$RTT" > "$DATA/proxy-$RTT.log" 2>&1 &
+    PIDS+=($!)
+    for _ in $(seq 50); do grep -q ready "$DATA/proxy-$RTT.log" 2>/dev/null && break; sleep 0.1; done
+    ours "rtt$RTT" "$PROXY_PORT" 1 1000 | tee -a "$DATA/distance.txt"
+    h2 "rtt$RTT" "$PROXY_PORT" 1 1000 | tee -a "$DATA/distance.txt"
+  done
+  python3 - "$DATA/distance.txt" <<'PY'
+import re, sys
+rates = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"rtt(\d+) (\S+) connections=1 pushes=(\d+) ok=(\d+) .* rate=(\d+)", line)
+    if m:
+        rates[(int(m.group(1)), m.group(2))] = (int(m.group(5)), int(m.group(3)) - int(m.group(4)))
+print("== ratios (bound = 1,000 streams / RTT)")
+for rtt in (10, 50):
+    bound = 1000 / (rtt / 1000)
+    ours, failed = rates.get((rtt, "push-sender"), (0, 0))
+    ref = rates.get((rtt, "h2load"), (0, 0))[0]
+    print(f"RTT {rtt:2d} ms: push-sender {ours}/s ({failed} not ok) = {ours / bound:.2f}x the bound {bound:.0f}/s, "
+          f"{ours / ref if ref else 0:.2f}x h2load ({ref}/s = {ref / bound:.2f}x the bound)")
+PY
+  exit 0
+fi
 
 echo "== $N pushes per run (aioapns: $N_AIOAPNS), 300-byte payload, 100 streams per connection, $(nproc) cores"
 : > "$DATA/results.txt"

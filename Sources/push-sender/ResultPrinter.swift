@@ -101,6 +101,7 @@ final class ResultOutput: Sendable {
     let failuresOnly: Bool
     let total: Int
     private let state = Mutex(State())
+    private let lines = JSONLineWriter()
 
     init(json: Bool, failuresOnly: Bool, total: Int) {
         self.json = json
@@ -120,19 +121,20 @@ final class ResultOutput: Sendable {
             if failed { state.failed += 1 }
             if result.attempts > 1 { state.retried += 1 }
             if shown && !json { state.rows.append((index, result)) }
-            if shown && json {
-                // Under the lock, so lines from the sender's threads never interleave.
-                var line = ResultPrinter.ResultView(result: result, dryRun: dryRun, index: index).jsonBytes
-                line.append(UInt8(ascii: "\n"))
-                FileHandle.standardOutput.write(Data(line))
-            }
             return state.done
         }
+        // The line is made and written by the writer's own thread, many lines per write: the sender's event
+        // loops only hand the result over.
+        if shown && json { lines.add(index, result, dryRun: dryRun) }
         return done
     }
 
+    /// Writes every JSON line queued so far (the summary does it too).
+    func flush() { lines.close() }
+
     /// The table (human output) and the summary line.
     func finish(elapsed: Duration, statistics: APNsSenderStatistics, quiet: Bool) {
+        lines.close()
         let state = state.withLock { $0 }
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         var summary =
@@ -185,5 +187,74 @@ final class ProgressBar: Sendable {
 
     func finish() {
         if enabled { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
+}
+
+/// Writes results as JSON Lines to standard output from a thread of its own: results are queued, and the thread
+/// turns everything queued into lines and writes them with one call, so a fast sender does not make one system
+/// call per push and its event loops do not format lines. Lines come out in the order results were queued.
+final class JSONLineWriter: Sendable {
+    private struct Queue {
+        var pending: [(Int, APNsSendResult, Bool)] = []
+        var closed = false
+    }
+
+    private let queue = Mutex(Queue())
+    private let wake = DispatchSemaphore(value: 0)
+    private let done = DispatchSemaphore(value: 0)
+    private let started = Mutex(false)
+
+    /// Queues one result's line.
+    func add(_ index: Int, _ result: APNsSendResult, dryRun: Bool) {
+        startIfNeeded()
+        let wasEmpty = queue.withLock { queue in
+            queue.pending.append((index, result, dryRun))
+            return queue.pending.count == 1
+        }
+        // One wake-up per drain: the thread takes everything queued until then.
+        if wasEmpty { wake.signal() }
+    }
+
+    /// Writes what is queued and stops the thread; returns once every line is written.
+    func close() {
+        let first = queue.withLock { queue in
+            defer { queue.closed = true }
+            return !queue.closed
+        }
+        guard first, started.withLock({ $0 }) else { return }
+        wake.signal()
+        done.wait()
+    }
+
+    private func startIfNeeded() {
+        let start = started.withLock { started in
+            defer { started = true }
+            return !started
+        }
+        guard start else { return }
+        let thread = Thread { [self] in run() }
+        thread.name = "json-lines"
+        thread.start()
+    }
+
+    private func run() {
+        var bytes: [UInt8] = []
+        while true {
+            wake.wait()
+            let (batch, closed) = queue.withLock { queue in
+                defer { queue.pending.removeAll(keepingCapacity: true) }
+                return (queue.pending, queue.closed)
+            }
+            bytes.removeAll(keepingCapacity: true)
+            for (index, result, dryRun) in batch {
+                bytes += ResultPrinter.ResultView(result: result, dryRun: dryRun, index: index).jsonBytes
+                bytes.append(UInt8(ascii: "\n"))
+            }
+            if !bytes.isEmpty { FileHandle.standardOutput.write(Data(bytes)) }
+            if closed {
+                done.signal()
+                return
+            }
+        }
     }
 }

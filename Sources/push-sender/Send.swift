@@ -69,6 +69,7 @@ struct Send: AsyncParsableCommand {
                 for (position, result) in batch.dryRunResults.enumerated() {
                     output.add(usable[position], result, dryRun: true)
                 }
+                output.flush()
             } else {
                 print(ResultPrinter.dryRun(batch))
             }
@@ -132,6 +133,7 @@ struct Send: AsyncParsableCommand {
         }
         if let failure {
             try? await sender.shutdown()
+            output.flush()
             throw failure
         }
         try await finish(sender, output, since: started)

@@ -15,6 +15,8 @@ struct PushJob {
     /// Times the push was handed back unprocessed (GOAWAY, REFUSED_STREAM); bounded so a server that refuses
     /// everything cannot loop forever.
     var refusals = 0
+    /// Put on a connection that then died or timed out before answering: the peer may have received it.
+    var mayHaveReachedPeer = false
 }
 
 /// The requests of one `send` call, and where they stand. Touched only on the pool's event loop.
@@ -228,6 +230,8 @@ final class APNsConnectionPool: @unchecked Sendable {
     /// The stream failed (timeout, reset by the server): a transport failure, retried per the policy.
     func failed(_ job: PushJob, by connection: APNsConnection, error: APNsTransportError) {
         if error == .timeout { statistics.timeouts += 1 }
+        var job = job
+        job.mayHaveReachedPeer = true
         if let delay = configuration.retry.delayAfterTransportError(attempt: job.attempt) {
             later(job, after: delay)
         } else {
@@ -272,7 +276,8 @@ final class APNsConnectionPool: @unchecked Sendable {
         // In flight when the connection went: they may have been delivered, so each goes again as a new attempt
         // (never more than the policy allows), at once and on another connection.
         statistics.lostWithConnection += lost.count
-        for job in lost {
+        for var job in lost {
+            job.mayHaveReachedPeer = true
             if job.attempt < configuration.retry.maxAttempts {
                 var again = job
                 again.attempt += 1
@@ -399,11 +404,11 @@ final class APNsConnectionPool: @unchecked Sendable {
     }
 
     private func finish(_ job: PushJob, transportError: String) {
-        finish(
-            job,
-            APNsSendResult(
-                deviceToken: job.batch.requests[job.index].deviceToken, status: nil, reason: nil, apnsID: nil,
-                timestamp: nil, attempts: job.attempt, transportError: transportError))
+        var result = APNsSendResult(
+            deviceToken: job.batch.requests[job.index].deviceToken, status: nil, reason: nil, apnsID: nil,
+            timestamp: nil, attempts: job.attempt, transportError: transportError)
+        result.mayHaveReachedPeer = job.mayHaveReachedPeer
+        finish(job, result)
     }
 
     private func finish(_ job: PushJob, _ result: APNsSendResult) {

@@ -46,6 +46,9 @@ public struct APNsSendResult: Sendable, Equatable {
     public var attempts: Int
     /// The transport failure, when there was no answer.
     public var transportError: String?
+    /// With a transport failure: true when the request was on a connection that died (or timed out) before the
+    /// answer, so the peer may have received it; false when it never left (no connection, refused unprocessed).
+    public var mayHaveReachedPeer = false
 
     public init(
         deviceToken: String, status: Int?, reason: APNsReason?, apnsID: String?, timestamp: Int64?, attempts: Int,

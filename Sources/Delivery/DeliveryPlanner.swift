@@ -9,9 +9,60 @@ public import APNsCore
 public struct DeliveryPlanner: Sendable, Equatable {
     /// Attempts per delivery in all, and the backoff between them (durable: kept in the outbox, not in memory).
     public var retry: RetryPolicy
+    /// Seconds a push without `apns-expiration` may wait for APNs (through an outage) before its deliveries end
+    /// `expired`.
+    public var maximumAge: Double
 
-    public init(retry: RetryPolicy) {
+    public init(retry: RetryPolicy, maximumAge: Double = 3_600) {
         self.retry = retry
+        self.maximumAge = maximumAge
+    }
+
+    /// The instant after which a push's deliveries are not sent any more: its `apns-expiration`, or `maximumAge`
+    /// after it was made.
+    public func deadline(of push: PushDefinition) -> Double {
+        guard let expiration = push.expiration, expiration.epochSeconds > 0 else { return push.createdAt + maximumAge }
+        return Double(expiration.epochSeconds) + 1
+    }
+
+    /// Whether a result says the way to APNs failed rather than the device: no answer at all (no connection, a
+    /// connection lost, a timeout), or 500 / 503. Such a failure pauses the peer and never ends a delivery `failed`.
+    public static func isOutage(_ result: APNsSendResult) -> Bool {
+        guard let status = result.status else { return true }
+        return status == 500 || status == 503
+    }
+
+    /// The update for a claim that was not sent because the peer's circuit is open (or sent and lost to an
+    /// outage): pending again at `retryAt`, with no attempt used unless the peer may have received it; `expired`
+    /// once `deadline` has passed.
+    public func wait(
+        _ claim: ClaimedDelivery, verdict: Verdict?, result: APNsSendResult?, until retryAt: Double, deadline: Double,
+        at now: Double
+    ) -> DeliveryUpdate {
+        let reached = result.map { $0.status != nil || $0.mayHaveReachedPeer } ?? false
+        let attempts = claim.attempts + (reached ? 1 : 0)
+        let why = result.map { $0.transportError ?? "APNs answered \($0.status ?? 0) \($0.reason?.rawValue ?? "")" }
+        if retryAt >= deadline || now >= deadline {
+            return DeliveryUpdate(
+                id: claim.id, state: .expired, attempts: attempts, status: result?.status,
+                reason: result?.reason?.rawValue,
+                error: "APNs was unreachable until the push's deadline passed"
+                    + (why.map { " (last: \($0))" } ?? ""),
+                outcome: verdict?.outcome, rule: verdict?.rule, finishedAt: now)
+        }
+        return DeliveryUpdate(
+            id: claim.id, state: .pending, attempts: attempts, nextAttemptAt: retryAt, status: result?.status,
+            reason: result?.reason?.rawValue,
+            error: why.map { "\(Self.waitingPrefix): \($0)" } ?? Self.waitingPrefix,
+            outcome: verdict?.outcome, rule: verdict?.rule)
+    }
+
+    /// How a waiting delivery's error begins.
+    public static let waitingPrefix = "waiting for APNs"
+
+    /// True for an update that puts a delivery back to wait for APNs (`wait`), not an attempt's result.
+    public static func isWait(_ update: DeliveryUpdate) -> Bool {
+        update.state == .pending && update.error?.hasPrefix(waitingPrefix) == true
     }
 
     /// Claimed deliveries grouped by (push, device), in the order they were claimed: a group is enriched once and
@@ -55,6 +106,17 @@ public struct DeliveryPlanner: Sendable, Equatable {
                     DeliveryUpdate(
                         id: $0.id, state: .expired, attempts: $0.attempts,
                         error: "apns-expiration \(push.expiration ?? .immediately) passed before it could be sent",
+                        finishedAt: now)
+                })
+        }
+        if (push.expiration?.epochSeconds ?? 0) == 0, now >= deadline(of: push) {
+            return .settle(
+                claims.map {
+                    DeliveryUpdate(
+                        id: $0.id, state: .expired, attempts: $0.attempts,
+                        error:
+                            "not sent within the maximum age of a push without apns-expiration "
+                            + "(\(Int(maximumAge)) s, ENRICH_DELIVERY_MAX_AGE)",
                         finishedAt: now)
                 })
         }

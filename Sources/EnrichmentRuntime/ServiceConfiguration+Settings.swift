@@ -285,6 +285,18 @@ extension ServiceConfiguration {
             default: "\(defaults.delivery.retryDelay)", allowed: "seconds > 0 and at most 3600",
             parse: seconds(3_600), store: { $0.delivery.retryDelay = $1 }),
         Setting(
+            "apns-probe-interval", "ENRICH_APNS_PROBE_INTERVAL", valueName: "seconds",
+            help:
+                "While APNs is unreachable, the longest pause between two probes (from ENRICH_APNS_RETRY_DELAY, doubled, with jitter).",
+            default: "\(defaults.delivery.probeInterval)", allowed: "seconds > 0 and at most 3600",
+            parse: seconds(3_600), store: { $0.delivery.probeInterval = $1 }),
+        Setting(
+            "delivery-max-age", "ENRICH_DELIVERY_MAX_AGE", valueName: "seconds",
+            help:
+                "How long a push without apns-expiration may wait for APNs (an outage) before its deliveries end expired.",
+            default: "\(defaults.delivery.maximumAge)", allowed: "seconds > 0 and at most 2592000 (30 days)",
+            parse: seconds(2_592_000), store: { $0.delivery.maximumAge = $1 }),
+        Setting(
             "apns-timeout", "ENRICH_APNS_TIMEOUT", valueName: "seconds", help: "Longest wait for one APNs answer.",
             default: "\(defaults.delivery.requestTimeout)", allowed: "seconds > 0 and at most 600",
             parse: seconds(600), store: { $0.delivery.requestTimeout = $1 }),

@@ -237,6 +237,11 @@ public struct DeliverySettings: Sendable {
     public var maxRetryDelay = 300.0
     /// Seconds one APNs answer may take.
     public var requestTimeout = 30.0
+    /// Longest pause between two probes of an unreachable APNs peer (the circuit's backoff starts at
+    /// `retryDelay` and doubles up to this).
+    public var probeInterval = 30.0
+    /// Seconds a push without `apns-expiration` may wait for APNs before its deliveries end `expired`.
+    public var maximumAge = 3_600.0
     /// Longest a `"wait": true` request waits for its deliveries before answering 202 with the push id.
     public var waitTimeout = 30.0
     /// Where each token deactivation is POSTed as JSON (bounded retries, never blocks sending).

@@ -73,9 +73,61 @@ struct DeliveryPlannerTests {
         #expect(
             Self.planner.decide(claims, push: Self.push(expiration: 2_000), now: 2_000.5)
                 == .send(Self.push(expiration: 2_000)))
-        // 0 means "deliver once, do not store": never expired.
+        // 0 means "deliver once, do not store": no instant passes, but like a push without apns-expiration it
+        // waits for APNs no longer than the maximum age (3600 s here) after it was made (at 1000).
         #expect(
-            Self.planner.decide(claims, push: Self.push(expiration: 0), now: 9e9) == .send(Self.push(expiration: 0)))
+            Self.planner.decide(claims, push: Self.push(expiration: 0), now: 4_599) == .send(Self.push(expiration: 0)))
+        guard case .settle(let old) = Self.planner.decide(claims, push: Self.push(expiration: 0), now: 4_600) else {
+            Issue.record("a push older than the maximum age was sent")
+            return
+        }
+        #expect(old.map(\.state) == [.expired, .expired])
+        #expect(old.map(\.attempts) == [2, 0])
+        #expect(old.allSatisfy { $0.error?.contains("ENRICH_DELIVERY_MAX_AGE") == true })
+    }
+
+    @Test(
+        "an outage (no answer, 500, 503) waits for the peer: no attempt unless the peer may have it; expired past the deadline"
+    )
+    func outageWaits() {
+        let planner = Self.planner
+        let refused = APNsSendResult(
+            deviceToken: "t", status: nil, reason: nil, apnsID: nil, timestamp: nil, attempts: 0,
+            transportError: "cannot connect: connection refused")
+        var lost = refused
+        lost.transportError = "the connection closed before the answer"
+        lost.attempts = 1
+        lost.mayHaveReachedPeer = true
+        let unavailable = APNsSendResult(
+            deviceToken: "t", status: 503, reason: .serviceUnavailable, apnsID: nil, timestamp: nil, attempts: 1,
+            transportError: nil)
+        let notFound = APNsSendResult(
+            deviceToken: "t", status: 410, reason: .unregistered, apnsID: nil, timestamp: nil, attempts: 1,
+            transportError: nil)
+        #expect([refused, lost, unavailable].allSatisfy(DeliveryPlanner.isOutage))
+        #expect(!DeliveryPlanner.isOutage(notFound))
+
+        let claim = Self.claim(1, attempts: 1)
+        let waiting = planner.wait(claim, verdict: Self.verdict, result: refused, until: 105, deadline: 200, at: 100)
+        #expect(waiting.state == .pending)
+        #expect(waiting.attempts == 1)  // never reached the peer: no attempt used
+        #expect(waiting.nextAttemptAt == 105)
+        #expect(DeliveryPlanner.isWait(waiting))
+        let resent = planner.wait(claim, verdict: Self.verdict, result: lost, until: 105, deadline: 200, at: 100)
+        #expect(resent.state == .pending)
+        #expect(resent.attempts == 2)  // it may have been delivered: sent again, and counted
+        let answered = planner.wait(
+            claim, verdict: Self.verdict, result: unavailable, until: 105, deadline: 200, at: 100)
+        #expect(answered.attempts == 2)
+        #expect(answered.status == 503)
+        // The next probe would come after the deadline: expired now, never failed.
+        let late = planner.wait(claim, verdict: Self.verdict, result: refused, until: 250, deadline: 200, at: 100)
+        #expect(late.state == .expired)
+        #expect(late.finishedAt == 100)
+        #expect(!DeliveryPlanner.isWait(late))
+        // The deadline: apns-expiration (an instant) itself, else the maximum age after the push was made.
+        #expect(planner.deadline(of: Self.push(expiration: 5_000)) == 5_001)
+        #expect(planner.deadline(of: Self.push(expiration: nil)) == 1_000 + 3_600)
     }
 
     @Test("the request carries the push's typed headers, the registration's topic with the type's suffix, the apns-id")

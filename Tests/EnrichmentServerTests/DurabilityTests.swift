@@ -20,7 +20,9 @@ struct ServerProcess {
     }
 
     /// Starts the server on port 0 with `database` and waits for its "listening" log line.
-    static func start(database: String, environment: [String: String] = [:]) throws -> ServerProcess {
+    static func start(database: String, environment: [String: String] = [:], logFile: URL? = nil) throws
+        -> ServerProcess
+    {
         let process = Process()
         process.executableURL = try executableURL()
         process.arguments = [
@@ -30,15 +32,29 @@ struct ServerProcess {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
         }
         let stderr = Pipe()
-        process.standardError = stderr
+        if let logFile {
+            // The whole log, for a test that reads what the operator is told.
+            FileManager.default.createFile(atPath: logFile.path, contents: nil)
+            process.standardError = try FileHandle(forWritingTo: logFile)
+        } else {
+            process.standardError = stderr
+        }
         process.standardOutput = FileHandle.nullDevice
         try process.run()
         var seen = ""
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
-            let chunk = stderr.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            seen += String(decoding: chunk, as: UTF8.self)
+            if let logFile {
+                seen = (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
+                if seen.range(of: #"http://127\.0\.0\.1:(\d+)"#, options: .regularExpression) == nil {
+                    Thread.sleep(forTimeInterval: 0.02)
+                    continue
+                }
+            } else {
+                let chunk = stderr.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                seen += String(decoding: chunk, as: UTF8.self)
+            }
             if let range = seen.range(of: #"http://127\.0\.0\.1:(\d+)"#, options: .regularExpression) {
                 let port = Int(seen[range].split(separator: ":").last!)!
                 return ServerProcess(process: process, port: port)

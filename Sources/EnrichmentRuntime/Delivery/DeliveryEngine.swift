@@ -22,6 +22,10 @@ public protocol DeliveryObserver: Sendable {
     func deactivated(reason: String)
     /// One enrichment made for a delivery (the same outcomes `/v1/enrich` counts).
     func enriched(outcome: String, provider: String)
+    /// The circuit to an environment's APNs peer changed state (`closed`, `open`, `half_open`).
+    func circuit(environment: String, state: String)
+    /// Deliveries that found an environment's circuit open or were lost to an outage in one batch, now waiting.
+    func waitingForAPNs(_ count: Int, environment: String)
 }
 
 /// Why a push cannot be accepted.
@@ -74,6 +78,8 @@ public final class DeliveryEngine: Sendable {
     let recordInterval: Duration = .milliseconds(20)
     /// What becomes of each claimed delivery and each answer (no I/O: this class performs what it decides).
     let planner: DeliveryPlanner
+    /// One circuit breaker per environment's peer: an outage pauses sending there until a probe gets an answer.
+    let circuits: [APNsEnvironmentName: APNsCircuit]
 
     private let rendezvous = Rendezvous()
     private let accepting = Atomic<Bool>(true)
@@ -105,7 +111,11 @@ public final class DeliveryEngine: Sendable {
         self.lease = lease ?? settings.lease
         self.planner = DeliveryPlanner(
             retry: RetryPolicy(
-                maxAttempts: settings.attempts, baseDelay: settings.retryDelay, maxDelay: settings.maxRetryDelay))
+                maxAttempts: settings.attempts, baseDelay: settings.retryDelay, maxDelay: settings.maxRetryDelay),
+            maximumAge: settings.maximumAge)
+        self.circuits = senders.mapValues { _ in
+            APNsCircuit(base: settings.retryDelay, cap: max(settings.retryDelay, settings.probeInterval))
+        }
         _ = rendezvous.watch(Self.wakeKey)
     }
 
@@ -320,6 +330,8 @@ public final class DeliveryEngine: Sendable {
         var claim: ClaimedDelivery
         var request: APNsRequest
         var verdict: DeliveryPlanner.Verdict
+        /// After this instant the delivery is not sent any more (`DeliveryPlanner.deadline`).
+        var deadline: Double
     }
 
     /// Enriches each claimed device once, sends every claimed delivery, and records the results.
@@ -385,10 +397,24 @@ public final class DeliveryEngine: Sendable {
                 case .settle(let update): updates.append(update)
                 case .send(let request):
                     attempts[claim.delivery.environment, default: []].append(
-                        Attempt(claim: claim, request: request, verdict: prepared.verdict))
+                        Attempt(
+                            claim: claim, request: request, verdict: prepared.verdict,
+                            deadline: planner.deadline(of: push)))
                 }
             }
         }
+
+        // A peer whose circuit is open is not sent to: its deliveries wait for the next probe, no attempt used.
+        for (environment, batch) in attempts {
+            guard let circuit = circuits[environment], !circuit.allows(at: now) else { continue }
+            attempts[environment] = nil
+            let retryAt = circuit.probeAt
+            updates += batch.map {
+                planner.wait($0.claim, verdict: $0.verdict, result: nil, until: retryAt, deadline: $0.deadline, at: now)
+            }
+            observer?.waitingForAPNs(batch.count, environment: environment.rawValue)
+        }
+        let pushOf = Dictionary(claimed.map { ($0.id, $0.pushId) }, uniquingKeysWith: { first, _ in first })
 
         let prepared = ContinuousClock.now
         let sent = Answers()
@@ -417,7 +443,7 @@ public final class DeliveryEngine: Sendable {
         // waiting, and writes them in one transaction, at most once per `recordInterval` (answers that come while
         // a write is under way wait for the next), so a crash resends only what was on the wire or answered in
         // the last interval, not the whole batch.
-        try await record([], settled: updates, outcomes: outcomes, owner: owner)
+        try await record([], settled: updates, outcomes: outcomes, owner: owner, pushOf: pushOf)
         var recorded = 0
         var lastWrite = ContinuousClock.now
         for await _ in sent.arrivals {
@@ -425,7 +451,7 @@ public final class DeliveryEngine: Sendable {
             if ContinuousClock.now < due { try? await Task.sleep(until: due) }
             let answers = sent.take()
             guard !answers.isEmpty else { continue }
-            try await record(answers, settled: [], outcomes: [], owner: owner)
+            try await record(answers, settled: [], outcomes: [], owner: owner, pushOf: pushOf)
             recorded += answers.count
             lastWrite = ContinuousClock.now
         }
@@ -434,7 +460,7 @@ public final class DeliveryEngine: Sendable {
         await allSent
         let rest = sent.take()
         if !rest.isEmpty {
-            try await record(rest, settled: [], outcomes: [], owner: owner)
+            try await record(rest, settled: [], outcomes: [], owner: owner, pushOf: pushOf)
             recorded += rest.count
         }
         for pushId in Set(claimed.map(\.pushId)) { rendezvous.notify(pushId) }
@@ -450,23 +476,44 @@ public final class DeliveryEngine: Sendable {
     /// transaction, then applies the token hygiene they call for.
     private func record(
         _ answers: [(Attempt, APNsSendResult, Duration)], settled: [DeliveryUpdate],
-        outcomes: [(pushId: String, outcome: DeviceOutcome)], owner: String
+        outcomes: [(pushId: String, outcome: DeviceOutcome)], owner: String, pushOf: [Int64: String]
     ) async throws {
         var updates = settled
         var deactivations: [TokenDeactivation] = []
+        var waiting: [APNsEnvironmentName: Int] = [:]
         let answeredAt = clock.now().timeIntervalSince1970
         for (attempt, result, elapsed) in answers {
             observer?.apnsLatency(elapsed)
+            let environment = attempt.claim.delivery.environment
+            if DeliveryPlanner.isOutage(result), let circuit = circuits[environment] {
+                // The way to APNs failed, not the device: the delivery waits for the peer, and the peer pauses.
+                if let change = circuit.recordOutage(at: answeredAt) {
+                    report(change, environment: environment, cause: result)
+                }
+                updates.append(
+                    planner.wait(
+                        attempt.claim, verdict: attempt.verdict, result: result, until: circuit.probeAt,
+                        deadline: attempt.deadline, at: answeredAt))
+                waiting[environment, default: 0] += 1
+                continue
+            }
+            if result.transportError == nil, let change = circuits[environment]?.recordAnswer(at: answeredAt) {
+                report(change, environment: environment, cause: result)
+            }
             let (update, deactivation) = planner.answer(
                 attempt.claim, result: result, verdict: attempt.verdict, at: answeredAt)
             updates.append(update)
             if let deactivation { deactivations.append(deactivation) }
         }
+        for (environment, count) in waiting { observer?.waitingForAPNs(count, environment: environment.rawValue) }
         try await enricher.spans.run("db.record_answers", kind: .client) { span in
             span?.attributes["delivery.updates"] = updates.count
             _ = try await outbox.complete(updates, outcomes: outcomes, owner: owner)
         }
-        for update in updates { observer?.attempt(state: update.state, status: update.status, reason: update.reason) }
+        reportEnded(updates, pushOf: pushOf)
+        for update in updates where !DeliveryPlanner.isWait(update) {
+            observer?.attempt(state: update.state, status: update.status, reason: update.reason)
+        }
         for deactivation in deactivations {
             do {
                 guard let registration = try await tokens.deactivate(deactivation) else { continue }
@@ -482,6 +529,52 @@ public final class DeliveryEngine: Sendable {
             } catch {
                 logger.error("cannot deactivate a token", metadata: ["error": "\(error)"])
             }
+        }
+    }
+
+    /// Logs a circuit's change at `warning` (the operator should know APNs is unreachable, and when it is back),
+    /// and sets the metric.
+    private func report(_ change: APNsCircuit.Change, environment: APNsEnvironmentName, cause: APNsSendResult) {
+        switch change {
+        case .opened(let failures, let probeAt):
+            observer?.circuit(environment: environment.rawValue, state: APNsCircuit.State.open.rawValue)
+            let wait = max(0, probeAt - clock.now().timeIntervalSince1970)
+            logger.warning(
+                failures == 1
+                    ? "APNs unreachable: sending paused, deliveries wait (no attempt used)"
+                    : "APNs still unreachable: the probe failed, sending stays paused",
+                metadata: [
+                    "environment": "\(environment.rawValue)", "failures": "\(failures)",
+                    "next_probe_in": "\(String(format: "%.1f", wait)) s",
+                    "cause": "\(cause.transportError ?? "HTTP \(cause.status ?? 0) \(cause.reason?.rawValue ?? "")")",
+                ])
+        case .closed(let outage):
+            observer?.circuit(environment: environment.rawValue, state: APNsCircuit.State.closed.rawValue)
+            logger.warning(
+                "APNs reachable again: sending resumed",
+                metadata: [
+                    "environment": "\(environment.rawValue)", "outage": "\(String(format: "%.1f", outage)) s",
+                ])
+        }
+    }
+
+    /// One line per push and final outcome (`failed`, `expired`) among `updates`, with the count and the first
+    /// reason, at `warning`: a push whose deliveries end badly is said once per batch, not once per device.
+    private func reportEnded(_ updates: [DeliveryUpdate], pushOf: [Int64: String]) {
+        var ended: [String: (count: Int, example: String)] = [:]
+        for update in updates where update.state == .failed || update.state == .expired {
+            let key = "\(pushOf[update.id] ?? "?")\u{0}\(update.state.rawValue)"
+            let why = update.reason ?? update.error ?? (update.status.map { "HTTP \($0)" } ?? "unknown")
+            ended[key, default: (0, why)].count += 1
+        }
+        for (key, value) in ended.sorted(by: { $0.key < $1.key }) {
+            let parts = key.split(separator: "\u{0}", maxSplits: 1).map(String.init)
+            logger.warning(
+                "deliveries of a push ended \(parts[1])",
+                metadata: [
+                    "push_id": "\(parts[0])", "state": "\(parts[1])", "count": "\(value.count)",
+                    "reason": "\(value.example)",
+                ])
         }
     }
 

@@ -102,6 +102,27 @@ public final class ServiceMetrics: DeliveryObserver {
 
     public func outboxDepth(_ depth: Int) { outboxPending.set(Int64(depth)) }
 
+    /// 1 while sending to an environment is paused because APNs is unreachable (open or half open), else 0.
+    public func circuit(environment: String, state: String) {
+        registry.makeGauge(
+            descriptor: MetricNameDescriptor(
+                metricName: "apns_circuit_open", unitName: "",
+                helpText: "1 while APNs is unreachable and sending to the environment is paused, else 0"),
+            labels: [("environment", environment)]
+        ).set(Int64(state == "closed" ? 0 : 1))
+    }
+
+    /// Deliveries that waited for an unreachable APNs (not sent, or lost to the outage; no attempt used).
+    public func waitingForAPNs(_ count: Int, environment: String) {
+        counter(["waits", environment]) {
+            registry.makeCounter(
+                descriptor: MetricNameDescriptor(
+                    metricName: "apns_delivery_waits", unitName: "total",
+                    helpText: "Deliveries put back to wait for an unreachable APNs (no attempt used)"),
+                labels: [("environment", environment)])
+        }.increment(by: Int64(count))
+    }
+
     public func connectionsOpened(_ count: Int, environment: String) {
         counter(["connections", environment]) {
             registry.makeCounter(

@@ -51,7 +51,7 @@ PY
 python3 -c 'import json; p={"aps":{"alert":{"title":"Nearby","body":"bench"}},"pad":""}; p["pad"]="x"*(300-len(json.dumps(p,separators=(",",":")))); print(json.dumps(p,separators=(",",":")),end="")' > "$DATA/payload.json"
 
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; pkill -9 -f "$PWD/$DATA/" 2>/dev/null || true; }
 trap cleanup EXIT
 
 start_nginx() { # name keepalive

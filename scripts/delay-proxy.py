@@ -8,6 +8,7 @@ Bytes keep their order and are never coalesced across their due times; the bandw
 """
 import asyncio
 import collections
+import signal
 import sys
 
 
@@ -76,4 +77,7 @@ async def main():
 
 
 if __name__ == "__main__":
+    # A parent may have started us with signals blocked (Foundation's Process does): stop on SIGTERM anyway.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGINT])
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     asyncio.run(main())

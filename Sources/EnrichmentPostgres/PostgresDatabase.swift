@@ -25,6 +25,9 @@ public struct PostgresSettings: Sendable, CustomStringConvertible {
     public var rootCertificate: String?
     public var maximumConnections = 20
     public var connectTimeout: Duration = .seconds(10)
+    /// At start-up, how long to keep trying a database that refuses connections or is still starting (a
+    /// warning per try); 0 gives up at the first failure.
+    public var startupWait: Duration = .zero
 
     /// Parses a `postgres://` (or `postgresql://`) URL; throws a sentence that never repeats the password.
     public init(url: String) throws(PostgresSettingsError) {
@@ -140,8 +143,7 @@ public final class PostgresBackend: Sendable {
         // One connection first: a wrong host, password or certificate fails here at once, with its reason (the
         // pool would keep retrying), and the migrations run on it.
         do {
-            let probe = try await PostgresConnection.connect(
-                configuration: try settings.connectionConfiguration(), id: 0, logger: logger)
+            let probe = try await Self.connectWaiting(settings, logger: logger)
             do {
                 try await Self.migrate(probe, logger: logger)
                 try? await probe.close()
@@ -155,6 +157,47 @@ public final class PostgresBackend: Sendable {
         let client = PostgresClient(configuration: try settings.clientConfiguration(), backgroundLogger: logger)
         self.client = client
         runner = Task { await client.run() }
+    }
+
+    /// One connection; while the database refuses connections or is starting, tried again (1 s apart, then up to
+    /// 5 s) until `settings.startupWait` has passed, with a warning each time. Other failures (a password, a
+    /// certificate, a missing database) are final at once: waiting cannot fix them.
+    static func connectWaiting(_ settings: PostgresSettings, logger: Logger) async throws -> PostgresConnection {
+        let started = ContinuousClock.now
+        var pause = Duration.seconds(1)
+        var tries = 0
+        while true {
+            tries += 1
+            do {
+                return try await PostgresConnection.connect(
+                    configuration: try settings.connectionConfiguration(), id: 0, logger: logger)
+            } catch {
+                let waited = ContinuousClock.now - started
+                guard isTransient(error), waited < settings.startupWait else { throw error }
+                logger.warning(
+                    "PostgreSQL is not reachable yet; trying again",
+                    metadata: [
+                        "database": "\(settings)", "try": "\(tries)", "reason": "\(describe(error))",
+                        "waited": "\(waited.components.seconds) s of \(settings.startupWait.components.seconds) s",
+                    ])
+                try await Task.sleep(for: min(pause, settings.startupWait - waited))
+                pause = min(.seconds(5), pause * 2)
+            }
+        }
+    }
+
+    /// True for a failure that a database starting beside us shows: the connection refused or cut, a timeout,
+    /// or the server saying it is starting up (57P03).
+    static func isTransient(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError else { return false }
+        if error.serverInfo?[.sqlState] == "57P03" { return true }
+        switch error.code {
+        case .connectionError:
+            // A TLS failure is a configuration problem, not a database that is starting.
+            return !(error.underlying is NIOSSLError || error.underlying is BoringSSLError)
+        case .serverClosedConnection, .uncleanShutdown: return true
+        default: return false
+        }
     }
 
     /// Stops the pool.

@@ -89,6 +89,7 @@ public struct EnrichmentRuntime: Sendable {
             var settings = try PostgresSettings(url: url.exposed)
             settings.maximumConnections = configuration.databasePoolSize
             settings.connectTimeout = .milliseconds(Int64(configuration.databaseConnectTimeout * 1000))
+            settings.startupWait = .milliseconds(Int64(configuration.databaseWait * 1000))
             let backend = try await PostgresBackend(settings: settings, logger: logger)
             logger.info("using PostgreSQL", metadata: ["database": "\(settings)"])
             postgres = backend

@@ -38,6 +38,13 @@ extension ServiceConfiguration {
             help: "Seconds to wait for a PostgreSQL connection.", default: "\(defaults.databaseConnectTimeout)",
             allowed: "seconds > 0 and at most 600", parse: seconds(600), store: { $0.databaseConnectTimeout = $1 }),
         Setting(
+            "database-wait", "ENRICH_DATABASE_WAIT", valueName: "seconds",
+            help:
+                "At start-up, how long to keep trying a PostgreSQL that refuses connections or is starting (0: fail at once).",
+            default: "\(defaults.databaseWait)", allowed: "seconds, 0 to 3600",
+            parse: { text in Double(trimmed(text)).flatMap { (0...3_600).contains($0) ? $0 : nil } },
+            store: { $0.databaseWait = $1 }),
+        Setting(
             "otlp-endpoint", "ENRICH_OTLP_ENDPOINT", valueName: "url",
             help:
                 "Export traces (spans of each request, enrichment, fix ingest, delivery batch, database call, places "

@@ -37,6 +37,8 @@ public struct ServiceConfiguration: Sendable {
     public var databasePoolSize = 20
     /// Seconds to wait for a PostgreSQL connection.
     public var databaseConnectTimeout = 10.0
+    /// Seconds start-up keeps trying a PostgreSQL that refuses connections (a warning per try) before it exits.
+    public var databaseWait = 30.0
     /// Seconds between an idle node's looks for work no notification announced (per kind of work).
     public var pollInterval = 1.0
     /// Where traces are exported over OTLP/HTTP; nil: tracing off.

@@ -6,6 +6,68 @@ import Testing
 /// The first errors an operator meets, from the real executable: each names the setting and what to do.
 @Suite("Start-up errors that say what to do", .serialized)
 struct StartupErrorTests {
+    @Test(
+        "PostgreSQL absent at start: ENRICH_DATABASE_WAIT tries again with a warning each time, then exits with the reason"
+    )
+    func databaseAbsent() throws {
+        let port = try APNsOutageTests.freePort()
+        let url = "postgres://enrich:pw@127.0.0.1:\(port)/enrich?sslmode=disable"
+        let started = Date()
+        let (status, output) = try failedStart(
+            ["--log-level", "warning"], environment: ["ENRICH_DATABASE_URL": url, "ENRICH_DATABASE_WAIT": "3"])
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(status == 1, "\(output)")
+        #expect(output.contains("PostgreSQL is not reachable yet; trying again"), "\(output)")
+        #expect(output.components(separatedBy: "not reachable yet").count - 1 >= 2)
+        #expect(output.contains("cannot use postgres://enrich:***@127.0.0.1:\(port)/enrich"), "\(output)")
+        #expect(!output.contains(":pw@"), "the password is never shown")
+        #expect(elapsed >= 2 && elapsed < 15, "gave up after \(elapsed) s")
+        // 0: no waiting, as before.
+        let quick = Date()
+        let (again, _) = try failedStart(
+            ["--log-level", "warning"], environment: ["ENRICH_DATABASE_URL": url, "ENRICH_DATABASE_WAIT": "0"])
+        #expect(again == 1)
+        #expect(Date().timeIntervalSince(quick) < 2)
+    }
+
+    @Test("PostgreSQL that comes up during ENRICH_DATABASE_WAIT: the service starts and answers")
+    func databaseArrivesLate() async throws {
+        let real = try await PostgresTestDatabase.makeURL()
+        let components = try #require(URLComponents(string: real))
+        let realPort = try #require(components.port)
+        let port = try APNsOutageTests.freePort()
+        var late = components
+        late.port = port
+        let lateURL = try #require(late.string)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("late-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // The database "arrives" 2 s after the service starts: a plain TCP forwarder to the test cluster.
+        let forwarder = Process()
+        forwarder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        forwarder.arguments = ["python3", "scripts/delay-proxy.py", "\(port)", "\(realPort)", "0"]
+        forwarder.standardOutput = FileHandle.nullDevice
+        // Not the test's own stderr: a child left holding it would keep `swift test` waiting.
+        forwarder.standardError = FileHandle.nullDevice
+        let starter = Task {
+            try await Task.sleep(for: .seconds(2))
+            try forwarder.run()
+        }
+        defer {
+            starter.cancel()
+            if forwarder.isRunning { kill(forwarder.processIdentifier, SIGKILL) }
+        }
+        let log = directory.appendingPathComponent("server.log")
+        let server = try ServerProcess.start(
+            database: directory.appendingPathComponent("unused.sqlite").path,
+            environment: ["ENRICH_DATABASE_URL": lateURL, "ENRICH_DATABASE_WAIT": "30"], logFile: log)
+        defer { server.kill9() }
+        let health = try await ServiceClient(base: "http://127.0.0.1:\(server.port)").get("/health")
+        #expect(health.status == 200)
+        let text = try String(contentsOf: log, encoding: .utf8)
+        #expect(text.contains("PostgreSQL is not reachable yet; trying again"), "\(text)")
+    }
+
     @Test("a port already in use names the address and the settings that change it")
     func portInUse() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("port-\(UUID().uuidString)")

@@ -188,7 +188,7 @@ public final class PostgresBackend: Sendable {
 
     /// True for a failure that a database starting beside us shows: the connection refused or cut, a timeout,
     /// or the server saying it is starting up (57P03).
-    static func isTransient(_ error: any Error) -> Bool {
+    public static func isTransient(_ error: any Error) -> Bool {
         guard let error = error as? PSQLError else { return false }
         if error.serverInfo?[.sqlState] == "57P03" { return true }
         switch error.code {
@@ -197,6 +197,20 @@ public final class PostgresBackend: Sendable {
             return !(error.underlying is NIOSSLError || error.underlying is BoringSSLError)
         case .serverClosedConnection, .uncleanShutdown: return true
         default: return false
+        }
+    }
+
+    /// Nil when PostgreSQL answers and takes writes; else what is wrong (reason `database_unavailable`), for
+    /// readiness.
+    public func storageProblem() async -> (problem: String, reason: String)? {
+        do {
+            let rows = try await client.query("SELECT pg_is_in_recovery()", logger: logger)
+            for try await inRecovery in rows.decode(Bool.self) where inRecovery {
+                return ("PostgreSQL is a standby (in recovery): it cannot take writes", "database_unavailable")
+            }
+            return nil
+        } catch {
+            return ("PostgreSQL cannot be reached: \(Self.describe(error))", "database_unavailable")
         }
     }
 

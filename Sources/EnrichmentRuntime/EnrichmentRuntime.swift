@@ -57,6 +57,8 @@ public struct EnrichmentRuntime: Sendable {
     public let changeFeed: PostgresChangeFeed?
     /// Notified when regions changed on any node (PostgreSQL).
     let regionSignal: ChangeSignal
+    /// Whether the database is usable now (readiness).
+    public let storageHealth: StorageHealthCheck
 
     /// What the engine does in the background until cancelled: following other nodes' POI imports and regions
     /// (PostgreSQL), the daily location retention, the location webhook. Delivery has its own `delivery.run()`,
@@ -85,6 +87,7 @@ public struct EnrichmentRuntime: Sendable {
         let outbox: any OutboxStore
         let locationStore: any LocationStore
         let postgres: PostgresBackend?
+        let storageHealth: StorageHealthCheck
         if let url = configuration.databaseURL {
             var settings = try PostgresSettings(url: url.exposed)
             settings.maximumConnections = configuration.databasePoolSize
@@ -93,6 +96,7 @@ public struct EnrichmentRuntime: Sendable {
             let backend = try await PostgresBackend(settings: settings, logger: logger)
             logger.info("using PostgreSQL", metadata: ["database": "\(settings)"])
             postgres = backend
+            storageHealth = .postgres(backend)
             // Shared by every node, so never cached; concurrent reads are coalesced into one query per batch.
             fixes = CoalescedFixStore(
                 base: PostgresFixStore(database: backend), maximumBatches: max(1, configuration.databasePoolSize / 2))
@@ -103,6 +107,7 @@ public struct EnrichmentRuntime: Sendable {
         } else {
             let database = try SQLiteDatabase(path: configuration.databasePath, durability: configuration.durability)
             postgres = nil
+            storageHealth = .sqlite(database)
             fixes = CachingFixStore(base: SQLiteFixStore(database: database))
             pois = SQLitePOIStore(database: database)
             tokens = SQLiteTokenStore(database: database)
@@ -183,7 +188,7 @@ public struct EnrichmentRuntime: Sendable {
                     case .regions: regionSignal.notify()
                     }
                 }
-            }, regionSignal: regionSignal)
+            }, regionSignal: regionSignal, storageHealth: storageHealth)
     }
 }
 

@@ -26,6 +26,7 @@ struct ServiceState: Sendable {
     let tokens: any DeviceTokenStore
     let delivery: DeliveryEngine
     let location: LocationEngine
+    let storageHealth: StorageHealthCheck
 
     init(runtime: EnrichmentRuntime, metrics: ServiceMetrics) {
         configuration = runtime.configuration
@@ -39,6 +40,7 @@ struct ServiceState: Sendable {
         tokens = runtime.tokens
         delivery = runtime.delivery
         location = runtime.location
+        storageHealth = runtime.storageHealth
         self.metrics = metrics
     }
 }
@@ -94,6 +96,11 @@ func buildRouter(_ state: ServiceState) -> Router<ServiceContext> {
     if state.configuration.logLevel <= .debug { router.add(middleware: RequestLogMiddleware()) }
     router.add(middleware: MetricsMiddleware(metrics: state.metrics))
     router.add(middleware: ErrorMiddleware(routes: table))
+    if state.configuration.databaseURL != nil {
+        router.add(
+            middleware: DatabaseDeadlineMiddleware(
+                timeout: .milliseconds(Int64(state.configuration.databaseConnectTimeout * 1000))))
+    }
     if let apiKey = state.configuration.apiKey {
         let clock = state.clock
         router.add(middleware: AuthMiddleware(apiKey: apiKey, now: { clock.now().timeIntervalSince1970 }))

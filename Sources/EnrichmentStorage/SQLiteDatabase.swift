@@ -194,6 +194,39 @@ public final class SQLiteDatabase: Sendable {
     }
 
     /// The journal mode in force (`wal` for a file database).
+    /// True when `error` is SQLite saying the disk (or the database's size limit) is full.
+    public static func isDiskFull(_ error: any Error) -> Bool {
+        guard let error = error as? DatabaseError else { return false }
+        return error.resultCode == .SQLITE_FULL
+    }
+
+    /// Free space below which the disk counts as full (a write may not fit).
+    public static let minimumFreeBytes: UInt64 = 16 << 20
+
+    /// Nil when the database can be used; else what is wrong and its reason (`storage_full`,
+    /// `database_unavailable`), for readiness.
+    public func storageProblem() async -> (problem: String, reason: String)? {
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        var stats = statvfs()
+        if statvfs(directory, &stats) == 0 {
+            let free = UInt64(stats.f_bavail) * UInt64(stats.f_frsize)
+            let total = UInt64(stats.f_blocks) * UInt64(stats.f_frsize)
+            // 16 MiB, or 5% of a small filesystem.
+            if free < min(Self.minimumFreeBytes, total / 20) {
+                return (
+                    "the disk holding \(path) is full (\(free >> 20) MiB free): free space; the service resumes by itself",
+                    "storage_full"
+                )
+            }
+        }
+        do {
+            _ = try await pool.read { try Int.fetchOne($0, sql: "SELECT 1") }
+            return nil
+        } catch {
+            return ("the SQLite database cannot be read: \(error)", "database_unavailable")
+        }
+    }
+
     public func journalMode() throws -> String {
         try pool.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "" }
     }

@@ -122,6 +122,11 @@ public final class DeliveryEngine: Sendable {
     /// True when APNs credentials are configured.
     public var isConfigured: Bool { !senders.isEmpty }
 
+    /// Each environment's circuit: `closed` (sending), `open` (APNs unreachable, deliveries wait) or `half_open`.
+    public var circuitStates: [String: String] {
+        Dictionary(uniqueKeysWithValues: circuits.map { ($0.key.rawValue, $0.value.state.rawValue) })
+    }
+
     /// False once shutdown began.
     public var isAccepting: Bool { accepting.load(ordering: .relaxed) }
 

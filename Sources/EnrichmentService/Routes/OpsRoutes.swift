@@ -22,12 +22,49 @@ struct OpsRoutes {
         }
     }
 
+    struct LiveView: JSONObjectRepresentable {
+        func writeJSON(into object: inout JSONObjectWriter) { object.field("status", "ok") }
+    }
+
+    /// `{"status": "ready"|"not_ready", "reason"?, "problem"?, "checks": {...}, "apns": {"sandbox": "closed"}}`.
+    struct ReadyView: JSONObjectRepresentable {
+        var storage: StorageHealth
+        var pois: Int
+        var apns: [String: String]
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.object("apns") { a in
+                for (environment, circuit) in apns.sorted(by: { $0.key < $1.key }) { a.field(environment, circuit) }
+            }
+            object.object("checks") { c in
+                c.field("database", storage.problem ?? "ok")
+                c.field("places_index", "ok (\(pois) POIs)")
+            }
+            if let problem = storage.problem { object.field("problem", problem) }
+            if let reason = storage.reason { object.field("reason", reason) }
+            object.field("status", storage.problem == nil ? "ready" : "not_ready")
+        }
+    }
+
     func register(on router: RouteRecorder) {
         router.get("/health") { _, _ in
             JSONIO.response(
                 Health(
                     pois: state.index.count, places: state.configuration.places.rawValue,
                     mode: state.configuration.mode.rawValue))
+        }
+        // Liveness: the process answers (never the database's fault: a restart would not help).
+        router.get("/health/live") { _, _ in
+            JSONIO.response(LiveView())
+        }
+        // Readiness: the database reachable and writable, its disk not full, the places index loaded. APNs is
+        // reported but never makes a node unready: every node shares the same APNs.
+        router.get("/health/ready") { _, _ in
+            let storage = await state.storageHealth.check(
+                within: .milliseconds(Int64(state.configuration.databaseConnectTimeout * 1000)))
+            let view = ReadyView(
+                storage: storage, pois: state.index.count, apns: state.delivery.circuitStates)
+            return JSONIO.response(view, status: storage.problem == nil ? .ok : .serviceUnavailable)
         }
         router.get("/metrics") { _, _ in
             Response(

@@ -1,4 +1,5 @@
 import EnrichmentCore
+import EnrichmentRuntime
 public import Essentials
 import Foundation
 public import Hummingbird
@@ -70,7 +71,21 @@ public struct APIError: Error, HTTPResponseError, Sendable, JSONObjectRepresenta
                 return APIError(
                     error.status, reason: .httpError, message: error.body ?? error.status.reasonPhrase)
             }
+        case let timeout as DatabaseTimeout:
+            var answer = APIError(.serviceUnavailable, reason: .databaseUnavailable, message: timeout.description)
+            answer.headers[.retryAfter] = "5"
+            return answer
         default:
+            if let outage = StorageHealth.outage(in: error), let problem = outage.problem {
+                if outage.reason == APIReason.storageFull.rawValue {
+                    return APIError(
+                        HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage"), reason: .storageFull,
+                        message: problem)
+                }
+                var answer = APIError(.serviceUnavailable, reason: .databaseUnavailable, message: problem)
+                answer.headers[.retryAfter] = "5"
+                return answer
+            }
             return APIError(
                 .internalServerError, reason: .internalError,
                 message: "the server failed to handle the request; the log has details")
@@ -103,6 +118,12 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             }
             if mapped.status == .internalServerError {
                 context.logger.error("request failed", metadata: ["path": "\(request.uri.path)", "error": "\(error)"])
+            } else if mapped.reason == .databaseUnavailable || mapped.reason == .storageFull {
+                context.logger.warning(
+                    "request refused: storage outage",
+                    metadata: [
+                        "path": "\(request.uri.path)", "reason": "\(mapped.reason.rawValue)", "error": "\(error)",
+                    ])
             }
             return try mapped.response(from: request, context: context)
         }

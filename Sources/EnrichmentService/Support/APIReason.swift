@@ -30,6 +30,11 @@ public enum APIReason: String, Sendable, CaseIterable {
     case shuttingDown = "shutting_down"
     /// Something failed on the server (500); the log has the details.
     case internalError = "internal_error"
+    /// The database cannot be reached now, or did not answer within `ENRICH_DATABASE_TIMEOUT` (503, with
+    /// `Retry-After`); nothing was acknowledged, so the request can be sent again.
+    case databaseUnavailable = "database_unavailable"
+    /// The database's disk is full (507): nothing was written; free space and the service resumes by itself.
+    case storageFull = "storage_full"
     /// The router answered with a status no other reason covers.
     case httpError = "http_error"
 

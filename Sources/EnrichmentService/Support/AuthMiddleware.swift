@@ -8,7 +8,7 @@ import Hummingbird
 struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
     let keyDigest: [UInt8]
     /// Paths that stay open (health checks and scraping).
-    static var openPaths: Set<String> { ["/health", "/metrics"] }
+    static var openPaths: Set<String> { ["/health", "/health/live", "/health/ready", "/metrics"] }
 
     /// The preview pages' browser session (see `PreviewSession`).
     let previewSession: PreviewSession

@@ -1,0 +1,84 @@
+import Essentials
+import Foundation
+import TestSupport
+import Testing
+
+/// The real service on PostgreSQL reached through a TCP forwarder that is killed (the database gone: connections
+/// cut, new ones refused) and started again: what clients and the orchestrator see, and that nothing is lost.
+@Suite("A PostgreSQL outage is bounded and visible", .serialized)
+struct DatabaseOutageTests {
+    /// `scripts/delay-proxy.py` with no delay: a plain forwarder from `port` to `target`.
+    static func forwarder(port: Int, target: Int) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "scripts/delay-proxy.py", "\(port)", "\(target)", "0"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, !APNsOutageTests.MockProcess.accepts(port) { Thread.sleep(forTimeInterval: 0.05) }
+        return process
+    }
+
+    static func fix(_ client: ServiceClient, _ n: Int) async throws -> ServiceClient.Reply {
+        let now = Int64(Date().timeIntervalSince1970)
+        return try await client.post(
+            "/v1/devices/outage/locations",
+            json: #"{"locations":[{"latitude":48.8,"longitude":2.3,"utc_timestamp":\#(now - 1_000 + Int64(n))}]}"#)
+    }
+
+    @Test(
+        "PostgreSQL gone: requests answer 503 database_unavailable within ENRICH_DATABASE_TIMEOUT, ready says why, live stays up; back: it recovers, nothing acknowledged lost"
+    )
+    func outage() async throws {
+        let real = try await PostgresTestDatabase.makeURL()
+        var components = try #require(URLComponents(string: real))
+        let target = try #require(components.port)
+        let port = try APNsOutageTests.freePort()
+        components.port = port
+        var proxy = try Self.forwarder(port: port, target: target)
+        defer { kill(proxy.processIdentifier, SIGKILL) }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dbout-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let log = directory.appendingPathComponent("server.log")
+        let server = try ServerProcess.start(
+            database: directory.appendingPathComponent("unused.sqlite").path,
+            environment: ["ENRICH_DATABASE_URL": try #require(components.string), "ENRICH_DATABASE_TIMEOUT": "2"],
+            logFile: log)
+        defer { server.kill9() }
+        let client = ServiceClient(base: "http://127.0.0.1:\(server.port)")
+        var acknowledged = 0
+        for n in 0..<20 where try await Self.fix(client, n).status == 200 { acknowledged = n + 1 }
+        #expect(acknowledged == 20)
+        #expect(try await client.get("/health/ready").status == 200)
+
+        kill(proxy.processIdentifier, SIGKILL)
+        proxy.waitUntilExit()
+        let started = Date()
+        let refused = try await Self.fix(client, 100)
+        let took = Date().timeIntervalSince(started)
+        #expect(refused.status == 503, "\(refused.text)")
+        #expect(refused.json?["error"]?["reason"] == .string("database_unavailable"))
+        #expect(refused.headers["retry-after"] == "5")
+        #expect(took < 4, "answered after \(took) s, the bound is 2 s")
+        let ready = try await client.get("/health/ready")
+        #expect(ready.status == 503)
+        #expect(ready.json?["reason"] == .string("database_unavailable"))
+        #expect(try await client.get("/health/live").status == 200)
+
+        proxy = try Self.forwarder(port: port, target: target)
+        var back = false
+        let deadline = Date().addingTimeInterval(30)
+        while !back, Date() < deadline {
+            back = try await Self.fix(client, 20 + acknowledged).status == 200
+            if back { acknowledged += 1 } else { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        #expect(back, "the service did not recover when the database came back")
+        #expect(try await client.get("/health/ready").status == 200)
+        let last = try await client.get("/v1/devices/outage/location")
+        #expect(last.status == 200)
+        let text = try String(contentsOf: log, encoding: .utf8)
+        #expect(text.contains("request refused: storage outage"), "\(text.suffix(1_500))")
+    }
+}

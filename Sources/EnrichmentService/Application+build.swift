@@ -99,7 +99,8 @@ func buildRouter(_ state: ServiceState) -> Router<ServiceContext> {
     if state.configuration.databaseURL != nil {
         router.add(
             middleware: DatabaseDeadlineMiddleware(
-                timeout: .milliseconds(Int64(state.configuration.databaseConnectTimeout * 1000))))
+                timeout: .milliseconds(Int64(state.configuration.databaseConnectTimeout * 1000)),
+                pushWait: .milliseconds(Int64(state.configuration.delivery.waitTimeout * 1000))))
     }
     if let apiKey = state.configuration.apiKey {
         let clock = state.clock

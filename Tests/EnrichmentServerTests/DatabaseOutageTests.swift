@@ -1,5 +1,6 @@
 import Essentials
 import Foundation
+import MockAPNs
 import TestSupport
 import Testing
 
@@ -81,4 +82,66 @@ struct DatabaseOutageTests {
         let text = try String(contentsOf: log, encoding: .utf8)
         #expect(text.contains("request refused: storage outage"), "\(text.suffix(1_500))")
     }
+
+    @Test("PostgreSQL gone for 3 s during delivery: every delivery ends delivered once it is back, none failed")
+    func duringDelivery() async throws {
+        let real = try await PostgresTestDatabase.makeURL()
+        var components = try #require(URLComponents(string: real))
+        let target = try #require(components.port)
+        let port = try APNsOutageTests.freePort()
+        components.port = port
+        let proxiedURL = try #require(components.string)
+        let proxy = ProcessBox(try Self.forwarder(port: port, target: target))
+        defer { kill(proxy.process.processIdentifier, SIGKILL) }
+        try await withMock { mock, state in
+            let setup = try DeliveryDurabilityTests.Setup(mock: mock)
+            defer { try? FileManager.default.removeItem(at: setup.directory) }
+            var environment = setup.environment
+            environment["ENRICH_DATABASE_URL"] = proxiedURL
+            environment["ENRICH_DATABASE_TIMEOUT"] = "2"
+            environment["ENRICH_DELIVERY_LEASE"] = "2"
+            let count = 300
+            for index in 0..<count {
+                state.script(
+                    FailureScript(status: 200, delayMilliseconds: 100), for: DeliveryDurabilityTests.token(index, 0))
+            }
+            let server = try ServerProcess.start(
+                database: setup.directory.appendingPathComponent("unused.sqlite").path, environment: environment)
+            defer { server.kill9() }
+            let client = ServiceClient(base: "http://127.0.0.1:\(server.port)")
+            for index in 0..<count {
+                let reply = try await client.put(
+                    "/v1/devices/d-\(index)/apns-tokens/\(DeliveryDurabilityTests.token(index, 0))",
+                    json: #"{"topic":"com.example.app","environment":"sandbox"}"#)
+                #expect(reply.status == 201)
+            }
+            let ids = (0..<count).map { #""d-\#($0)""# }.joined(separator: ",")
+            let accepted = try await client.post(
+                "/v1/push", json: #"{"device_ids":[\#(ids)],"payload":{"aps":{"alert":"hi"}},"wait":false}"#)
+            #expect(accepted.status == 202)
+            let pushId = try #require(accepted.json?["push_id"]?.stringValue)
+            try await DeliveryDurabilityTests.waitForReceived(state, atLeast: 60)
+            kill(proxy.process.processIdentifier, SIGKILL)
+            proxy.process.waitUntilExit()
+            try await Task.sleep(for: .seconds(3))
+            proxy.process = try Self.forwarder(port: port, target: target)
+            var report = try await client.get("/v1/push/\(pushId)")
+            let deadline = Date().addingTimeInterval(60)
+            while report.json?["done"] != .bool(true), Date() < deadline {
+                try await Task.sleep(for: .milliseconds(200))
+                report = try await client.get("/v1/push/\(pushId)")
+            }
+            #expect(report.json?["done"] == .bool(true), "\(report.text.prefix(500))")
+            #expect(report.json?["counts"]?["delivered"] == .int(Int64(count)))
+            #expect(report.json?["counts"]?["failed"] == .int(0))
+            let received = Set(state.receivedPushes.map(\.deviceToken))
+            #expect(received.count == count, "every delivery reached APNs")
+        }
+    }
+}
+
+/// A process a test replaces (a forwarder started again), shared with the closures that use it.
+final class ProcessBox: @unchecked Sendable {
+    var process: Process
+    init(_ process: Process) { self.process = process }
 }

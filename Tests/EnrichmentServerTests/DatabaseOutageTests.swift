@@ -81,6 +81,9 @@ struct DatabaseOutageTests {
         #expect(last.status == 200)
         let text = try String(contentsOf: log, encoding: .utf8)
         #expect(text.contains("request refused: storage outage"), "\(text.suffix(1_500))")
+        // One line when it is lost, one when it is back.
+        #expect(text.components(separatedBy: "storage outage: requests that need the database").count - 1 == 1)
+        #expect(text.contains("storage back: requests are served again"))
     }
 
     @Test("PostgreSQL gone for 3 s during delivery: every delivery ends delivered once it is back, none failed")

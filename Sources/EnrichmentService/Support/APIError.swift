@@ -4,6 +4,7 @@ public import Essentials
 import Foundation
 public import Hummingbird
 import Logging
+import Synchronization
 
 /// The one error shape of the API: `{"error": {"reason": "...", "message": "..."}}` with an HTTP status.
 ///
@@ -97,12 +98,19 @@ public struct APIError: Error, HTTPResponseError, Sendable, JSONObjectRepresenta
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     /// The routes, to tell "no such path" (404) from "not with this method" (405 with `Allow`).
     let routes: RouteTable
+    /// Says when the storage is lost and when it is back, once each.
+    var outages = StorageOutageLog()
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
         do {
-            return try await next(request, context)
+            let response = try await next(request, context)
+            // A write that went through: the database is usable (again).
+            if request.method != .get, request.method != .head, response.status.code < 300 {
+                outages.served(logger: context.logger)
+            }
+            return response
         } catch {
             var mapped = APIError.from(error)
             if mapped.status == .notFound, mapped.reason == .notFound {
@@ -119,6 +127,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             if mapped.status == .internalServerError {
                 context.logger.error("request failed", metadata: ["path": "\(request.uri.path)", "error": "\(error)"])
             } else if mapped.reason == .databaseUnavailable || mapped.reason == .storageFull {
+                outages.refused(reason: mapped.reason.rawValue, problem: mapped.message, logger: context.logger)
                 context.logger.warning(
                     "request refused: storage outage",
                     metadata: [
@@ -127,5 +136,37 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             }
             return try mapped.response(from: request, context: context)
         }
+    }
+}
+
+/// Logs the start of a storage outage (the database unreachable, the disk full) once, at `error`, and its end
+/// once, at `warning`, with how long it lasted: the operator sees one pair of lines per outage, besides the
+/// `warning` per refused request.
+final class StorageOutageLog: Sendable {
+    private let since = Mutex<(started: ContinuousClock.Instant, reason: String)?>(nil)
+
+    func refused(reason: String, problem: String, logger: Logger) {
+        let first = since.withLock { since in
+            guard since == nil else { return false }
+            since = (ContinuousClock.now, reason)
+            return true
+        }
+        guard first else { return }
+        logger.error(
+            "storage outage: requests that need the database are refused until it is back",
+            metadata: ["reason": "\(reason)", "problem": "\(problem)"])
+    }
+
+    func served(logger: Logger) {
+        guard
+            let outage = since.withLock({ since in
+                defer { since = nil }
+                return since
+            })
+        else { return }
+        let seconds = Double((ContinuousClock.now - outage.started) / .milliseconds(1)) / 1000
+        logger.warning(
+            "storage back: requests are served again",
+            metadata: ["reason": "\(outage.reason)", "outage": "\(String(format: "%.1f", seconds)) s"])
     }
 }

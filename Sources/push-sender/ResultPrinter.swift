@@ -95,7 +95,14 @@ final class ResultOutput: Sendable {
         var done = 0
         var failed = 0
         var retried = 0
+        /// Accepted pushes left out of the table (runs over `listLimit`).
+        var unlisted = 0
+        var trimmed = false
     }
+
+    /// Past this many pushes the table lists only the failures (and counts the rest): a run of a million tokens
+    /// holds its failures, not a row per success.
+    static let listLimit = 1_000
 
     let json: Bool
     let failuresOnly: Bool
@@ -120,7 +127,20 @@ final class ResultOutput: Sendable {
             state.done += 1
             if failed { state.failed += 1 }
             if result.attempts > 1 { state.retried += 1 }
-            if shown && !json { state.rows.append((index, result)) }
+            if shown && !json {
+                if state.done > Self.listLimit, !state.trimmed {
+                    // The run is over the limit: the successes listed so far go too.
+                    state.trimmed = true
+                    let before = state.rows.count
+                    state.rows.removeAll { $0.1.succeeded }
+                    state.unlisted += before - state.rows.count
+                }
+                if !state.trimmed || !result.succeeded {
+                    state.rows.append((index, result))
+                } else {
+                    state.unlisted += 1
+                }
+            }
             return state.done
         }
         // The line is made and written by the writer's own thread, many lines per write: the sender's event
@@ -155,6 +175,11 @@ final class ResultOutput: Sendable {
         }
         let rows = state.rows.sorted { $0.0 < $1.0 }.map(\.1)
         var text = rows.isEmpty ? "" : ResultPrinter.rows(rows) + "\n"
+        if state.unlisted > 0 {
+            text +=
+                "\(state.unlisted) accepted pushes not listed: over \(Self.listLimit) pushes only the failures are "
+                + "listed (--json lists every push).\n"
+        }
         text += summary
         print(text)
     }

@@ -53,8 +53,18 @@ struct Send: AsyncParsableCommand {
         }
         let bundle = try headers.bundle(simulatorTarget: simulatorTarget)
         let defaultPayload = document.map(JSONWriter.bytes)
-        if tokens.tokensFile == "-", !dryRun {
-            try await sendStreaming(defaultPayload: defaultPayload, bundle: bundle, now: now)
+        if let file = tokens.tokensFile, !dryRun {
+            // Read as it is sent, a chunk of lines at a time: memory holds what is in flight, not the whole file.
+            let source: InputLines
+            if file == "-" {
+                source = InputLines(handle: .standardInput, readSize: nil)
+            } else {
+                guard let handle = FileHandle(forReadingAtPath: file) else {
+                    throw ValidationError("cannot read --tokens-file '\(file)'")
+                }
+                source = InputLines(handle: handle, readSize: 1 << 20)
+            }
+            try await sendStreaming(source, defaultPayload: defaultPayload, bundle: bundle, now: now)
             return
         }
         let entries = try tokens.entries()
@@ -91,7 +101,8 @@ struct Send: AsyncParsableCommand {
     /// Standard input as it comes: each read's complete lines go out as a batch at once, while the next lines are
     /// read, over the same connections and JWT; a script can keep writing `TOKEN {json}` lines for as long as it
     /// likes. Results are streamed (`--json`) or tabled at the end.
-    private func sendStreaming(defaultPayload: [UInt8]?, bundle: String, now: Int64) async throws {
+    private func sendStreaming(_ source: InputLines, defaultPayload: [UInt8]?, bundle: String, now: Int64) async throws
+    {
         let output = ResultOutput(json: json, failuresOnly: failuresOnly, total: 0)
         let sender = try APNsSender(configuration: try connection.withEnvironment().senderConfiguration())
         let started = ContinuousClock.now
@@ -99,9 +110,10 @@ struct Send: AsyncParsableCommand {
         await withTaskGroup(of: Void.self) { group in
             var offset = 0
             var running = 0
-            var chunks = StandardInputLines.chunks().makeAsyncIterator()
+            var chunks = source.chunks().makeAsyncIterator()
             var first = tokens.tokens.map { TokenOptions.Entry(token: $0) }
             while let chunk = await chunks.next() {
+                source.taken()
                 let entries = first + chunk
                 first = []
                 if defaultPayload == nil, entries.contains(where: { $0.payload == nil && $0.problem == nil }) {
@@ -182,21 +194,40 @@ struct Send: AsyncParsableCommand {
     }
 }
 
-/// Standard input read on its own thread as it arrives, as chunks of complete `TokenOptions` lines.
-enum StandardInputLines {
-    static func chunks() -> AsyncStream<[TokenOptions.Entry]> {
+/// A tokens file or standard input, read on a thread of its own as chunks of complete `TokenOptions` lines. At
+/// most two chunks are read ahead of the sender (`taken()` after each): a file of a million tokens is never in
+/// memory at once. Standard input gives what each read returns (a script's lines go out as they come); a file is
+/// read `readSize` bytes at a time.
+final class InputLines: Sendable {
+    let handle: FileHandle
+    let readSize: Int?
+    private let room = DispatchSemaphore(value: 2)
+
+    init(handle: FileHandle, readSize: Int?) {
+        self.handle = handle
+        self.readSize = readSize
+    }
+
+    /// The consumer took a chunk: one more may be read.
+    func taken() { room.signal() }
+
+    func chunks() -> AsyncStream<[TokenOptions.Entry]> {
         let (stream, continuation) = AsyncStream.makeStream(of: [TokenOptions.Entry].self)
-        let thread = Thread {
+        let thread = Thread { [self] in
             var pending: [UInt8] = []
             while true {
-                let data = FileHandle.standardInput.availableData
+                let data = (readSize.map { (try? handle.read(upToCount: $0)) ?? nil } ?? handle.availableData) ?? Data()
                 if data.isEmpty { break }
                 pending.append(contentsOf: data)
                 guard let lastNewline = pending.lastIndex(of: UInt8(ascii: "\n")) else { continue }
+                room.wait()
                 continuation.yield(TokenOptions.parse(pending[...lastNewline]))
                 pending.removeSubrange(...lastNewline)
             }
-            if !pending.isEmpty { continuation.yield(TokenOptions.parse(pending[...])) }
+            if !pending.isEmpty {
+                room.wait()
+                continuation.yield(TokenOptions.parse(pending[...]))
+            }
             continuation.finish()
         }
         thread.start()

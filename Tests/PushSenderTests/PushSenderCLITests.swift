@@ -100,6 +100,39 @@ struct PushSenderCLITests {
         #expect(background.err.contains("background pushes need --priority 5"))
     }
 
+    @Test("send --tokens-file: streamed; over 1,000 pushes the table lists the failures and counts the rest")
+    func largeTokensFile() async throws {
+        try await withMock { base, state in
+            let directory = try CredentialFiles()
+            defer { directory.remove() }
+            let tokens = (0..<1_200).map { String(format: "%064x", 0xF0_0000 + $0) }
+            let file = directory.url.appendingPathComponent("tokens.txt")
+            try (tokens.joined(separator: "\n") + "\n").write(to: file, atomically: true, encoding: .utf8)
+            for bad in [tokens[10], tokens[1_100]] {
+                state.script(FailureScript(status: 400, reason: "BadDeviceToken"), for: bad)
+            }
+            let common = [
+                "send", "--host", base, "--ca", directory.ca, "--key", directory.key, "--key-id", "KEYID12345",
+                "--team-id", "TEAMID6789", "--topic", "com.example.app", "--payload", "payloads/location.json",
+                "--tokens-file", file.path, "--attempts", "1",
+            ]
+            let table = try runPushSender(common)
+            #expect(table.status == 1)
+            #expect(table.out.contains("BadDeviceToken"))
+            #expect(table.out.contains("1198 accepted pushes not listed"), "\(table.out.suffix(600))")
+            #expect(table.out.contains("1198 of 1200 accepted, 2 failed"))
+            // Only the two failures have rows (the header aside): no row per success.
+            #expect(table.out.split(separator: "\n").filter { $0.contains("BadDeviceToken") }.count == 2)
+            #expect(table.out.split(separator: "\n").count < 20, "\(table.out.prefix(800))")
+            #expect(state.receivedCount == 1_200)
+
+            let lines = try runPushSender(common + ["--json"])
+            let results = lines.out.split(separator: "\n")
+            #expect(results.count == 1_200)
+            #expect(results.filter { $0.contains(#""ok":false"#) }.count == 2)
+        }
+    }
+
     @Test("send: TOKEN {json} lines from stdin, the topic from an .apns file (never sent), JSON Lines and a summary")
     func sendFromStandardInput() async throws {
         try await withMock { base, state in

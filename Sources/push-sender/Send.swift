@@ -216,7 +216,12 @@ final class InputLines: Sendable {
         let thread = Thread { [self] in
             var pending: [UInt8] = []
             while true {
-                let data = (readSize.map { (try? handle.read(upToCount: $0)) ?? nil } ?? handle.availableData) ?? Data()
+                let data: Data
+                if let readSize {
+                    data = (try? handle.read(upToCount: readSize)) ?? Data()
+                } else {
+                    data = handle.availableData
+                }
                 if data.isEmpty { break }
                 pending.append(contentsOf: data)
                 guard let lastNewline = pending.lastIndex(of: UInt8(ascii: "\n")) else { continue }

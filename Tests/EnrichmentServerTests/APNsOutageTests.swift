@@ -30,49 +30,14 @@ struct APNsOutageTests {
             process.standardError = FileHandle.nullDevice
             try process.run()
             // Listening once the port accepts a connection.
-            let deadline = Date().addingTimeInterval(30)
-            while Date() < deadline, !Self.accepts(port) { Thread.sleep(forTimeInterval: 0.05) }
+            LoopbackPort.waitUntilListening(port, seconds: 30)
             return MockProcess(process: process)
-        }
-
-        static func accepts(_ port: Int) -> Bool {
-            let socket = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(socket) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            return withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-                }
-            }
         }
 
         func kill9() {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
-    }
-
-    /// A free TCP port on 127.0.0.1.
-    static func freePort() throws -> Int {
-        let socket = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(socket) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        _ = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        var bound = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &bound) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: bound.sin_port))
     }
 
     /// Runs a 2,000-device push, kills the peer once `killAt` are delivered, and starts it again after `down`
@@ -91,7 +56,7 @@ struct APNsOutageTests {
         try ("{" + scripts.joined(separator: ",") + "}").write(to: slow, atomically: true, encoding: .utf8)
         let fast = directory.appendingPathComponent("fast.json")
         try "{}".write(to: fast, atomically: true, encoding: .utf8)
-        let port = try freePort()
+        let port = try LoopbackPort.free()
         var mock = try MockProcess.start(port: port, certs: certs, key: key, scripts: slow)
         defer { mock.kill9() }
 

@@ -8,19 +8,6 @@ import Testing
 /// cut, new ones refused) and started again: what clients and the orchestrator see, and that nothing is lost.
 @Suite("A PostgreSQL outage is bounded and visible", .serialized)
 struct DatabaseOutageTests {
-    /// `scripts/delay-proxy.py` with no delay: a plain forwarder from `port` to `target`.
-    static func forwarder(port: Int, target: Int) throws -> Process {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "scripts/delay-proxy.py", "\(port)", "\(target)", "0"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline, !APNsOutageTests.MockProcess.accepts(port) { Thread.sleep(forTimeInterval: 0.05) }
-        return process
-    }
-
     static func fix(_ client: ServiceClient, _ n: Int) async throws -> ServiceClient.Reply {
         let now = Int64(Date().timeIntervalSince1970)
         return try await client.post(
@@ -32,20 +19,16 @@ struct DatabaseOutageTests {
         "PostgreSQL gone: requests answer 503 database_unavailable within ENRICH_DATABASE_TIMEOUT, ready says why, live stays up; back: it recovers, nothing acknowledged lost"
     )
     func outage() async throws {
-        let real = try await PostgresTestDatabase.makeURL()
-        var components = try #require(URLComponents(string: real))
-        let target = try #require(components.port)
-        let port = try APNsOutageTests.freePort()
-        components.port = port
-        var proxy = try Self.forwarder(port: port, target: target)
-        defer { kill(proxy.processIdentifier, SIGKILL) }
+        let database = try await ForwardedPostgres()
+        try database.start()
+        defer { database.cut() }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dbout-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let log = directory.appendingPathComponent("server.log")
         let server = try ServerProcess.start(
             database: directory.appendingPathComponent("unused.sqlite").path,
-            environment: ["ENRICH_DATABASE_URL": try #require(components.string), "ENRICH_DATABASE_TIMEOUT": "2"],
+            environment: ["ENRICH_DATABASE_URL": database.url, "ENRICH_DATABASE_TIMEOUT": "2"],
             logFile: log)
         defer { server.kill9() }
         let client = ServiceClient(base: "http://127.0.0.1:\(server.port)")
@@ -54,8 +37,7 @@ struct DatabaseOutageTests {
         #expect(acknowledged == 20)
         #expect(try await client.get("/health/ready").status == 200)
 
-        kill(proxy.processIdentifier, SIGKILL)
-        proxy.waitUntilExit()
+        database.cut()
         let started = Date()
         let refused = try await Self.fix(client, 100)
         let took = Date().timeIntervalSince(started)
@@ -68,7 +50,7 @@ struct DatabaseOutageTests {
         #expect(ready.json?["reason"] == .string("database_unavailable"))
         #expect(try await client.get("/health/live").status == 200)
 
-        proxy = try Self.forwarder(port: port, target: target)
+        try database.start()
         var back = false
         let deadline = Date().addingTimeInterval(30)
         while !back, Date() < deadline {
@@ -88,19 +70,14 @@ struct DatabaseOutageTests {
 
     @Test("PostgreSQL gone for 3 s during delivery: every delivery ends delivered once it is back, none failed")
     func duringDelivery() async throws {
-        let real = try await PostgresTestDatabase.makeURL()
-        var components = try #require(URLComponents(string: real))
-        let target = try #require(components.port)
-        let port = try APNsOutageTests.freePort()
-        components.port = port
-        let proxiedURL = try #require(components.string)
-        let proxy = ProcessBox(try Self.forwarder(port: port, target: target))
-        defer { kill(proxy.process.processIdentifier, SIGKILL) }
+        let database = try await ForwardedPostgres()
+        try database.start()
+        defer { database.cut() }
         try await withMock { mock, state in
             let setup = try DeliveryDurabilityTests.Setup(mock: mock)
             defer { try? FileManager.default.removeItem(at: setup.directory) }
             var environment = setup.environment
-            environment["ENRICH_DATABASE_URL"] = proxiedURL
+            environment["ENRICH_DATABASE_URL"] = database.url
             environment["ENRICH_DATABASE_TIMEOUT"] = "2"
             environment["ENRICH_DELIVERY_LEASE"] = "2"
             let count = 300
@@ -124,10 +101,9 @@ struct DatabaseOutageTests {
             #expect(accepted.status == 202)
             let pushId = try #require(accepted.json?["push_id"]?.stringValue)
             try await DeliveryDurabilityTests.waitForReceived(state, atLeast: 60)
-            kill(proxy.process.processIdentifier, SIGKILL)
-            proxy.process.waitUntilExit()
+            database.cut()
             try await Task.sleep(for: .seconds(3))
-            proxy.process = try Self.forwarder(port: port, target: target)
+            try database.start()
             var report = try await client.get("/v1/push/\(pushId)")
             let deadline = Date().addingTimeInterval(60)
             while report.json?["done"] != .bool(true), Date() < deadline {
@@ -141,10 +117,4 @@ struct DatabaseOutageTests {
             #expect(received.count == count, "every delivery reached APNs")
         }
     }
-}
-
-/// A process a test replaces (a forwarder started again), shared with the closures that use it.
-final class ProcessBox: @unchecked Sendable {
-    var process: Process
-    init(_ process: Process) { self.process = process }
 }

@@ -10,7 +10,7 @@ struct StartupErrorTests {
         "PostgreSQL absent at start: ENRICH_DATABASE_WAIT tries again with a warning each time, then exits with the reason"
     )
     func databaseAbsent() throws {
-        let port = try APNsOutageTests.freePort()
+        let port = try LoopbackPort.free()
         let url = "postgres://enrich:pw@127.0.0.1:\(port)/enrich?sslmode=disable"
         let started = Date()
         let (status, output) = try failedStart(
@@ -32,35 +32,21 @@ struct StartupErrorTests {
 
     @Test("PostgreSQL that comes up during ENRICH_DATABASE_WAIT: the service starts and answers")
     func databaseArrivesLate() async throws {
-        let real = try await PostgresTestDatabase.makeURL()
-        let components = try #require(URLComponents(string: real))
-        let realPort = try #require(components.port)
-        let port = try APNsOutageTests.freePort()
-        var late = components
-        late.port = port
-        let lateURL = try #require(late.string)
+        let database = try await ForwardedPostgres()
+        defer { database.cut() }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("late-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        // The database "arrives" 2 s after the service starts: a plain TCP forwarder to the test cluster.
-        let forwarder = Process()
-        forwarder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        forwarder.arguments = ["python3", "scripts/delay-proxy.py", "\(port)", "\(realPort)", "0"]
-        forwarder.standardOutput = FileHandle.nullDevice
-        // Not the test's own stderr: a child left holding it would keep `swift test` waiting.
-        forwarder.standardError = FileHandle.nullDevice
+        // The database "arrives" 2 s after the service starts.
         let starter = Task {
             try await Task.sleep(for: .seconds(2))
-            try forwarder.run()
+            try database.start()
         }
-        defer {
-            starter.cancel()
-            if forwarder.isRunning { kill(forwarder.processIdentifier, SIGKILL) }
-        }
+        defer { starter.cancel() }
         let log = directory.appendingPathComponent("server.log")
         let server = try ServerProcess.start(
             database: directory.appendingPathComponent("unused.sqlite").path,
-            environment: ["ENRICH_DATABASE_URL": lateURL, "ENRICH_DATABASE_WAIT": "30"], logFile: log)
+            environment: ["ENRICH_DATABASE_URL": database.url, "ENRICH_DATABASE_WAIT": "30"], logFile: log)
         defer { server.kill9() }
         let health = try await ServiceClient(base: "http://127.0.0.1:\(server.port)").get("/health")
         #expect(health.status == 200)

@@ -125,13 +125,13 @@ public struct Enricher: Sendable {
         // (a shared database), else the context is read once the fix is known to be usable. A fix given for this
         // evaluation only (QA) stands in for the stored one.
         let stored: LocationFix?
-        var snapshotContext: DeviceContext?? = .none
+        // The fix and context read together, when they were (the context may itself be nil).
+        var snapshot: DeviceSnapshot?
         if fixOverride == nil, let snapshots {
-            let snapshot = try await spans.run("db.device_snapshot", kind: .client) { _ in
+            snapshot = try await spans.run("db.device_snapshot", kind: .client) { _ in
                 try await snapshots.snapshot(deviceId: deviceId)
             }
-            stored = snapshot.fix
-            snapshotContext = .some(snapshot.context)
+            stored = snapshot?.fix
         } else if let fixOverride {
             stored = fixOverride
         } else {
@@ -154,8 +154,7 @@ public struct Enricher: Sendable {
             ageSeconds: age, horizontalAccuracy: fix.horizontalAccuracy, context: fix.context)
         guard age <= settings.fixMaxAge else { return try draft.finish(.noFix, rule: "fix_too_old") }
         let user = fix.coordinate
-        let context: DeviceContext?
-        if case .some(let known) = snapshotContext { context = known } else { context = await readContext(deviceId) }
+        let context = snapshot != nil ? snapshot?.context : await readContext(deviceId)
         draft.deviceContext = context
 
         guard let places else {

@@ -1,6 +1,5 @@
 import EnrichmentPostgres
 import EnrichmentStorage
-import Foundation
 
 /// Whether the database can be used now, for readiness: reachable and writable, and (SQLite) its disk not full.
 public struct StorageHealth: Sendable, Equatable {
@@ -17,7 +16,10 @@ public struct StorageHealthCheck: Sendable {
     let run: @Sendable () async -> StorageHealth
 
     public func check(within timeout: Duration) async -> StorageHealth {
-        await withDeadline(timeout) { await run() }
+        let run = self.run
+        // The check itself never throws; a cancelled one counts as not answering.
+        let answered = try? await withTimeout(timeout) { await run() }
+        return answered
             ?? StorageHealth(
                 problem: "the database did not answer within \(timeout.components.seconds) s",
                 reason: "database_unavailable")
@@ -65,59 +67,19 @@ public struct DatabaseTimeout: Error, CustomStringConvertible {
     }
 }
 
-/// `body`'s value, or nil when it has not finished within `timeout` (it is then cancelled and left to end by
-/// itself: the caller does not wait for it).
-public func withDeadline<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () async -> T) async -> T? {
-    let race = DeadlineRace<T>()
-    return await withCheckedContinuation { continuation in
-        race.start(continuation)
-        let work = Task {
-            let value = await body()
-            race.finish(value)
+/// `body`'s value, or nil when it has not finished within `timeout`: it is then cancelled, and this returns once it
+/// has ended (PostgresNIO gives up a wait for a connection when cancelled). One mechanism for every bound on the
+/// database: readiness and the request deadline.
+public func withTimeout<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () async throws -> T)
+    async throws -> T?
+{
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: timeout)
+            return nil
         }
-        let timer = Task {
-            try? await Task.sleep(for: timeout)
-            if race.finish(nil) { work.cancel() }
-        }
-        race.onFinish { timer.cancel() }
-    }
-}
-
-/// The first of a body and its timer resumes the continuation.
-private final class DeadlineRace<T: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var continuation: CheckedContinuation<T?, Never>?
-    private var cleanup: (@Sendable () -> Void)?
-    private var done = false
-
-    func start(_ continuation: CheckedContinuation<T?, Never>) {
-        lock.withLock { self.continuation = continuation }
-    }
-
-    /// Resumes with `value` if nothing did before; returns whether this call did.
-    @discardableResult
-    func finish(_ value: T?) -> Bool {
-        let (continuation, cleanup): (CheckedContinuation<T?, Never>?, (@Sendable () -> Void)?) = lock.withLock {
-            guard !done else { return (nil, nil) }
-            done = true
-            defer {
-                self.continuation = nil
-                self.cleanup = nil
-            }
-            return (self.continuation, self.cleanup)
-        }
-        guard let continuation else { return false }
-        cleanup?()
-        continuation.resume(returning: value)
-        return true
-    }
-
-    func onFinish(_ cleanup: @escaping @Sendable () -> Void) {
-        let run = lock.withLock {
-            if done { return true }
-            self.cleanup = cleanup
-            return false
-        }
-        if run { cleanup() }
+        defer { group.cancelAll() }
+        return try await group.next() ?? nil
     }
 }

@@ -30,18 +30,12 @@ struct DatabaseDeadlineMiddleware<Context: RequestContext>: RouterMiddleware {
     {
         guard let timeout = bound(request) else { return try await next(request, context) }
         return try await withoutActuallyEscaping(next) { next in
-            // The task group ends before this scope does, so `next` never outlives the request.
+            // `withTimeout` ends before this scope does, so `next` never outlives the request.
             let handler = UncheckedHandler(next: next)
-            return try await withThrowingTaskGroup(of: Response.self) { group in
-                group.addTask { try await handler.next(request, context) }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    throw DatabaseTimeout(timeout: timeout)
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next() else { throw DatabaseTimeout(timeout: timeout) }
-                return first
+            guard let response = try await withTimeout(timeout, { try await handler.next(request, context) }) else {
+                throw DatabaseTimeout(timeout: timeout)
             }
+            return response
         }
     }
 }

@@ -320,7 +320,10 @@ let package = Package(
         ),
         .testTarget(
             name: "EnrichmentRuntimeTests",
-            dependencies: ["EnrichmentRuntime", "EnrichmentCore", "Essentials", "LocationCore"],
+            dependencies: [
+                "EnrichmentRuntime", "EnrichmentCore", "EnrichmentPostgres", "Essentials", "LocationCore",
+                "TestSupport",
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -3,13 +3,22 @@ import Essentials
 public import LocationCore
 import Logging
 import PostgresNIO
+import Synchronization
 
 /// Visits, ZOIs, regions, region state and location events in PostgreSQL. A device's read-compute-write runs in
 /// one transaction holding a per-device advisory lock, so runs of one device never interleave across nodes.
-public struct PostgresLocationStore: LocationStore {
+public final class PostgresLocationStore: LocationStore {
     let database: PostgresBackend
 
-    public init(database: PostgresBackend) { self.database = database }
+    /// The times of devices evaluated since their row was last written (or that have none), on this node, up to a
+    /// budget. With several nodes a late fix reaching a node that did not evaluate the newer one is evaluated when
+    /// the device has no row (docs/LOCATION-RULES.md §4.5 rule 5).
+    let volatile: Mutex<BoundedMap<String, (lastFixTime: Double?, detectAfter: Double?)>>
+
+    public init(database: PostgresBackend, deviceMemory: Int = 200_000) {
+        self.database = database
+        volatile = Mutex(BoundedMap(capacity: deviceMemory))
+    }
 
     var logger: Logger { database.logger }
 
@@ -178,17 +187,36 @@ public struct PostgresLocationStore: LocationStore {
                 SELECT pg_advisory_xact_lock(hashtext('regions:' || id))
                 FROM unnest(\(ids)::text[]) WITH ORDINALITY AS u(id, n) ORDER BY n
                 """, logger: logger)
-            let (states, zones) = try await Self.readRegionStates(
+            let (stored, zones) = try await Self.readRegionStates(
                 connection.query(Self.regionStatesQuery(ids), logger: logger))
+            var states = stored
+            volatile.withLock { memory in
+                for id in ids {
+                    guard let kept = memory[id] else { continue }
+                    var state = states[id] ?? DeviceRegionState()
+                    state.lastFixTime = Self.later(state.lastFixTime, kept.lastFixTime)
+                    state.detectAfter = Self.later(state.detectAfter, kept.detectAfter)
+                    states[id] = state
+                }
+            }
             let (updated, events, result) = try body(states, zones)
-            let changed = updated.filter { $0.value != states[$0.key] }
-            if !changed.isEmpty {
+            let plan = RegionStateWrites(
+                stored: stored, read: states, updated: updated, eventDevices: Set(events.map(\.deviceId)))
+            if !plan.upserts.isEmpty {
                 try await connection.query(
                     """
                     INSERT INTO region_state (device_id, body)
-                    SELECT * FROM unnest(\(Array(changed.keys))::text[], \(changed.values.map(LocationCodec.encode))::text[])
+                    SELECT * FROM unnest(\(plan.upserts.map(\.0))::text[], \(plan.upserts.map { LocationCodec.encode($0.1) })::text[])
                     ON CONFLICT (device_id) DO UPDATE SET body = excluded.body
                     """, logger: logger)
+            }
+            if !plan.deletes.isEmpty {
+                try await connection.query(
+                    "DELETE FROM region_state WHERE device_id = ANY(\(plan.deletes)::text[])", logger: logger)
+            }
+            volatile.withLock { memory in
+                for (id, _) in plan.upserts { memory[id] = nil }
+                for (id, last, after) in plan.times { memory[id] = (last, after) }
             }
             try await Self.append(connection, events, logger: logger)
             return result
@@ -227,6 +255,19 @@ public struct PostgresLocationStore: LocationStore {
             }
         }
         return (fixes, states, zones)
+    }
+
+    public func storedRegionStateCount() async throws -> Int {
+        let rows = try await database.client.query("SELECT count(*)::int8 FROM region_state", logger: logger)
+        return try await rows.decode(Int.self).first { _ in true } ?? 0
+    }
+
+    static func later(_ a: Double?, _ b: Double?) -> Double? {
+        switch (a, b) {
+        case (nil, _): b
+        case (_, nil): a
+        case (let a?, let b?): max(a, b)
+        }
     }
 
     /// The region states and the home/work zones of `ids` in one statement.

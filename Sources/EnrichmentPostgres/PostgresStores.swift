@@ -60,6 +60,15 @@ public struct PostgresFixStore: FixStore {
         return found
     }
 
+    public func fix(deviceId: String, before: Double) async throws -> LocationFix? {
+        let rows = try await database.client.query(
+            """
+            SELECT device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras
+            FROM fixes WHERE device_id = \(deviceId) AND fix_time < \(before) ORDER BY fix_time DESC LIMIT 1
+            """)
+        return try await Self.decode(rows).first
+    }
+
     public func fixes(deviceId: String, after: Double, before: Double, limit: Int) async throws -> [LocationFix] {
         let rows = try await database.client.query(
             """

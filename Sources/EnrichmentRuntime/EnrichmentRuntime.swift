@@ -103,16 +103,16 @@ public struct EnrichmentRuntime: Sendable {
             pois = PostgresPOIStore(database: backend)
             tokens = PostgresTokenStore(database: backend)
             outbox = PostgresOutbox(database: backend)
-            locationStore = PostgresLocationStore(database: backend)
+            locationStore = PostgresLocationStore(database: backend, deviceMemory: configuration.deviceMemory)
         } else {
             let database = try SQLiteDatabase(path: configuration.databasePath, durability: configuration.durability)
             postgres = nil
             storageHealth = .sqlite(database)
-            fixes = CachingFixStore(base: SQLiteFixStore(database: database))
+            fixes = CachingFixStore(base: SQLiteFixStore(database: database), capacity: configuration.deviceMemory)
             pois = SQLitePOIStore(database: database)
             tokens = SQLiteTokenStore(database: database)
             outbox = SQLiteOutbox(database: database)
-            locationStore = SQLiteLocationStore(database: database)
+            locationStore = SQLiteLocationStore(database: database, deviceMemory: configuration.deviceMemory)
         }
         let index: PlacesIndex
         // The POI version before the index is read: changes after it are applied again (an upsert), none is missed.
@@ -149,7 +149,9 @@ public struct EnrichmentRuntime: Sendable {
         let regionSignal = ChangeSignal()
         // This process owns a SQLite file, so its own evaluations keep the contexts current; with PostgreSQL other
         // nodes evaluate too, so a context is read again after a second.
-        let contexts = DeviceContexts(store: locationStore, ttl: postgres == nil ? .seconds(86_400 * 365) : .seconds(1))
+        let contexts = DeviceContexts(
+            store: locationStore, ttl: postgres == nil ? .seconds(86_400 * 365) : .seconds(1),
+            capacity: configuration.deviceMemory)
         // With PostgreSQL an enrichment reads its fix and its context in one statement, batched with its
         // neighbours': two batches in flight at most, so that under load the batches grow instead of multiplying
         // (each statement costs the node CPU; 2 measured faster than 4 and level with 1: BENCHMARKS.md).
@@ -168,7 +170,8 @@ public struct EnrichmentRuntime: Sendable {
         let location = try await LocationEngine(
             store: locationStore, fixes: fixes, settings: configuration.location,
             index: configuration.places == .local ? index : nil, webhookURL: configuration.locationWebhookURL,
-            delivery: delivery, contexts: contexts, clock: clock, logger: logger)
+            delivery: delivery, contexts: contexts, clock: clock, logger: logger,
+            deviceMemory: configuration.deviceMemory)
         return EnrichmentRuntime(
             configuration: configuration, postgres: postgres, fixes: fixes, pois: pois, index: index, places: places,
             map: map, template: template, enricher: enricher,

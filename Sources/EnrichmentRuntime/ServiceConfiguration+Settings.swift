@@ -65,6 +65,14 @@ extension ServiceConfiguration {
             default: "\(defaults.pollInterval)", allowed: "seconds > 0 and at most 60", parse: seconds(60),
             store: { $0.pollInterval = $1 }),
         Setting(
+            "device-memory", "ENRICH_DEVICE_MEMORY", valueName: "devices",
+            help:
+                "How many devices each per-device cache keeps in memory (last fix, region context, evaluation times, "
+                + "visit detector position); the least recently used are forgotten first and read back from the "
+                + "database. About 1 KiB per device in all: the default costs about 200 MiB at most.",
+            default: "\(defaults.deviceMemory)", allowed: "an integer 0-100000000 (0: no cache)",
+            parse: integer(0...100_000_000), store: { $0.deviceMemory = $1 }),
+        Setting(
             "durability", "ENRICH_DURABILITY", valueName: "normal|full",
             help: "normal survives kill -9; full also fsyncs every commit and survives power loss.",
             default: defaults.durability.rawValue, allowed: "normal or full",

@@ -41,6 +41,8 @@ public struct ServiceConfiguration: Sendable {
     public var databaseWait = 30.0
     /// Seconds between an idle node's looks for work no notification announced (per kind of work).
     public var pollInterval = 1.0
+    /// Devices each per-device cache keeps (LRU); docs/SCALING.md, "Memory".
+    public var deviceMemory = 200_000
     /// Where traces are exported over OTLP/HTTP; nil: tracing off.
     public var otlpEndpoint: String?
     public var durability: SQLiteDatabase.Durability = .normal

@@ -58,6 +58,17 @@ public struct SQLiteFixStore: FixStore {
         }
     }
 
+    public func fix(deviceId: String, before: Double) async throws -> LocationFix? {
+        try await database.pool.read { db in
+            let statement = try db.cachedStatement(
+                sql: """
+                    SELECT fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras
+                    FROM fixes WHERE device_id = ? AND fix_time < ? ORDER BY fix_time DESC LIMIT 1
+                    """)
+            return try FixCursor(statement, arguments: [deviceId, before], deviceId: deviceId).next()
+        }
+    }
+
     public func fixes(deviceId: String, after: Double, before: Double, limit: Int) async throws -> [LocationFix] {
         try await database.pool.read { db in
             let statement = try db.cachedStatement(

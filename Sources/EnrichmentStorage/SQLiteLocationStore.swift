@@ -14,9 +14,15 @@ import Synchronization
 public final class SQLiteLocationStore: LocationStore {
     let database: SQLiteDatabase
     let deviceLocks = KeyedAsyncLock()
-    let volatile = Mutex<[String: (lastFixTime: Double?, detectAfter: Double?)]>([:])
+    /// The times of devices evaluated since their row was last written (or that have none), up to a budget.
+    let volatile: Mutex<BoundedMap<String, (lastFixTime: Double?, detectAfter: Double?)>>
 
-    public init(database: SQLiteDatabase) { self.database = database }
+    /// `deviceMemory`: the devices whose evaluation times are kept in memory (docs/CONFIGURATION.md,
+    /// `ENRICH_DEVICE_MEMORY`); a device past it is read back from its row, or has its next late fix evaluated.
+    public init(database: SQLiteDatabase, deviceMemory: Int = 200_000) {
+        self.database = database
+        volatile = Mutex(BoundedMap(capacity: deviceMemory))
+    }
 
     static func visits(_ db: Database, deviceId: String) throws -> [Visit] {
         let statement = try db.cachedStatement(
@@ -165,36 +171,31 @@ public final class SQLiteLocationStore: LocationStore {
                 }
             }
             let (updated, events, result) = try body(states, zones)
-            let withEvents = Set(events.map(\.deviceId))
-            var writes: [(String, DeviceRegionState)] = []
-            var kept: [(String, DeviceRegionState)] = []
-            for (id, state) in updated {
-                let before = stored[id] ?? DeviceRegionState()
-                if withEvents.contains(id) || state.poiRegions != before.poiRegions || state.logs != before.logs {
-                    writes.append((id, state))
-                } else if state != states[id] {
-                    kept.append((id, state))
-                }
-            }
-            let toWrite = writes
-            if !toWrite.isEmpty || !events.isEmpty {
+            let plan = RegionStateWrites(
+                stored: stored, read: states, updated: updated, eventDevices: Set(events.map(\.deviceId)))
+            if !plan.upserts.isEmpty || !plan.deletes.isEmpty || !events.isEmpty {
                 try await database.pool.write { db in
                     let write = try db.cachedStatement(
                         sql: """
                             INSERT INTO region_state (device_id, body) VALUES (?, ?)
                             ON CONFLICT (device_id) DO UPDATE SET body = excluded.body
                             """)
-                    for (id, state) in toWrite { try write.execute(arguments: [id, LocationCodec.encode(state)]) }
+                    for (id, state) in plan.upserts { try write.execute(arguments: [id, LocationCodec.encode(state)]) }
+                    let delete = try db.cachedStatement(sql: "DELETE FROM region_state WHERE device_id = ?")
+                    for id in plan.deletes { try delete.execute(arguments: [id]) }
                     try Self.append(db, events)
                 }
             }
             volatile.withLock { memory in
-                if memory.count > 1_000_000 { memory.removeAll() }
-                for (id, _) in writes { memory[id] = nil }
-                for (id, state) in kept { memory[id] = (state.lastFixTime, state.detectAfter) }
+                for (id, _) in plan.upserts { memory[id] = nil }
+                for (id, last, after) in plan.times { memory[id] = (last, after) }
             }
             return result
         }
+    }
+
+    public func storedRegionStateCount() async throws -> Int {
+        try await database.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM region_state") ?? 0 }
     }
 
     static func later(_ a: Double?, _ b: Double?) -> Double? {

@@ -1,3 +1,4 @@
+import Essentials
 import Synchronization
 
 /// Keeps each device's last fix in memory in front of a durable store, so enrichment does not wait on storage.
@@ -8,19 +9,22 @@ import Synchronization
 /// (the embedded SQLite mode); with several service instances sharing one database, use the store directly.
 public final class CachingFixStore: FixStore {
     private struct State {
-        var entries: [String: LocationFix?] = [:]
+        var entries: BoundedMap<String, LocationFix?>
         var stripes = [UInt64](repeating: 0, count: 1024)
     }
 
     private let base: any FixStore
-    private let capacity: Int
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
-    /// Wraps `base`, keeping at most `capacity` devices in memory.
-    public init(base: any FixStore, capacity: Int = 1_000_000) {
+    /// Wraps `base`, keeping at most `capacity` devices in memory (the least recently used are forgotten first
+    /// and read from `base` again).
+    public init(base: any FixStore, capacity: Int = 200_000) {
         self.base = base
-        self.capacity = max(1, capacity)
+        state = Mutex(State(entries: BoundedMap(capacity: capacity)))
     }
+
+    /// Devices forgotten so far for room.
+    public var evictions: Int { state.withLock { $0.entries.evictions } }
 
     private static func stripe(_ deviceId: String) -> Int {
         var hasher = Hasher()
@@ -62,9 +66,6 @@ public final class CachingFixStore: FixStore {
         guard let fix else { return nil }
         state.withLock { state in
             guard state.stripes[stripe] == generation else { return }
-            if state.entries.count >= capacity, let victim = state.entries.keys.first {
-                state.entries.removeValue(forKey: victim)
-            }
             state.entries[deviceId] = .some(fix)
         }
         return fix
@@ -90,9 +91,6 @@ public final class CachingFixStore: FixStore {
                 guard let fix = read[id] else { continue }
                 found[id] = fix
                 guard state.stripes[stripe] == generation else { continue }
-                if state.entries.count >= capacity, let victim = state.entries.keys.first {
-                    state.entries.removeValue(forKey: victim)
-                }
                 state.entries[id] = .some(fix)
             }
         }
@@ -106,6 +104,10 @@ public final class CachingFixStore: FixStore {
 
     public func fixes(deviceId: String, after: Double, before: Double, limit: Int) async throws -> [LocationFix] {
         try await base.fixes(deviceId: deviceId, after: after, before: before, limit: limit)
+    }
+
+    public func fix(deviceId: String, before: Double) async throws -> LocationFix? {
+        try await base.fix(deviceId: deviceId, before: before)
     }
 
     public func deleteDevice(_ deviceId: String) async throws -> Int {

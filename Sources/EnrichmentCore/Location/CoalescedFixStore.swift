@@ -29,6 +29,10 @@ public struct CoalescedFixStore: FixStore {
         try await base.fixes(deviceId: deviceId, after: after, before: before, limit: limit)
     }
 
+    public func fix(deviceId: String, before: Double) async throws -> LocationFix? {
+        try await base.fix(deviceId: deviceId, before: before)
+    }
+
     public func expireFixes(takenAtOrBefore cutoff: Double) async throws -> Int {
         try await base.expireFixes(takenAtOrBefore: cutoff)
     }

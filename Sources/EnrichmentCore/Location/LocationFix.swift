@@ -46,11 +46,19 @@ public protocol FixStore: Sendable {
     func fixes(deviceId: String, after: Double, before: Double, limit: Int) async throws -> [LocationFix]
     /// Removes every fix taken at or before `cutoff` (retention); returns how many went.
     func expireFixes(takenAtOrBefore cutoff: Double) async throws -> Int
+    /// The device's newest fix with a fix time before `before` (where it was before a batch, for §4.3).
+    func fix(deviceId: String, before: Double) async throws -> LocationFix?
 }
 
 extension FixStore {
     /// Stores that keep nothing for long (test doubles, read-only views) have nothing to expire.
     public func expireFixes(takenAtOrBefore cutoff: Double) async throws -> Int { 0 }
+
+    /// Through the newest fix, for stores that hold one per device (test doubles, read-only views).
+    public func fix(deviceId: String, before: Double) async throws -> LocationFix? {
+        guard let latest = try await latestFix(deviceId: deviceId) else { return nil }
+        return latest.fixTime < before ? latest : nil
+    }
 }
 
 extension LocationFix {

@@ -9,13 +9,15 @@ import Synchronization
 public final class DeviceContexts: DeviceContextProvider, Sendable {
     let store: any RegionStateStore
     let ttl: Duration
-    let cache = Mutex<[String: (context: DeviceContext, at: ContinuousClock.Instant)]>([:])
+    let cache: Mutex<BoundedMap<String, (context: DeviceContext, at: ContinuousClock.Instant)>>
     /// Misses of concurrent enrichments, read together (one query per batch, no lock: a read only).
     let loader: CoalescingLoader<DeviceContext>
 
-    public init(store: any RegionStateStore, ttl: Duration) {
+    /// `capacity`: the devices whose context is kept (least recently used forgotten first).
+    public init(store: any RegionStateStore, ttl: Duration, capacity: Int = 200_000) {
         self.store = store
         self.ttl = ttl
+        cache = Mutex(BoundedMap(capacity: capacity))
         loader = CoalescingLoader(maximumBatches: 8) { ids in
             let (states, zones) = try await store.readRegionStates(deviceIds: ids)
             var contexts: [String: DeviceContext] = [:]
@@ -30,8 +32,6 @@ public final class DeviceContexts: DeviceContextProvider, Sendable {
     func remember(_ contexts: [String: DeviceContext]) {
         let now = ContinuousClock.now
         cache.withLock { cache in
-            // Bounded: past a million devices start again (entries are cheap to read back).
-            if cache.count > 1_000_000 { cache.removeAll() }
             for (device, context) in contexts { cache[device] = (context, now) }
         }
     }

@@ -30,7 +30,7 @@ public final class LocationEngine: Sendable {
     /// Where the detector is to resume per device, not yet written: folded into the device's next region-state
     /// write instead of a transaction of its own (lost on a crash, which only makes the detector read a little
     /// more: detected visits have stable ids, so none is stored twice).
-    let pendingDetect = Mutex<[String: Double]>([:])
+    let pendingDetect: Mutex<BoundedMap<String, Double>>
 
     /// Most fixes the detector reads for one device at a time.
     static let detectorWindow = 50_000
@@ -38,8 +38,9 @@ public final class LocationEngine: Sendable {
     init(
         store: any LocationStore, fixes: any FixStore, settings: LocationSettings, index: PlacesIndex?,
         webhookURL: String?, delivery: DeliveryEngine?, contexts: DeviceContexts, clock: any WallClock,
-        logger: Logger
+        logger: Logger, deviceMemory: Int = 200_000
     ) async throws {
+        pendingDetect = Mutex(BoundedMap(capacity: deviceMemory))
         self.store = store
         self.fixes = fixes
         self.settings = settings
@@ -165,10 +166,27 @@ public final class LocationEngine: Sendable {
             customNear[point] = customSet.nearest(point, count: perDevice, reach: accuracy)
             if let index { poisNear[point] = index.nearest(to: point, query: query) }
         }
+        // Where a device was before its batch matters only when the batch's first fix may enter a POI region at once
+        // (§4.3: was the region monitored at the fix before?); read for those devices alone, and searched.
+        var before: [String: Coordinate] = [:]
+        if let index {
+            let radius = settings.poiRegionRadius
+            for (device, fixes) in byDevice {
+                guard let first = fixes.min(by: { $0.fixTime < $1.fixTime }),
+                    (poisNear[first.coordinate] ?? []).contains(where: { $0.distance <= radius + 1 }),
+                    let earlier = try await self.fixes.fix(deviceId: device, before: first.fixTime)
+                else { continue }
+                before[device] = earlier.coordinate
+                if poisNear[earlier.coordinate] == nil {
+                    poisNear[earlier.coordinate] = index.nearest(to: earlier.coordinate, query: query)
+                }
+            }
+        }
         let searchedCustom = customNear
         let searchedPOIs = poisNear
+        let positionsBefore = before
         let poisOn = index != nil
-        let pending = pendingDetect.withLock { all in grouped.keys.compactMap { id in all[id].map { (id, $0) } } }
+        let pending = pendingDetect.withLock { all in grouped.keys.compactMap { id in all.peek(id).map { (id, $0) } } }
         let resumeAt = Dictionary(uniqueKeysWithValues: pending)
         let (events, detectFrom, contexts) = try await store.updateRegionStates(deviceIds: Array(grouped.keys)) {
             states, zones in
@@ -192,7 +210,7 @@ public final class LocationEngine: Sendable {
                                 + customSet.onNetwork(ssid: $0.wifiSSID, bssid: $0.wifiBSSID)
                         },
                         customById: { customSet.byId[$0] },
-                        pois: poisOn ? { searchedPOIs[$0] ?? [] } : nil)
+                        pois: poisOn ? { searchedPOIs[$0] ?? [] } : nil, before: positionsBefore[device])
                     contexts[device] = DeviceContexts.context(state, zones: zones[device] ?? [])
                 }
                 updated[device] = state
@@ -242,9 +260,8 @@ public final class LocationEngine: Sendable {
         }
         guard let resume, resume != after else { return }
         pendingDetect.withLock { all in
-            // Bounded like the context cache; a forgotten position only costs a longer read.
-            if all.count > 1_000_000 { all.removeAll() }
-            // Only forward: a concurrent batch may have moved it further.
+            // Bounded (a forgotten position only costs a longer read). Only forward: a concurrent batch may have
+            // moved it further.
             if (all[deviceId] ?? -Double.infinity) < resume { all[deviceId] = resume }
         }
     }

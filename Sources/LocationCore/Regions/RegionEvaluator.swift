@@ -35,8 +35,13 @@ public struct RegionEvaluator: Sendable {
         if !poi.types.isEmpty { extra["types"] = .array(poi.types.map { .string($0) }) }
         if !poi.address.lines.isEmpty { extra["address"] = .string(poi.address.lines.joined(separator: ", ")) }
         return Region(
-            id: "poi_\(poi.storeId)_\(poi.name) - \(radius) m", latitude: poi.coordinate.latitude,
+            id: poiRegionId(poi, radius: radius), latitude: poi.coordinate.latitude,
             longitude: poi.coordinate.longitude, radius: radius, policy: .circle, extra: extra)
+    }
+
+    /// The id of a POI's region.
+    public static func poiRegionId(_ poi: POI, radius: Double) -> String {
+        "poi_\(poi.storeId)_\(poi.name) - \(radius) m"
     }
 
     /// The region of a classified zone (§3.7's circle, evaluated on fixes).
@@ -51,42 +56,54 @@ public struct RegionEvaluator: Sendable {
     /// - `custom(observation)`: the custom regions to evaluate for a fix (the nearest ones, and those naming the
     ///   Wi-Fi network it reports).
     /// - `customById`: every custom region, to keep evaluating the ones the device is in.
-    /// - `pois(fix)`: the nearest POIs for the POI regions (nil when POI regions are off).
+    /// - `pois(point)`: the nearest POIs of a point, for the POI regions (nil when POI regions are off).
+    /// - `before`: where the device was at its fix before the first observation (nil: no such fix, or not needed);
+    ///   the POI regions monitored before a fix are those of the fix before it (§4.3 as the server applies it).
+    ///
+    /// `state.poiRegions` keeps only the POI regions the device is inside: the monitored set is a function of the
+    /// position, so a device far from every POI keeps no POI region (docs/LOCATION-RULES.md §4.3, "(ours)").
     public func evaluate(
         _ observations: [Observation], deviceId: String, state: inout DeviceRegionState, zones: [Region],
-        custom: (Observation) -> [Region], customById: (String) -> Region?, pois: ((Coordinate) -> [PlaceMatch])?
+        custom: (Observation) -> [Region], customById: (String) -> Region?, pois: ((Coordinate) -> [PlaceMatch])?,
+        before: Coordinate? = nil
     ) -> [LocationEvent] {
         var events: [LocationEvent] = []
         let sorted = observations.sorted { $0.fix.fixTime < $1.fix.fixTime }
+        var previous = before
         for observation in sorted {
             let fix = observation.fix
+            defer { previous = fix.coordinate }
             // Fixes older than what was evaluated already would replay history out of order: skipped.
             if let last = state.lastFixTime, fix.fixTime <= last { continue }
             state.lastFixTime = fix.fixTime
-            // §4.3: replace the POI regions (no exit for the dropped ones), then check "inside" at once with the
-            // region's own containment (no accuracy), through rule 3 (ours: no duplicate enter).
+            // §4.3: the POI regions are those of the nearest POIs; a region that was not monitored at the fix before
+            // checks "inside" at once with its own containment (no accuracy), through rule 3 (ours: no duplicate
+            // enter). Only the regions that could contain the fix, or that the device has a log for, are built.
+            var poiRegions: [Region] = []
             if let pois {
-                let matches = pois(fix.coordinate)
                 let radius = settings.poiRegionRadius
-                // Most fixes find the POIs they found before: compare ids before building regions.
-                let same =
-                    matches.count == state.poiRegions.count
-                    && zip(matches, state.poiRegions).allSatisfy { $0.poi.storeId == $1.extra["idstore"]?.stringValue }
-                if !same {
-                    let regions = matches.map { Self.poiRegion($0, radius: radius) }
-                    let old = state.poiRegions.map(\.id)
-                    state.poiRegions = regions
-                    for region in regions where !old.contains(region.id) {
-                        if region.centre.distance(to: fix.coordinate) <= region.radius {
-                            transition(
-                                region, enter: true, at: fix.fixTime, fromPosition: false, &state, &events, deviceId)
-                        }
+                let accuracy = fix.horizontalAccuracy ?? 0
+                var monitoredBefore: Set<String>?
+                for match in pois(fix.coordinate) {
+                    // A metre of slack: the decisions below are the region's own, on the same kernel.
+                    let near = match.distance - max(accuracy, 0) < radius + 1
+                    let logged = !state.logs.isEmpty && state.logs[Self.poiRegionId(match.poi, radius: radius)] != nil
+                    guard near || logged else { continue }
+                    let region = Self.poiRegion(match, radius: radius)
+                    poiRegions.append(region)
+                    guard region.centre.distance(to: fix.coordinate) <= region.radius else { continue }
+                    let before =
+                        monitoredBefore
+                        ?? Set((previous.map { pois($0) } ?? []).map { Self.poiRegionId($0.poi, radius: radius) })
+                    monitoredBefore = before
+                    if !before.contains(region.id) {
+                        transition(region, enter: true, at: fix.fixTime, fromPosition: false, &state, &events, deviceId)
                     }
                 }
             }
             // §4.5 rule 2 over every monitored region (a handful: a linear check removes repeats).
             var monitored: [Region] = []
-            monitored.reserveCapacity(settings.customRegionsPerDevice + state.poiRegions.count + zones.count + 2)
+            monitored.reserveCapacity(settings.customRegionsPerDevice + poiRegions.count + zones.count + 2)
             func add(_ region: Region) {
                 if !monitored.contains(where: { $0.id == region.id }) { monitored.append(region) }
             }
@@ -94,12 +111,13 @@ public struct RegionEvaluator: Sendable {
             for (id, log) in state.logs.sorted(by: { $0.key < $1.key }) where log.didEnter && id.hasPrefix("custom_") {
                 if let region = customById(id) { add(region) }
             }
-            state.poiRegions.forEach(add)
+            poiRegions.forEach(add)
             zones.forEach(add)
             for region in monitored {
                 let inside = region.contains(fix, wifiSSID: observation.wifiSSID, wifiBSSID: observation.wifiBSSID)
                 transition(region, enter: inside, at: fix.fixTime, fromPosition: true, &state, &events, deviceId)
             }
+            if pois != nil { state.poiRegions = poiRegions.filter { state.logs[$0.id]?.didEnter == true } }
         }
         Self.prune(&state)
         return events

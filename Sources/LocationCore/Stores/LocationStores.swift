@@ -78,6 +78,42 @@ public struct DeviceRegionState: Sendable, Equatable {
 
     /// The regions the device is inside now, by id.
     public var inside: Set<String> { Set(logs.filter { $0.value.didEnter }.keys) }
+
+    /// Whether the state says something a store must keep: a region the device is inside, or an exit recent
+    /// enough for the 5 s rule. A device far from every region has neither and costs no row.
+    public var isWorthARow: Bool { !logs.isEmpty || !poiRegions.isEmpty }
+}
+
+/// What a region evaluation leaves to its store: a row only where the state says something (docs/SCALING.md,
+/// "Disk per device").
+public struct RegionStateWrites: Sendable {
+    /// States to write (their times go with them).
+    public var upserts: [(String, DeviceRegionState)] = []
+    /// Devices whose row no longer says anything.
+    public var deletes: [String] = []
+    /// Devices whose times moved but nothing else: kept in memory (`lastFixTime`, `detectAfter`).
+    public var times: [(String, lastFixTime: Double?, detectAfter: Double?)] = []
+
+    /// `stored`: the rows read; `read`: what the evaluation started from (rows with the times kept in memory);
+    /// `updated`: what it ended with; `eventDevices`: devices that raised an event.
+    public init(
+        stored: [String: DeviceRegionState], read: [String: DeviceRegionState],
+        updated: [String: DeviceRegionState], eventDevices: Set<String>
+    ) {
+        for (id, state) in updated {
+            let row = stored[id]
+            if !state.isWorthARow {
+                if row != nil { deletes.append(id) }
+                if state != read[id] || row != nil { times.append((id, state.lastFixTime, state.detectAfter)) }
+            } else if row == nil || eventDevices.contains(id) || state.logs != row?.logs
+                || state.poiRegions != row?.poiRegions
+            {
+                upserts.append((id, state))
+            } else if state != read[id] {
+                times.append((id, state.lastFixTime, state.detectAfter))
+            }
+        }
+    }
 }
 
 /// Region evaluation state and the events of devices.
@@ -97,6 +133,9 @@ public protocol RegionStateStore: Sendable {
     func readRegionStates(deviceIds: [String]) async throws -> (
         states: [String: DeviceRegionState], zones: [String: [ZoneOfInterest]]
     )
+
+    /// How many devices have a stored region state row (sizing; a device far from every region has none).
+    func storedRegionStateCount() async throws -> Int
 }
 
 extension RegionStateStore {

@@ -229,6 +229,12 @@ public struct PostgresPOIStore: POIStore {
 
     static func rows(_ sequence: PostgresRowSequence) async throws -> [(Int64, POI)] {
         var found: [(Int64, POI)] = []
+        try await each(sequence) { found.append(($0, $1)) }
+        return found
+    }
+
+    /// Decodes the rows one at a time.
+    static func each(_ sequence: PostgresRowSequence, _ body: (Int64, POI) throws -> Void) async throws {
         for try await row in sequence {
             let (storeId, name, lat, lng, lines, city, zipcode, country, types, tags, contact, user, id) =
                 try row.decode(
@@ -241,9 +247,14 @@ public struct PostgresPOIStore: POIStore {
                 zipcode: zipcode, countryCode: country, types: types, tags: tags, contact: contact,
                 userProperties: user
             ).poi()
-            found.append((id, poi))
+            try body(id, poi)
         }
-        return found
+    }
+
+    public func indexBuilder() async throws -> PlacesIndex.Builder {
+        var builder = PlacesIndex.Builder(expected: try await count())
+        try await Self.each(database.client.query("\(unescaped: Self.columns) ORDER BY id")) { builder.add($1) }
+        return builder
     }
 
     public func all() async throws -> [POI] {

@@ -59,6 +59,8 @@ public struct EnrichmentRuntime: Sendable {
     let regionSignal: ChangeSignal
     /// Whether the database is usable now (readiness).
     public let storageHealth: StorageHealthCheck
+    /// Whether the places index is in (it loads in the background when `open` is asked to).
+    public let placesLoading: PlacesLoading
 
     /// What the engine does in the background until cancelled: following other nodes' POI imports and regions
     /// (PostgreSQL), the daily location retention, the location webhook. Delivery has its own `delivery.run()`,
@@ -75,10 +77,13 @@ public struct EnrichmentRuntime: Sendable {
 
     /// Opens (and migrates) the database and wires the engine; `clock` is injected so tests control "now".
     /// Logs nothing unless given a logger (command-line tools keep their standard output clean).
+    /// `placesInBackground`: the places index loads after `open` returns (the service listens meanwhile; see
+    /// `placesLoading`); otherwise it is in before `open` returns.
     public static func open(
         _ configuration: ServiceConfiguration, scope: Scope = .full, clock: any WallClock = SystemWallClock(),
         logger: Logger = Logger(label: "enrichment-runtime", factory: { _ in SwiftLogNoOpLogHandler() }),
-        deliveryObserver: (any DeliveryObserver)? = nil, tracer: (any Tracer)? = nil
+        deliveryObserver: (any DeliveryObserver)? = nil, tracer: (any Tracer)? = nil,
+        placesInBackground: Bool = false
     ) async throws -> EnrichmentRuntime {
         try configuration.validate()
         let fixes: any FixStore
@@ -123,10 +128,19 @@ public struct EnrichmentRuntime: Sendable {
                 _ = try await pois.upsert(samples)
                 logger.info("loaded bundled sample POIs", metadata: ["count": "\(samples.count)"])
             }
-            index = PlacesIndex(pois: try await pois.all())
-            logger.info("places index ready", metadata: ["pois": "\(index.count)"])
+            if placesInBackground {
+                index = PlacesIndex(awaitingLoad: ())
+            } else {
+                index = PlacesIndex(try await pois.indexBuilder())
+                logger.info("places index ready", metadata: ["pois": "\(index.count)"])
+            }
         } else {
             index = PlacesIndex()
+        }
+        let placesLoading = PlacesLoading(loaded: !(scope == .full && placesInBackground))
+        if !placesLoading.isLoaded {
+            // Unstructured: it ends by itself once the index is in; the service answers meanwhile.
+            Task { [pois, logger] in await placesLoading.run(store: pois, index: index, logger: logger) }
         }
         let places: (any PlacesProvider)? =
             switch configuration.places {
@@ -191,7 +205,7 @@ public struct EnrichmentRuntime: Sendable {
                     case .regions: regionSignal.notify()
                     }
                 }
-            }, regionSignal: regionSignal, storageHealth: storageHealth)
+            }, regionSignal: regionSignal, storageHealth: storageHealth, placesLoading: placesLoading)
     }
 }
 

@@ -27,8 +27,10 @@ struct ServiceState: Sendable {
     let delivery: DeliveryEngine
     let location: LocationEngine
     let storageHealth: StorageHealthCheck
+    let placesLoading: PlacesLoading
 
     init(runtime: EnrichmentRuntime, metrics: ServiceMetrics) {
+        placesLoading = runtime.placesLoading
         configuration = runtime.configuration
         maxBodyBytes = runtime.configuration.maxBodyBytes
         enricher = runtime.enricher
@@ -59,7 +61,7 @@ public func buildApplication(
     logger.logLevel = configuration.logLevel
     let metrics = ServiceMetrics()
     let runtime = try await EnrichmentRuntime.open(
-        configuration, clock: clock, logger: logger, deliveryObserver: metrics)
+        configuration, clock: clock, logger: logger, deliveryObserver: metrics, placesInBackground: true)
     let state = ServiceState(runtime: runtime, metrics: metrics)
 
     let router = buildRouter(state)
@@ -96,6 +98,7 @@ func buildRouter(_ state: ServiceState) -> Router<ServiceContext> {
     if state.configuration.logLevel <= .debug { router.add(middleware: RequestLogMiddleware()) }
     router.add(middleware: MetricsMiddleware(metrics: state.metrics))
     router.add(middleware: ErrorMiddleware(routes: table))
+    router.add(middleware: PlacesLoadingMiddleware(loading: state.placesLoading, wait: .seconds(10)))
     if state.configuration.databaseURL != nil {
         router.add(
             middleware: DatabaseDeadlineMiddleware(
@@ -131,6 +134,8 @@ struct EngineService: Service {
             let engine = runtime.delivery
             if engine.isConfigured {
                 await withGracefulShutdownHandler {
+                    // Pushes are enriched as they are sent: not before the places index is in.
+                    while !Task.isCancelled, await !runtime.placesLoading.wait(timeout: .seconds(60)) {}
                     await engine.run()
                 } onGracefulShutdown: {
                     engine.beginShutdown()

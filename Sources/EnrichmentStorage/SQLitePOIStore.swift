@@ -42,6 +42,15 @@ public struct SQLitePOIStore: POIStore {
         }
     }
 
+    public func indexBuilder() async throws -> PlacesIndex.Builder {
+        try await database.pool.read { db in
+            var builder = PlacesIndex.Builder(expected: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pois") ?? 0)
+            let rows = try Row.fetchCursor(db, sql: "\(Self.columns) FROM pois ORDER BY id")
+            while let row = try rows.next() { builder.add(try Self.poi(row)) }
+            return builder
+        }
+    }
+
     public func count() async throws -> Int {
         try await database.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pois") ?? 0 }
     }

@@ -131,8 +131,11 @@ public enum PlacesError: Error, Equatable, Sendable, CustomStringConvertible {
 public protocol POIStore: Sendable {
     /// Inserts or replaces POIs by store id; returns how many were written.
     func upsert(_ pois: [POI]) async throws -> Int
-    /// Every stored POI (used to build the in-memory index at start).
+    /// Every stored POI.
     func all() async throws -> [POI]
+    /// Every stored POI, packed for the in-memory index one row at a time (start-up holds the packed bytes, never
+    /// every POI as a value).
+    func indexBuilder() async throws -> PlacesIndex.Builder
     /// How many POIs are stored.
     func count() async throws -> Int
     /// Nearest POIs using the store's own spatial index (the slow, exact path; the in-memory index is the fast one).

@@ -9,16 +9,39 @@ import Synchronization
 /// Readers take a snapshot and never wait for a change or a rebuild.
 public final class PlacesIndex: Sendable {
     struct Snapshot: Sendable {
-        var pois: [POI]
-        var positions: [String: Int]
+        /// The base POIs, packed, in the tree's slot order.
+        var records: PackedPOIs
         var tree: SpatialIndex
         /// POIs written since the tree was built, by store id.
         var delta: [POI] = []
         var deltaPositions: [String: Int] = [:]
         /// Base POIs replaced (by a delta POI) or deleted.
         var hidden: Set<String> = []
+        /// Until `load`: every store id removed, so that the loaded base does not bring it back.
+        var removedBeforeLoad: Set<String>?
 
-        var count: Int { pois.count - hidden.count + delta.count }
+        var count: Int { records.count - hidden.count + delta.count }
+    }
+
+    /// POIs gathered one at a time (from a store's cursor) for an index, packed as they come: building holds the
+    /// packed bytes, never every POI as a value.
+    public struct Builder: Sendable {
+        var records = PackedPOIs()
+        /// Records replaced by a later one with the same store id.
+        var replaced: [Int] = []
+
+        public init(expected: Int = 0) { records.reserve(expected) }
+
+        /// Adds a POI; a later one with the same store id replaces it.
+        public mutating func add(_ poi: POI) {
+            if let old = records.append(poi) { replaced.append(old) }
+        }
+
+        mutating func add(recordOf other: PackedPOIs, at i: Int) {
+            if let old = records.append(recordOf: other, at: i) { replaced.append(old) }
+        }
+
+        public var count: Int { records.count - replaced.count }
     }
 
     private let snapshot: Mutex<Snapshot>
@@ -26,34 +49,71 @@ public final class PlacesIndex: Sendable {
     private let writer = Mutex<Void>(())
 
     /// Builds the index over `pois` (later duplicates of a store id replace earlier ones).
-    public init(pois: [POI] = []) {
-        snapshot = Mutex(Self.build(pois))
+    public convenience init(pois: [POI] = []) {
+        var builder = Builder(expected: pois.count)
+        for poi in pois { builder.add(poi) }
+        self.init(builder)
     }
 
-    /// A fresh tree over `pois` (later duplicates of a store id replace earlier ones), with an empty delta.
-    private static func build(_ all: [POI]) -> Snapshot {
-        var pois: [POI] = []
-        var positions: [String: Int] = [:]
-        for poi in all {
-            if let index = positions[poi.storeId] {
-                pois[index] = poi
-            } else {
-                positions[poi.storeId] = pois.count
-                pois.append(poi)
+    /// Builds the index over what `builder` gathered.
+    public init(_ builder: Builder) {
+        snapshot = Mutex(Self.build(builder))
+    }
+
+    /// An empty index whose base comes later through `load`; changes meanwhile are kept and win over it.
+    public init(awaitingLoad: Void) {
+        var empty = Self.build(Builder())
+        empty.removedBeforeLoad = []
+        snapshot = Mutex(empty)
+    }
+
+    /// Replaces the base with what `builder` gathered (a load in the background), keeping the changes made since
+    /// this index was created: they were committed while the load read the store, so they win over it.
+    public func load(_ builder: Builder) {
+        let base = Self.build(builder)
+        writer.withLock { _ in
+            let current = snapshot.withLock { $0 }
+            var next = base
+            for poi in current.delta {
+                if next.records.record(storeId: poi.storeId) != nil { next.hidden.insert(poi.storeId) }
+                next.deltaPositions[poi.storeId] = next.delta.count
+                next.delta.append(poi)
             }
+            for id in current.removedBeforeLoad ?? [] where next.records.record(storeId: id) != nil {
+                next.hidden.insert(id)
+            }
+            snapshot.withLock { $0 = next }
         }
+    }
+
+    /// A fresh tree over the builder's POIs (replaced ones left out), with an empty delta.
+    private static func build(_ builder: Builder) -> Snapshot {
+        let gathered = builder.records
+        var dead = [Bool](repeating: false, count: gathered.count)
+        for i in builder.replaced { dead[i] = true }
+        var live: [Int] = []
+        live.reserveCapacity(gathered.count - builder.replaced.count)
+        for i in 0..<gathered.count where !dead[i] { live.append(i) }
         // Store the POIs in the tree's slot order, so a search (which walks contiguous slot ranges) and a filter
         // scan read them from memory in sequence rather than at random.
-        var tree = SpatialIndex(points: pois.map(\.coordinate))
+        var tree = SpatialIndex(points: live.map { gathered.coordinate(at: $0) })
         let order = tree.renumberInSlotOrder()
-        pois = order.map { pois[$0] }
-        positions = Dictionary(uniqueKeysWithValues: pois.enumerated().map { ($1.storeId, $0) })
-        return Snapshot(pois: pois, positions: positions, tree: tree)
+        var records = PackedPOIs()
+        records.reserve(live.count, bytesEach: gathered.bytes.count / max(1, gathered.count))
+        for slot in order { records.append(recordOf: gathered, at: live[slot]) }
+        records.shrink()
+        return Snapshot(records: records, tree: tree)
     }
 
-    /// Every POI of a snapshot: the visible base, then the delta.
-    private static func everything(_ snapshot: Snapshot) -> [POI] {
-        snapshot.pois.filter { !snapshot.hidden.contains($0.storeId) } + snapshot.delta
+    /// Every POI of a snapshot, packed: the visible base (as it is), then the delta.
+    private static func everything(_ snapshot: Snapshot, then more: [POI]) -> Builder {
+        var builder = Builder(expected: snapshot.count + more.count)
+        for i in 0..<snapshot.records.count
+        where snapshot.hidden.isEmpty || !snapshot.hidden.contains(snapshot.records.storeId(at: i)) {
+            builder.add(recordOf: snapshot.records, at: i)
+        }
+        for poi in snapshot.delta + more { builder.add(poi) }
+        return builder
     }
 
     /// How large the delta may grow before the tree is rebuilt with it.
@@ -64,11 +124,11 @@ public final class PlacesIndex: Sendable {
         guard !new.isEmpty else { return }
         writer.withLock { _ in
             var next = snapshot.withLock { $0 }
-            if next.delta.count + new.count > Self.deltaLimit(base: next.pois.count) {
-                next = Self.build(Self.everything(next) + new)
+            if next.delta.count + new.count > Self.deltaLimit(base: next.records.count) {
+                next = Self.build(Self.everything(next, then: new))
             } else {
                 for poi in new {
-                    if next.positions[poi.storeId] != nil { next.hidden.insert(poi.storeId) }
+                    if next.records.record(storeId: poi.storeId) != nil { next.hidden.insert(poi.storeId) }
                     if let index = next.deltaPositions[poi.storeId] {
                         next.delta[index] = poi
                     } else {
@@ -88,8 +148,9 @@ public final class PlacesIndex: Sendable {
             var next = snapshot.withLock { $0 }
             var removed = 0
             for id in storeIds {
+                next.removedBeforeLoad?.insert(id)
                 var found = false
-                if next.positions[id] != nil, !next.hidden.contains(id) {
+                if next.records.record(storeId: id) != nil, !next.hidden.contains(id) {
                     next.hidden.insert(id)
                     found = true
                 }
@@ -111,8 +172,10 @@ public final class PlacesIndex: Sendable {
     public func poi(storeId: String) -> POI? {
         let current = snapshot.withLock { $0 }
         if let index = current.deltaPositions[storeId] { return current.delta[index] }
-        guard !current.hidden.contains(storeId), let index = current.positions[storeId] else { return nil }
-        return current.pois[index]
+        guard !current.hidden.contains(storeId), let index = current.records.record(storeId: storeId) else {
+            return nil
+        }
+        return current.records.poi(at: index)
     }
 
     /// Number of POIs indexed.
@@ -123,13 +186,11 @@ public final class PlacesIndex: Sendable {
         Self.nearest(in: snapshot.withLock { $0 }, to: point, query: query, k: query.limit)
     }
 
-    /// The query's filter over POIs read in place (valid while `pois` is), skipping hidden base POIs.
-    private static func accept(_ query: PlacesQuery, _ pois: UnsafeBufferPointer<POI>, hidden: Set<String>)
-        -> ((Int) -> Bool)?
-    {
-        let filter = query.filter.map { filter in { (i: Int) in filter.matches(at: pois.baseAddress! + i) } }
+    /// The query's filter over the packed base, skipping hidden base POIs.
+    private static func accept(_ query: PlacesQuery, _ records: PackedPOIs, hidden: Set<String>) -> ((Int) -> Bool)? {
+        let filter = query.filter.map { filter in { (i: Int) in records.matches(filter, at: i) } }
         guard !hidden.isEmpty else { return filter }
-        return { i in !hidden.contains(pois[i].storeId) && (filter?(i) ?? true) }
+        return { i in !hidden.contains(records.storeId(at: i)) && (filter?(i) ?? true) }
     }
 
     /// The delta POIs that pass `query`, with their distances.
@@ -147,13 +208,12 @@ public final class PlacesIndex: Sendable {
     /// delta's.
     private static func nearest(in current: Snapshot, to point: Coordinate, query: PlacesQuery, k: Int) -> [PlaceMatch]
     {
-        let base = current.pois.withUnsafeBufferPointer { pois in
-            current.tree.nearest(
-                to: point, k: k, maxMetres: query.radius, accept: accept(query, pois, hidden: current.hidden),
-                precedes: { pois[$0].storeId < pois[$1].storeId }
-            )
-            .map { PlaceMatch(poi: pois[$0.item], distance: $0.metres) }
-        }
+        let records = current.records
+        let base = current.tree.nearest(
+            to: point, k: k, maxMetres: query.radius, accept: accept(query, records, hidden: current.hidden),
+            precedes: { records.storeId(at: $0) < records.storeId(at: $1) }
+        )
+        .map { PlaceMatch(poi: records.poi(at: $0.item), distance: $0.metres) }
         guard !current.delta.isEmpty else { return base }
         var merged = base + deltaMatches(current, to: point, query: query)
         merged.sort { $0.distance != $1.distance ? $0.distance < $1.distance : $0.poi.storeId < $1.poi.storeId }
@@ -172,11 +232,9 @@ extension PlacesIndex {
         let perPage = max(1, query.limit)
         let skip = (max(1, page) - 1) * perPage
         let found = Self.nearest(in: current, to: point, query: query, k: skip + perPage)
-        let inTree = current.pois.withUnsafeBufferPointer { pois in
-            current.tree.count(
-                near: point, maxMetres: query.radius, accept: Self.accept(query, pois, hidden: current.hidden),
-                limit: reach)
-        }
+        let inTree = current.tree.count(
+            near: point, maxMetres: query.radius, accept: Self.accept(query, current.records, hidden: current.hidden),
+            limit: reach)
         let total = min(reach, inTree + Self.deltaMatches(current, to: point, query: query).count)
         return (Array(found.dropFirst(skip)), max(1, (total + perPage - 1) / perPage))
     }

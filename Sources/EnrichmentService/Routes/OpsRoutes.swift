@@ -30,7 +30,12 @@ struct OpsRoutes {
     struct ReadyView: JSONObjectRepresentable {
         var storage: StorageHealth
         var pois: Int
+        /// Nil once the places index is in.
+        var placesProblem: String?
         var apns: [String: String]
+
+        var problem: String? { storage.problem ?? placesProblem }
+        var reason: String? { storage.problem != nil ? storage.reason : placesProblem.map { _ in "places_loading" } }
 
         func writeJSON(into object: inout JSONObjectWriter) {
             object.object("apns") { a in
@@ -38,11 +43,11 @@ struct OpsRoutes {
             }
             object.object("checks") { c in
                 c.field("database", storage.problem ?? "ok")
-                c.field("places_index", "ok (\(pois) POIs)")
+                c.field("places_index", placesProblem ?? "ok (\(pois) POIs)")
             }
-            if let problem = storage.problem { object.field("problem", problem) }
-            if let reason = storage.reason { object.field("reason", reason) }
-            object.field("status", storage.problem == nil ? "ready" : "not_ready")
+            if let problem { object.field("problem", problem) }
+            if let reason { object.field("reason", reason) }
+            object.field("status", problem == nil ? "ready" : "not_ready")
         }
     }
 
@@ -63,8 +68,9 @@ struct OpsRoutes {
             let storage = await state.storageHealth.check(
                 within: .milliseconds(Int64(state.configuration.databaseConnectTimeout * 1000)))
             let view = ReadyView(
-                storage: storage, pois: state.index.count, apns: state.delivery.circuitStates)
-            return JSONIO.response(view, status: storage.problem == nil ? .ok : .serviceUnavailable)
+                storage: storage, pois: state.index.count, placesProblem: state.placesLoading.problem,
+                apns: state.delivery.circuitStates)
+            return JSONIO.response(view, status: view.problem == nil ? .ok : .serviceUnavailable)
         }
         router.get("/metrics") { _, _ in
             Response(

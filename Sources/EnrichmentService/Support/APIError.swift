@@ -72,6 +72,10 @@ public struct APIError: Error, HTTPResponseError, Sendable, JSONObjectRepresenta
                 return APIError(
                     error.status, reason: .httpError, message: error.body ?? error.status.reasonPhrase)
             }
+        case let loading as PlacesStillLoading:
+            var answer = APIError(.serviceUnavailable, reason: .placesLoading, message: loading.description)
+            answer.headers[.retryAfter] = "1"
+            return answer
         case let timeout as DatabaseTimeout:
             var answer = APIError(.serviceUnavailable, reason: .databaseUnavailable, message: timeout.description)
             answer.headers[.retryAfter] = "5"

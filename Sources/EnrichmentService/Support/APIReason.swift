@@ -33,6 +33,9 @@ public enum APIReason: String, Sendable, CaseIterable {
     /// The database cannot be reached now, or did not answer within `ENRICH_DATABASE_TIMEOUT` (503, with
     /// `Retry-After`); nothing was acknowledged, so the request can be sent again.
     case databaseUnavailable = "database_unavailable"
+    /// The places index is still loading at start-up and did not finish within the request's wait (503, with
+    /// `Retry-After`).
+    case placesLoading = "places_loading"
     /// The database's disk is full (507): nothing was written; free space and the service resumes by itself.
     case storageFull = "storage_full"
     /// The router answered with a status no other reason covers.

@@ -1,0 +1,286 @@
+import Essentials
+import Foundation
+
+/// POIs packed one after another in one byte arena: what the places index keeps per place (docs/SCALING.md,
+/// "Memory"). A search reads only the coordinates (in the tree) and, for a filter, the fields it tests; a result
+/// is decoded into a `POI` for the few places returned.
+///
+/// A record is: latitude and longitude (8 bytes each, the exact doubles), then store id, name, city, zipcode,
+/// country code, address lines, types, tags, contact and user properties (the last two as compact JSON), each string
+/// as a varint length and its UTF-8 bytes (an optional one as length + 1, 0 for none; a list as a varint count).
+/// Store ids are found through an open-addressing table of record numbers keyed by their bytes (as the
+/// database compares them).
+struct PackedPOIs: Sendable {
+    private(set) var bytes: [UInt8] = []
+    /// Start of each record, and the end of the last.
+    private(set) var starts: [Int] = [0]
+    /// Record numbers by store id (-1: empty); a power of two, at most half full.
+    private var table: [Int32] = []
+    /// Records replaced by a later one with the same store id (while building).
+    private(set) var replaced = 0
+
+    var count: Int { starts.count - 1 }
+
+    init() {}
+
+    /// Reserves room for about `count` records of `bytesEach`.
+    mutating func reserve(_ count: Int, bytesEach: Int = 96) {
+        bytes.reserveCapacity(count * bytesEach)
+        starts.reserveCapacity(count + 1)
+    }
+
+    // MARK: Writing
+
+    /// Appends a record; returns the number of the record it replaces (same store id), if any, which keeps its
+    /// bytes but is no longer found by id.
+    @discardableResult
+    mutating func append(_ poi: POI) -> Int? {
+        Self.writeDouble(poi.coordinate.latitude, &bytes)
+        Self.writeDouble(poi.coordinate.longitude, &bytes)
+        Self.writeString(poi.storeId, &bytes)
+        Self.writeString(poi.name, &bytes)
+        Self.writeOptional(poi.address.city, &bytes)
+        Self.writeOptional(poi.address.zipcode, &bytes)
+        Self.writeOptional(poi.address.countryCode, &bytes)
+        Self.writeList(poi.address.lines, &bytes)
+        Self.writeList(poi.types, &bytes)
+        Self.writeList(poi.tags, &bytes)
+        Self.writeOptional(poi.contact.map { String(decoding: JSONWriter.bytes($0), as: UTF8.self) }, &bytes)
+        Self.writeOptional(poi.userProperties.map { String(decoding: JSONWriter.bytes($0), as: UTF8.self) }, &bytes)
+        starts.append(bytes.count)
+        return index(count - 1)
+    }
+
+    /// Appends record `i` of `other` as it is (no decoding); returns the record it replaces, as `append`.
+    @discardableResult
+    mutating func append(recordOf other: PackedPOIs, at i: Int) -> Int? {
+        bytes.append(contentsOf: other.bytes[other.starts[i]..<other.starts[i + 1]])
+        starts.append(bytes.count)
+        return index(count - 1)
+    }
+
+    /// Enters record `i` in the id table; returns the record it displaces.
+    private mutating func index(_ i: Int) -> Int? {
+        if table.count < 2 * (count + 1) { grow() }
+        let mask = table.count - 1
+        let id = idRange(i)
+        var slot = Self.hash(bytes, id) & mask
+        while table[slot] >= 0 {
+            let other = Int(table[slot])
+            if bytes[idRange(other)].elementsEqual(bytes[id]) {
+                table[slot] = Int32(i)
+                replaced += 1
+                return other
+            }
+            slot = (slot + 1) & mask
+        }
+        table[slot] = Int32(i)
+        return nil
+    }
+
+    private mutating func grow() {
+        var size = 16
+        while size < 4 * (count + 1) { size <<= 1 }
+        let old = table
+        table = [Int32](repeating: -1, count: size)
+        let mask = size - 1
+        for entry in old where entry >= 0 {
+            var slot = Self.hash(bytes, idRange(Int(entry))) & mask
+            while table[slot] >= 0 { slot = (slot + 1) & mask }
+            table[slot] = entry
+        }
+    }
+
+    /// Frees the spare capacity of a finished arena.
+    mutating func shrink() {
+        bytes = Array(bytes)
+        starts = Array(starts)
+    }
+
+    // MARK: Reading
+
+    /// The record number of a store id, if present.
+    func record(storeId: String) -> Int? {
+        guard !table.isEmpty else { return nil }
+        var id = storeId
+        return id.withUTF8 { key -> Int? in
+            let mask = table.count - 1
+            var slot = Self.hash(key) & mask
+            while table[slot] >= 0 {
+                let candidate = Int(table[slot])
+                if bytes[idRange(candidate)].elementsEqual(key) { return candidate }
+                slot = (slot + 1) & mask
+            }
+            return nil
+        }
+    }
+
+    func coordinate(at i: Int) -> Coordinate {
+        let start = starts[i]
+        return Coordinate(latitude: Self.readDouble(bytes, start), longitude: Self.readDouble(bytes, start + 8))
+    }
+
+    /// The bytes of record `i`'s store id.
+    private func idRange(_ i: Int) -> Range<Int> {
+        var at = starts[i] + 16
+        let length = Self.readVarint(bytes, &at)
+        return at..<(at + length)
+    }
+
+    func storeId(at i: Int) -> String { String(decoding: bytes[idRange(i)], as: UTF8.self) }
+
+    /// Record `i` as a POI.
+    func poi(at i: Int) -> POI {
+        var reader = Reader(bytes: bytes, at: starts[i] + 16)
+        let storeId = reader.string()
+        let name = reader.string()
+        var address = POI.Address()
+        address.city = reader.optional()
+        address.zipcode = reader.optional()
+        address.countryCode = reader.optional()
+        address.lines = reader.list()
+        let types = reader.list()
+        let tags = reader.list()
+        let contact = reader.optional().flatMap { try? JSONValue.decode(Data($0.utf8)) }
+        let user = reader.optional().flatMap { try? JSONValue.decode(Data($0.utf8)) }
+        return POI(
+            storeId: storeId, name: name, coordinate: coordinate(at: i), address: address, types: types, tags: tags,
+            contact: contact, userProperties: user)
+    }
+
+    /// Whether record `i` passes `filter`, reading only the fields its clauses test.
+    func matches(_ filter: PlaceFilter, at i: Int) -> Bool {
+        switch filter {
+        case .clause(let clause): matches(clause, at: i)
+        case .and(let lhs, let rhs): matches(lhs, at: i) && matches(rhs, at: i)
+        case .or(let lhs, let rhs): matches(lhs, at: i) || matches(rhs, at: i)
+        case .not(let inner): !matches(inner, at: i)
+        }
+    }
+
+    private func matches(_ clause: PlaceFilter.Clause, at i: Int) -> Bool {
+        var reader = Reader(bytes: bytes, at: starts[i] + 16)
+        if case .user(let path) = clause.field {
+            reader.skip(9)
+            let user = reader.optional().flatMap { try? JSONValue.decode(Data($0.utf8)) }
+            return PlaceFilter.Clause.compare(user?[path: path], clause.comparison, clause.value)
+        }
+        // The parser gives the store's own fields string values only.
+        guard case .string(let text) = clause.value else { return false }
+        switch clause.field {
+        case .idstore: return reader.string() == text
+        case .name:
+            reader.skip(1)
+            return reader.string() == text
+        case .city:
+            reader.skip(2)
+            return reader.optional() == text
+        case .country:
+            reader.skip(4)
+            return reader.optional() == text
+        case .type:
+            reader.skip(6)
+            return reader.list().contains(text)
+        case .tag:
+            reader.skip(7)
+            return reader.list().contains(text)
+        case .user: return false
+        }
+    }
+
+    // MARK: Encoding
+
+    struct Reader {
+        let bytes: [UInt8]
+        var at: Int
+
+        mutating func string() -> String {
+            let length = PackedPOIs.readVarint(bytes, &at)
+            defer { at += length }
+            return String(decoding: bytes[at..<(at + length)], as: UTF8.self)
+        }
+
+        mutating func optional() -> String? {
+            let marker = PackedPOIs.readVarint(bytes, &at)
+            guard marker > 0 else { return nil }
+            defer { at += marker - 1 }
+            return String(decoding: bytes[at..<(at + marker - 1)], as: UTF8.self)
+        }
+
+        mutating func list() -> [String] {
+            let count = PackedPOIs.readVarint(bytes, &at)
+            return (0..<count).map { _ in string() }
+        }
+
+        /// Skips `fields` fields in record order (store id, name, city, zipcode, country, lines, types, tags,
+        /// contact).
+        mutating func skip(_ fields: Int) {
+            for field in 0..<fields {
+                switch field {
+                case 0, 1: at += PackedPOIs.readVarint(bytes, &at)
+                case 2, 3, 4, 8: at += max(0, PackedPOIs.readVarint(bytes, &at) - 1)
+                default:
+                    let count = PackedPOIs.readVarint(bytes, &at)
+                    for _ in 0..<count { at += PackedPOIs.readVarint(bytes, &at) }
+                }
+            }
+        }
+    }
+
+    static func writeDouble(_ value: Double, _ out: inout [UInt8]) {
+        var bits = value.bitPattern.littleEndian
+        withUnsafeBytes(of: &bits) { out.append(contentsOf: $0) }
+    }
+
+    static func readDouble(_ bytes: [UInt8], _ at: Int) -> Double {
+        var bits: UInt64 = 0
+        for k in 0..<8 { bits |= UInt64(bytes[at + k]) << (8 * UInt64(k)) }
+        return Double(bitPattern: UInt64(littleEndian: bits))
+    }
+
+    static func writeVarint(_ value: Int, _ out: inout [UInt8]) {
+        var value = UInt(value)
+        while value >= 0x80 {
+            out.append(UInt8(value & 0x7F) | 0x80)
+            value >>= 7
+        }
+        out.append(UInt8(value))
+    }
+
+    static func readVarint(_ bytes: [UInt8], _ at: inout Int) -> Int {
+        var value = 0
+        var shift = 0
+        while true {
+            let byte = bytes[at]
+            at += 1
+            value |= Int(byte & 0x7F) << shift
+            if byte < 0x80 { return value }
+            shift += 7
+        }
+    }
+
+    static func writeString(_ text: String, _ out: inout [UInt8]) {
+        writeVarint(text.utf8.count, &out)
+        out.append(contentsOf: text.utf8)
+    }
+
+    static func writeOptional(_ text: String?, _ out: inout [UInt8]) {
+        guard let text else { return out.append(0) }
+        writeVarint(text.utf8.count + 1, &out)
+        out.append(contentsOf: text.utf8)
+    }
+
+    static func writeList(_ items: [String], _ out: inout [UInt8]) {
+        writeVarint(items.count, &out)
+        for item in items { writeString(item, &out) }
+    }
+
+    /// FNV-1a over the id's bytes (stable, cheap for short ids).
+    static func hash<C: Collection>(_ key: C) -> Int where C.Element == UInt8 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in key { h = (h ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return Int(truncatingIfNeeded: h ^ (h >> 29))
+    }
+
+    static func hash(_ bytes: [UInt8], _ range: Range<Int>) -> Int { hash(bytes[range]) }
+}

@@ -322,7 +322,7 @@ let package = Package(
             name: "EnrichmentRuntimeTests",
             dependencies: [
                 "EnrichmentRuntime", "EnrichmentCore", "EnrichmentPostgres", "Essentials", "LocationCore",
-                "TestSupport",
+                "TestSupport", .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

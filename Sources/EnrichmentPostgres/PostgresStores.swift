@@ -134,16 +134,46 @@ public struct PostgresPOIStore: POIStore {
 
     public func upsert(_ pois: [POI]) async throws -> Int {
         guard !pois.isEmpty else { return 0 }
-        // A repeated store id: the later one wins, as a second upsert would.
-        var last: [String: Int] = [:]
-        for (index, poi) in pois.enumerated() { last[poi.storeId] = index }
-        let rows = last.values.sorted().map { StoredPOI.Row(pois[$0]) }
         let now = Date().timeIntervalSince1970
         // In chunks, all in one transaction (all or nothing, like SQLite's).
         try await database.client.withTransaction(logger: database.logger) { connection in
             // One import at a time across nodes, so POI versions become visible in the order they were taken.
             try await connection.query(
                 "SELECT pg_advisory_xact_lock(\(Self.importLock))", logger: database.logger)
+            try await Self.write(pois, on: connection, at: now, logger: database.logger)
+            try await PostgresChangeFeed.notify(.pois, on: connection, logger: database.logger)
+        }
+        return pois.count
+    }
+
+    public func upsert(chunks: POIChunks) async throws -> Int {
+        let now = Date().timeIntervalSince1970
+        do {
+            return try await database.client.withTransaction(logger: database.logger) { connection in
+                try await connection.query(
+                    "SELECT pg_advisory_xact_lock(\(Self.importLock))", logger: database.logger)
+                var written = 0
+                // `next` waits for the reading thread (never a task of this pool).
+                while let chunk = try chunks.next() {
+                    try await Self.write(chunk, on: connection, at: now, logger: database.logger)
+                    written += chunk.count
+                }
+                try await PostgresChangeFeed.notify(.pois, on: connection, logger: database.logger)
+                return written
+            }
+        } catch {
+            chunks.cancel()
+            throw error
+        }
+    }
+
+    /// Upserts `pois` in statements of 5,000 rows on `connection` (inside the caller's transaction).
+    static func write(_ pois: [POI], on connection: PostgresConnection, at now: Double, logger: Logger) async throws {
+        // A repeated store id: the later one wins, as a second upsert would.
+        var last: [String: Int] = [:]
+        for (index, poi) in pois.enumerated() { last[poi.storeId] = index }
+        let rows = last.values.sorted().map { StoredPOI.Row(pois[$0]) }
+        do {
             for start in stride(from: 0, to: rows.count, by: 5_000) {
                 let chunk = Array(rows[start..<min(rows.count, start + 5_000)])
                 let optional = { (values: [String?]) in values.map { $0 ?? "" } }
@@ -173,11 +203,9 @@ public struct PostgresPOIStore: POIStore {
                         country_code = excluded.country_code, types = excluded.types, tags = excluded.tags,
                         contact = excluded.contact, user_properties = excluded.user_properties,
                         updated_at = excluded.updated_at, version = nextval('pois_version')
-                    """, logger: database.logger)
+                    """, logger: logger)
             }
-            try await PostgresChangeFeed.notify(.pois, on: connection, logger: database.logger)
         }
-        return pois.count
     }
 
     /// The lock POI imports take for their transaction ("poi" in ASCII).

@@ -9,30 +9,52 @@ public struct SQLitePOIStore: POIStore {
 
     public init(database: SQLiteDatabase) { self.database = database }
 
+    static let upsertSQL = """
+        INSERT INTO pois (store_id, name, latitude, longitude, address_lines, city, zipcode, country_code,
+                          types, tags, contact, user_properties, updated_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (store_id) DO UPDATE SET
+            name = excluded.name, latitude = excluded.latitude, longitude = excluded.longitude,
+            address_lines = excluded.address_lines, city = excluded.city, zipcode = excluded.zipcode,
+            country_code = excluded.country_code, types = excluded.types, tags = excluded.tags,
+            contact = excluded.contact, user_properties = excluded.user_properties,
+            updated_at = excluded.updated_at
+        """
+
+    static func write(_ pois: [POI], with statement: Statement, at now: Double) throws {
+        for poi in pois {
+            let row = StoredPOI.Row(poi)
+            try statement.execute(arguments: [
+                row.storeId, row.name, row.latitude, row.longitude, row.addressLines, row.city, row.zipcode,
+                row.countryCode, row.types, row.tags, row.contact, row.userProperties, now,
+            ])
+        }
+    }
+
     public func upsert(_ pois: [POI]) async throws -> Int {
         guard !pois.isEmpty else { return 0 }
         let now = Date().timeIntervalSince1970
         return try await database.pool.write { db in
-            let statement = try db.cachedStatement(
-                sql: """
-                    INSERT INTO pois (store_id, name, latitude, longitude, address_lines, city, zipcode, country_code,
-                                      types, tags, contact, user_properties, updated_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (store_id) DO UPDATE SET
-                        name = excluded.name, latitude = excluded.latitude, longitude = excluded.longitude,
-                        address_lines = excluded.address_lines, city = excluded.city, zipcode = excluded.zipcode,
-                        country_code = excluded.country_code, types = excluded.types, tags = excluded.tags,
-                        contact = excluded.contact, user_properties = excluded.user_properties,
-                        updated_at = excluded.updated_at
-                    """)
-            for poi in pois {
-                let row = StoredPOI.Row(poi)
-                try statement.execute(arguments: [
-                    row.storeId, row.name, row.latitude, row.longitude, row.addressLines, row.city, row.zipcode,
-                    row.countryCode, row.types, row.tags, row.contact, row.userProperties, now,
-                ])
-            }
+            try Self.write(pois, with: try db.cachedStatement(sql: Self.upsertSQL), at: now)
             return pois.count
+        }
+    }
+
+    public func upsert(chunks: POIChunks) async throws -> Int {
+        let now = Date().timeIntervalSince1970
+        do {
+            return try await database.pool.write { db in
+                let statement = try db.cachedStatement(sql: Self.upsertSQL)
+                var written = 0
+                while let chunk = try chunks.next() {
+                    try Self.write(chunk, with: statement, at: now)
+                    written += chunk.count
+                }
+                return written
+            }
+        } catch {
+            chunks.cancel()
+            throw error
         }
     }
 

@@ -3,6 +3,7 @@ import EnrichmentCore
 import EnrichmentRuntime
 import Essentials
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -18,7 +19,8 @@ struct ImportPOIs: AsyncParsableCommand {
             CSV needs a header with store_id, lat and lng (optional: name, city, zipcode, country_code, address with \
             lines separated by |, types and tags separated by ;), or a --map that says which column fills which \
             field. Files ending in .json or .geojson are read as a GeoJSON FeatureCollection in the Woosmap store \
-            shape. All rows go in one transaction: the import is stored whole or not at all. Rows that cannot be \
+            shape. All rows go in one transaction: the import is stored whole or not at all. The file is read as it \
+            is written (a few thousand POIs in memory at a time), so its size does not set the memory it takes. Rows that cannot be \
             read are skipped and reported by reason. A running server sees the new POIs after a restart; to update \
             a running server without restarting, POST the file to /v1/pois instead.
 
@@ -64,7 +66,9 @@ struct ImportPOIs: AsyncParsableCommand {
     func run() async throws {
         let configuration = try configuration()
         let path = configuration.databasePath
-        guard let data = FileManager.default.contents(atPath: file) else {
+        guard FileManager.default.isReadableFile(atPath: file),
+            let size = (try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? Int
+        else {
             throw ValidationError("cannot read '\(file)': check the path and permissions")
         }
         let started = ContinuousClock.now
@@ -79,15 +83,34 @@ struct ImportPOIs: AsyncParsableCommand {
             format = .csv(idPrefix.map { POIColumnMapping.headerNames(idPrefix: $0) })
         }
         let progress = Progress(enabled: isatty(STDERR_FILENO) == 1 && !json)
-        progress.say("reading \(file) (\(data.count / 1024) KiB)…")
+        let runtime = try await EnrichmentRuntime.open(configuration, scope: .storage)
+        progress.say("reading \(file) (\(size / 1024) KiB) and writing its POIs in one transaction…")
+        // The file is read on a thread of its own and handed to the transaction a chunk at a time: memory holds a
+        // few chunks, not the file's POIs (docs/SCALING.md, "Memory").
+        let chunks = POIChunks()
+        let outcome = Mutex<Result<POIBatch, any Error>?>(nil)
+        let input = file
+        let reader = Thread {
+            do {
+                let batch = try POIBatch.stream(path: input, format: format) { try chunks.put($0) }
+                outcome.withLock { $0 = .success(batch) }
+                chunks.finish()
+            } catch {
+                outcome.withLock { $0 = .failure(error) }
+                chunks.finish(error: error)
+            }
+        }
+        reader.start()
         let batch: POIBatch
-        do throws(POIImportError) { batch = try POIBatch.read(data, format: format) } catch {
+        do {
+            _ = try await runtime.pois.upsert(chunks: chunks)
+            // The reader finished before the last chunk was taken.
+            while outcome.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(1)) }
+            batch = try outcome.withLock { $0! }.get()
+        } catch let error as POIImportError {
             throw ValidationError("\(file): \(error.description)")
         }
-        progress.say("read \(batch.pois.count) POIs in \(progress.elapsed); writing them in one transaction…")
-        let runtime = try await EnrichmentRuntime.open(configuration, scope: .storage)
-        try await runtime.importer.importPOIs(batch.pois)
-        progress.say("written in \(progress.elapsed)")
+        progress.say("read and written in \(progress.elapsed)")
         let seconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1e6
         let report = batch.report(total: try await runtime.pois.count(), seconds: seconds, format: format)
         if json {

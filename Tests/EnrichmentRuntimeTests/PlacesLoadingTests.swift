@@ -32,6 +32,7 @@ final class GatedPOIStore: POIStore {
         return builder
     }
     func upsert(_ pois: [POI]) async throws -> Int { pois.count }
+    func upsert(chunks: POIChunks) async throws -> Int { 0 }
     func all() async throws -> [POI] { pois }
     func count() async throws -> Int { pois.count }
     func nearest(to point: Coordinate, query: PlacesQuery) async throws -> [PlaceMatch] { [] }

@@ -131,6 +131,9 @@ public enum PlacesError: Error, Equatable, Sendable, CustomStringConvertible {
 public protocol POIStore: Sendable {
     /// Inserts or replaces POIs by store id; returns how many were written.
     func upsert(_ pois: [POI]) async throws -> Int
+    /// Inserts or replaces the POIs `chunks` yields, all in one transaction (stored whole or not at all); returns
+    /// how many were written. A failure cancels `chunks`.
+    func upsert(chunks: POIChunks) async throws -> Int
     /// Every stored POI.
     func all() async throws -> [POI]
     /// Every stored POI, packed for the in-memory index one row at a time (start-up holds the packed bytes, never

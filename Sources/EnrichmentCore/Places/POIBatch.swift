@@ -18,6 +18,18 @@ public struct POIBatch: Sendable, Equatable {
     public private(set) var rejectedByReason: [String: Int] = [:]
     /// Rows this batch may hold (`maximumRows` unless a caller lowers it).
     var rowLimit = POIBatch.maximumRows
+    /// A streamed read (`POIBatch.stream`): the POIs handed on so far (not kept in `pois`), and how many of them
+    /// repeat a store id seen before (told apart by a 64-bit hash of the id: 16 bytes per row, not the POI).
+    public private(set) var streamedRows = 0
+    public private(set) var streamedRepeats = 0
+    private var streamedIds: Set<Int> = []
+    /// Where a streamed read hands its POIs, a chunk at a time.
+    private var sink: Sink?
+    struct Sink: Equatable {
+        let chunk: Int
+        let emit: @Sendable ([POI]) throws -> Void
+        static func == (lhs: Sink, rhs: Sink) -> Bool { lhs.chunk == rhs.chunk }
+    }
 
     public init(pois: [POI] = [], rejected: [WoosmapFormat.FeatureProblem] = []) {
         self.pois = pois
@@ -31,8 +43,51 @@ public struct POIBatch: Sendable, Equatable {
         if rejected.count < POIImportReport.listedProblems { rejected.append(problem) }
     }
 
-    /// Rows seen so far (kept and skipped).
-    public var rows: Int { pois.count + rejectedCount }
+    /// Rows seen so far (kept, handed on and skipped).
+    public var rows: Int { pois.count + streamedRows + rejectedCount }
+
+    /// Keeps a POI read from the file, or hands the chunk on once it is full (a streamed read).
+    mutating func add(_ poi: POI) throws {
+        pois.append(poi)
+        guard let sink else { return }
+        if !streamedIds.insert(poi.storeId.hashValue).inserted { streamedRepeats += 1 }
+        if pois.count >= sink.chunk { try flush() }
+    }
+
+    /// Hands on what a streamed read holds.
+    mutating func flush() throws {
+        guard let sink, !pois.isEmpty else { return }
+        try sink.emit(pois)
+        streamedRows += pois.count
+        pois.removeAll(keepingCapacity: true)
+    }
+
+    /// Reads the file at `path` a piece at a time and hands its POIs to `emit` in chunks of `chunk`, so that memory
+    /// holds one chunk and not the file's POIs (`import-pois`). CSV is read 1 MiB at a time; GeoJSON is mapped
+    /// (its pages are the file's, which the kernel drops as it needs) and parsed one feature at a time. Returns the
+    /// counts (the POIs themselves went to `emit`). An error of `emit` stops the read and is thrown as it is.
+    public static func stream(
+        path: String, format: Format, chunk: Int = 5_000, rowLimit: Int = maximumRows,
+        emit: @escaping @Sendable ([POI]) throws -> Void
+    ) throws -> POIBatch {
+        var batch = POIBatch()
+        batch.rowLimit = rowLimit
+        batch.sink = Sink(chunk: max(1, chunk), emit: emit)
+        switch format {
+        case .csv(let mapping):
+            guard let file = FileHandle(forReadingAtPath: path) else {
+                throw POIImportError.csv(line: 0, reason: "cannot read '\(path)': check the path and permissions")
+            }
+            defer { try? file.close() }
+            var reader = try CSVRecordReader { try file.read(upToCount: 1 << 20).map { [UInt8]($0) } }
+            try POICSV.read(&reader, mapping: mapping, into: &batch)
+        case .geoJSON:
+            let data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
+            try WoosmapFormat.readFeatureCollection(data, into: &batch)
+        }
+        try batch.flush()
+        return batch
+    }
 
     /// The format of an import file.
     public enum Format: Sendable, Equatable {
@@ -63,6 +118,7 @@ public struct POIBatch: Sendable, Equatable {
 
     /// Rows whose store id an earlier row of the same file already used (the later row wins).
     public var repeatedStoreIds: Int {
+        if sink != nil { return streamedRepeats }
         var seen = Set<String>(minimumCapacity: pois.count)
         return pois.reduce(0) { $0 + (seen.insert($1.storeId).inserted ? 0 : 1) }
     }
@@ -70,7 +126,8 @@ public struct POIBatch: Sendable, Equatable {
     /// What an import did, for people and scripts alike.
     public func report(total: Int, seconds: Double, format: Format) -> POIImportReport {
         POIImportReport(
-            upserted: pois.count, total: total, rejectedCount: rejectedCount, rejectedByReason: rejectedByReason,
+            upserted: pois.count + streamedRows, total: total, rejectedCount: rejectedCount,
+            rejectedByReason: rejectedByReason,
             rejected: rejected,
             repeatedStoreIds: repeatedStoreIds, seconds: seconds,
             indexKind: format == .geoJSON ? "feature" : "line")

@@ -113,37 +113,77 @@ public struct POICSV {
         rowLimit: Int = POIBatch.maximumRows
     ) throws(POIImportError) -> POIBatch {
         var reader = CSVRecordReader(data: data)
-        guard let header = try reader.next() else {
-            throw .csv(line: 1, reason: "file is empty; expected a header row")
-        }
-        let csv = try POICSV(header: header.fields, mapping: mapping)
         var batch = POIBatch()
         batch.rowLimit = rowLimit
+        do { try read(&reader, mapping: mapping, into: &batch) } catch let error as POIImportError {
+            throw error
+        } catch {
+            preconditionFailure("a batch that keeps its POIs hands none on: \(error)")
+        }
+        return batch
+    }
+
+    /// Reads the records of `reader` into `batch` (which keeps them, or hands them on in chunks).
+    static func read(_ reader: inout CSVRecordReader, mapping: POIColumnMapping?, into batch: inout POIBatch) throws {
+        guard let header = try reader.next() else {
+            throw POIImportError.csv(line: 1, reason: "file is empty; expected a header row")
+        }
+        let csv = try POICSV(header: header.fields, mapping: mapping)
         var row = 0
         while let record = try reader.next() {
             if record.fields.count == 1, record.fields[0].isEmpty { continue }
             try batch.checkRowLimit(line: record.line)
             row += 1
             switch csv.poi(from: record.fields, row: row) {
-            case .success(let poi): batch.pois.append(poi)
+            case .success(let poi): try batch.add(poi)
             case .failure(let problem):
                 batch.reject(.init(index: record.line, reason: problem.reason, value: problem.value))
             }
         }
-        return batch
     }
 }
 
 /// Splits CSV bytes into records, honouring quotes (embedded commas, quotes and newlines).
 public struct CSVRecordReader {
-    private let bytes: [UInt8]
+    private var bytes: [UInt8]
     private var position = 0
     private var line = 1
+    /// The next chunk of a file read a piece at a time (nil: everything is in `bytes`).
+    private let more: (() throws -> [UInt8]?)?
 
     public init(data: Data) {
         var bytes = [UInt8](data)
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
         self.bytes = bytes
+        more = nil
+    }
+
+    /// Reads the chunks `more` returns, in order, until it returns nil; only one chunk is held at a time.
+    public init(chunks more: @escaping () throws -> [UInt8]?) rethrows {
+        // Enough bytes to see a byte-order mark, however small the chunks.
+        var first: [UInt8] = []
+        while first.count < 3, let next = try more() { first += next }
+        if first.starts(with: [0xEF, 0xBB, 0xBF]) { first.removeFirst(3) }
+        bytes = first
+        self.more = more
+    }
+
+    /// Moves to the next chunk when this one is used up; false at the end of the input.
+    private mutating func available() throws(POIImportError) -> Bool {
+        if position < bytes.count { return true }
+        guard let more else { return false }
+        do {
+            while let next = try more() {
+                bytes = next
+                position = 0
+                if !next.isEmpty { return true }
+            }
+        } catch {
+            throw .csv(line: line, reason: "the file could not be read: \(error)")
+        }
+        bytes = []
+        position = 0
+        return false
     }
 
     /// Most fields in one record: a line of commas must not become millions of strings.
@@ -151,17 +191,17 @@ public struct CSVRecordReader {
 
     /// The next record and the line it started on, or nil at the end.
     public mutating func next() throws(POIImportError) -> (fields: [String], line: Int)? {
-        guard position < bytes.count else { return nil }
+        guard try available() else { return nil }
         let startLine = line
         var fields: [String] = []
         var field: [UInt8] = []
         var quoted = false
-        while position < bytes.count {
+        while try available() {
             let byte = bytes[position]
             position += 1
             if quoted {
                 if byte == UInt8(ascii: "\"") {
-                    if position < bytes.count, bytes[position] == UInt8(ascii: "\"") {
+                    if try available(), bytes[position] == UInt8(ascii: "\"") {
                         field.append(byte)
                         position += 1
                     } else {

@@ -116,16 +116,30 @@ public enum WoosmapFormat {
     {
         var batch = POIBatch()
         batch.rowLimit = rowLimit
-        var failure: POIImportError?
+        do { try readFeatureCollection(data, into: &batch) } catch let error as POIImportError {
+            throw error
+        } catch {
+            preconditionFailure("a batch that keeps its POIs hands none on: \(error)")
+        }
+        return batch
+    }
+
+    /// Reads the features of `data` into `batch` (which keeps them, or hands them on in chunks).
+    static func readFeatureCollection(_ data: Data, into batch: inout POIBatch) throws {
+        var failure: (any Error)?
         let read: JSONParser.StreamedObject
         do throws(JSONParseError) {
             read = try JSONParser.parseObject(data, streaming: "features") { index, feature in
-                do throws(POIImportError) { try batch.checkRowLimit(line: index) } catch {
+                do { try batch.checkRowLimit(line: index) } catch {
                     failure = error
                     return false
                 }
                 switch parseFeature(feature) {
-                case .success(let (poi, _)): batch.pois.append(poi)
+                case .success(let (poi, _)):
+                    do { try batch.add(poi) } catch {
+                        failure = error
+                        return false
+                    }
                 case .failure(let problem):
                     batch.reject(FeatureProblem(index: index, reason: problem.reason, value: problem.value))
                 }
@@ -134,20 +148,19 @@ public enum WoosmapFormat {
         } catch {
             if let failure { throw failure }
             if error.message == JSONParser.StreamedObject.notAnObject {
-                throw .notAFeatureCollection(
+                throw POIImportError.notAFeatureCollection(
                     "body must be a JSON object with \"type\": \"FeatureCollection\" and \"features\"")
             }
-            throw .notAFeatureCollection("not valid JSON: \(error.description)")
+            throw POIImportError.notAFeatureCollection("not valid JSON: \(error.description)")
         }
         if let failure { throw failure }
         guard read.members["type"]?.stringValue == "FeatureCollection" || read.members["type"] == nil else {
-            throw .notAFeatureCollection("type must be \"FeatureCollection\"")
+            throw POIImportError.notAFeatureCollection("type must be \"FeatureCollection\"")
         }
         guard read.streamed else {
             let found = read.members["features"].map { ", found \($0.typeName)" } ?? " (it is missing)"
-            throw .notAFeatureCollection("features must be an array of GeoJSON Features\(found)")
+            throw POIImportError.notAFeatureCollection("features must be an array of GeoJSON Features\(found)")
         }
-        return batch
     }
 
     static func parseFeature(_ feature: JSONValue) -> Result<(POI, Double?), FeatureProblem> {

@@ -12,23 +12,47 @@ public struct SQLiteFixStore: FixStore {
 
     public func insert(_ fixes: [LocationFix]) async throws {
         guard !fixes.isEmpty else { return }
-        try await database.pool.write { db in
+        try await database.pool.write { db in try Self.write(db, fixes) }
+    }
+
+    /// One indexed read per device inside the insert's own transaction (no extra trip to the database).
+    public func insertReportingPrior(_ fixes: [LocationFix]) async throws -> PriorFixes? {
+        guard !fixes.isEmpty else { return PriorFixes() }
+        var first: [String: Double] = [:]
+        for fix in fixes { first[fix.deviceId] = min(first[fix.deviceId] ?? .infinity, fix.fixTime) }
+        let firsts = first
+        return try await database.pool.write { db in
             let statement = try db.cachedStatement(
                 sql: """
-                    INSERT INTO fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at,
-                                       extras)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (device_id, fix_time) DO UPDATE SET
-                        latitude = excluded.latitude, longitude = excluded.longitude,
-                        horizontal_accuracy = excluded.horizontal_accuracy, context = excluded.context,
-                        received_at = excluded.received_at, extras = excluded.extras
+                    SELECT fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras
+                    FROM fixes WHERE device_id = ? AND fix_time < ? ORDER BY fix_time DESC LIMIT 1
                     """)
-            for fix in fixes {
-                try statement.execute(arguments: [
-                    fix.deviceId, fix.fixTime, fix.coordinate.latitude, fix.coordinate.longitude,
-                    fix.horizontalAccuracy, fix.context, fix.receivedAt, Self.encode(fix.extras),
-                ])
+            var prior: [String: LocationFix?] = [:]
+            for (device, time) in firsts {
+                prior[device] = .some(
+                    try FixCursor(statement, arguments: [device, time], deviceId: device).next())
             }
+            try Self.write(db, fixes)
+            return PriorFixes(prior)
+        }
+    }
+
+    static func write(_ db: Database, _ fixes: [LocationFix]) throws {
+        let statement = try db.cachedStatement(
+            sql: """
+                INSERT INTO fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at,
+                                   extras)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (device_id, fix_time) DO UPDATE SET
+                    latitude = excluded.latitude, longitude = excluded.longitude,
+                    horizontal_accuracy = excluded.horizontal_accuracy, context = excluded.context,
+                    received_at = excluded.received_at, extras = excluded.extras
+                """)
+        for fix in fixes {
+            try statement.execute(arguments: [
+                fix.deviceId, fix.fixTime, fix.coordinate.latitude, fix.coordinate.longitude,
+                fix.horizontalAccuracy, fix.context, fix.receivedAt, Self.encode(fix.extras),
+            ])
         }
     }
 

@@ -19,9 +19,36 @@ public final class SQLiteLocationStore: LocationStore {
 
     /// `deviceMemory`: the devices whose evaluation times are kept in memory (docs/CONFIGURATION.md,
     /// `ENRICH_DEVICE_MEMORY`); a device past it is read back from its row, or has its next late fix evaluated.
+    /// Devices that may have a region-state row or classified (home/work) zones; the others are not read when
+    /// their fixes are evaluated (this process owns the file, so it sees every write that adds one). Nil: not
+    /// known (it could not be read at start, or grew past `deviceMemory`): every device is read.
+    let withState: Mutex<Set<String>?>
+    let deviceMemory: Int
+
     public init(database: SQLiteDatabase, deviceMemory: Int = 200_000) {
         self.database = database
+        self.deviceMemory = deviceMemory
         volatile = Mutex(BoundedMap(capacity: deviceMemory))
+        let known = try? database.pool.read { db in
+            try Set(
+                String.fetchAll(
+                    db,
+                    sql: """
+                        SELECT device_id FROM region_state
+                        UNION SELECT device_id FROM zois WHERE period IN ('HOME_PERIOD', 'WORK_PERIOD')
+                        LIMIT ?
+                        """, arguments: [deviceMemory + 1]))
+        }
+        withState = Mutex(known.flatMap { $0.count > deviceMemory ? nil : $0 })
+    }
+
+    /// Notes devices that now have state (after the write that gave it to them committed).
+    func noteState(_ ids: some Sequence<String>) {
+        withState.withLock { known in
+            guard known != nil else { return }
+            for id in ids { known!.insert(id) }
+            if known!.count > deviceMemory { known = nil }
+        }
     }
 
     static func visits(_ db: Database, deviceId: String) throws -> [Visit] {
@@ -63,7 +90,7 @@ public final class SQLiteLocationStore: LocationStore {
     public func updateVisits<T: Sendable>(
         deviceId: String, _ body: @Sendable (DeviceVisits) throws -> (DeviceVisitsChange, T)
     ) async throws -> T {
-        try await database.pool.write { db in
+        let (result, classified) = try await database.pool.write { db in
             let state = DeviceVisits(
                 visits: try Self.visits(db, deviceId: deviceId), zois: try Self.zois(db, deviceId: deviceId))
             let (change, result) = try body(state)
@@ -81,8 +108,10 @@ public final class SQLiteLocationStore: LocationStore {
             }
             if change.zois != state.zois { try Self.replaceZOIs(db, deviceId: deviceId, change.zois) }
             try Self.append(db, change.events)
-            return result
+            return (result, change.zois.contains { $0.period == ZOIPeriod.home || $0.period == ZOIPeriod.work })
         }
+        if classified { noteState([deviceId]) }
+        return result
     }
 
     public func visits(deviceId: String) async throws -> [Visit] {
@@ -141,24 +170,9 @@ public final class SQLiteLocationStore: LocationStore {
     ) async throws -> T {
         let ids = Array(Set(deviceIds))
         return try await deviceLocks.withLocks(ids) {
-            let (stored, zones) = try await database.pool.read { db in
-                var states: [String: DeviceRegionState] = [:]
-                var zones: [String: [ZoneOfInterest]] = [:]
-                let readState = try db.cachedStatement(sql: "SELECT body FROM region_state WHERE device_id = ?")
-                let readZones = try db.cachedStatement(
-                    sql: """
-                        SELECT body FROM zois WHERE device_id = ? AND period IN ('HOME_PERIOD', 'WORK_PERIOD')
-                        ORDER BY position
-                        """)
-                for id in ids {
-                    if let text = try String.fetchOne(readState, arguments: [id]) {
-                        states[id] = try LocationCodec.regionState(text)
-                    }
-                    let classified = try String.fetchAll(readZones, arguments: [id])
-                    if !classified.isEmpty { zones[id] = try classified.map(LocationCodec.zoi) }
-                }
-                return (states, zones)
-            }
+            // Devices known to have neither a row nor zones are not read (most devices, most of the time).
+            let toRead = withState.withLock { known in known.map { known in ids.filter(known.contains) } } ?? ids
+            let (stored, zones) = try await Self.read(database, toRead)
             // The in-memory fields over what is stored.
             var states = stored
             volatile.withLock { memory in
@@ -190,12 +204,40 @@ public final class SQLiteLocationStore: LocationStore {
                 for (id, _) in plan.upserts { memory[id] = nil }
                 for (id, last, after) in plan.times { memory[id] = (last, after) }
             }
+            noteState(plan.upserts.map(\.0))
+            let gone = plan.deletes.filter { zones[$0]?.isEmpty ?? true }
+            if !gone.isEmpty { withState.withLock { known in for id in gone { known?.remove(id) } } }
             return result
         }
     }
 
     public func storedRegionStateCount() async throws -> Int {
         try await database.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM region_state") ?? 0 }
+    }
+
+    /// The region states and classified zones of `ids` (none read when there are none).
+    static func read(_ database: SQLiteDatabase, _ ids: [String]) async throws -> (
+        [String: DeviceRegionState], [String: [ZoneOfInterest]]
+    ) {
+        guard !ids.isEmpty else { return ([:], [:]) }
+        return try await database.pool.read { db in
+            var states: [String: DeviceRegionState] = [:]
+            var zones: [String: [ZoneOfInterest]] = [:]
+            let readState = try db.cachedStatement(sql: "SELECT body FROM region_state WHERE device_id = ?")
+            let readZones = try db.cachedStatement(
+                sql: """
+                    SELECT body FROM zois WHERE device_id = ? AND period IN ('HOME_PERIOD', 'WORK_PERIOD')
+                    ORDER BY position
+                    """)
+            for id in ids {
+                if let text = try String.fetchOne(readState, arguments: [id]) {
+                    states[id] = try LocationCodec.regionState(text)
+                }
+                let classified = try String.fetchAll(readZones, arguments: [id])
+                if !classified.isEmpty { zones[id] = try classified.map(LocationCodec.zoi) }
+            }
+            return (states, zones)
+        }
     }
 
     static func later(_ a: Double?, _ b: Double?) -> Double? {

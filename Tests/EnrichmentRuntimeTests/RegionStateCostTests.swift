@@ -34,9 +34,12 @@ struct RegionStateCostTests {
             latitude: point.latitude + metres / (Coordinate.earthRadius * Double.pi / 180), longitude: point.longitude)
     }
 
+    /// As the route does: the store tells what it knew of the devices' earlier fixes (SQLite does; PostgreSQL
+    /// does not, so there they are read back).
     func ingest(_ runtime: EnrichmentRuntime, _ fixes: [LocationFix]) async throws -> Int {
-        try await runtime.fixes.insert(fixes)
-        return try await runtime.location.ingested(fixes)
+        let prior = try await runtime.fixes.insertReportingPrior(fixes)
+        #expect((prior != nil) == (runtime.postgres == nil))
+        return try await runtime.location.ingested(fixes, prior: prior)
     }
 
     @Test(
@@ -101,6 +104,21 @@ struct RegionStateCostTests {
         let b = try #require(try await runtime.location.events(deviceId: "b", limit: 10))
         #expect(b.map(\.type) == ["region_enter"])
         #expect(b.first?.fields["from_position_detection"] == .bool(false))
+    }
+
+    @Test("after a restart the devices that have state are read again: an exit is still seen")
+    func stateSurvivesARestart() async throws {
+        let (runtime, directory) = try await Self.open()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let poi = try #require(try await runtime.pois.all().first)
+        let t = 1_700_000_000.0
+        #expect(try await ingest(runtime, [Self.fix("r", t, Self.north(poi.coordinate, 40))]) == 1)
+        var configuration = runtime.configuration
+        configuration.databasePath = directory.appendingPathComponent("db.sqlite").path
+        let again = try await EnrichmentRuntime.open(configuration)
+        #expect(try await ingest(again, [Self.fix("r", t + 60, Self.north(poi.coordinate, 400))]) == 1)
+        let events = try #require(try await again.location.events(deviceId: "r", limit: 10))
+        #expect(events.map(\.type) == ["region_enter", "region_exit"])
     }
 
     @Test("the last-fix cache at its budget forgets the least recently used and reads them back from the database")

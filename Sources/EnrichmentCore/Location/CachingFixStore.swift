@@ -34,6 +34,17 @@ public final class CachingFixStore: FixStore {
 
     public func insert(_ fixes: [LocationFix]) async throws {
         try await base.insert(fixes)
+        remember(fixes)
+    }
+
+    public func insertReportingPrior(_ fixes: [LocationFix]) async throws -> PriorFixes? {
+        let prior = try await base.insertReportingPrior(fixes)
+        remember(fixes)
+        return prior
+    }
+
+    /// Updates the cache after `fixes` were stored.
+    private func remember(_ fixes: [LocationFix]) {
         var newest: [String: LocationFix] = [:]
         for fix in fixes where fix.fixTime > (newest[fix.deviceId]?.fixTime ?? -.infinity) {
             newest[fix.deviceId] = fix

@@ -29,6 +29,10 @@ public struct CoalescedFixStore: FixStore {
         try await base.fixes(deviceId: deviceId, after: after, before: before, limit: limit)
     }
 
+    public func insertReportingPrior(_ fixes: [LocationFix]) async throws -> PriorFixes? {
+        try await base.insertReportingPrior(fixes)
+    }
+
     public func fix(deviceId: String, before: Double) async throws -> LocationFix? {
         try await base.fix(deviceId: deviceId, before: before)
     }

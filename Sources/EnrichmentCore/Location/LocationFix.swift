@@ -48,11 +48,27 @@ public protocol FixStore: Sendable {
     func expireFixes(takenAtOrBefore cutoff: Double) async throws -> Int
     /// The device's newest fix with a fix time before `before` (where it was before a batch, for §4.3).
     func fix(deviceId: String, before: Double) async throws -> LocationFix?
+    /// Stores fixes as `insert` does and tells, for each device of the batch, its newest fix older than the batch's
+    /// first one of that device (nil: it had none): what region evaluation and the visit detector would otherwise
+    /// read back. Nil when the store does not tell.
+    func insertReportingPrior(_ fixes: [LocationFix]) async throws -> PriorFixes?
+}
+
+/// For each device of a batch just stored, its newest fix before the batch (nil: none).
+public struct PriorFixes: Sendable {
+    public var byDevice: [String: LocationFix?]
+    public init(_ byDevice: [String: LocationFix?] = [:]) { self.byDevice = byDevice }
 }
 
 extension FixStore {
     /// Stores that keep nothing for long (test doubles, read-only views) have nothing to expire.
     public func expireFixes(takenAtOrBefore cutoff: Double) async throws -> Int { 0 }
+
+    /// Stores that cannot tell insert and say nothing.
+    public func insertReportingPrior(_ fixes: [LocationFix]) async throws -> PriorFixes? {
+        try await insert(fixes)
+        return nil
+    }
 
     /// Through the newest fix, for stores that hold one per device (test doubles, read-only views).
     public func fix(deviceId: String, before: Double) async throws -> LocationFix? {

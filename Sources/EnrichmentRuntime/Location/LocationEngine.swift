@@ -138,12 +138,16 @@ public final class LocationEngine: Sendable {
 
     // MARK: Fixes
 
+    /// Whether `ingested` evaluates anything (and so gains from `PriorFixes`).
+    public var evaluatesFixes: Bool { settings.regionsEnabled || settings.detectVisits }
+
     /// Evaluates regions on fixes just stored, then looks for visits in them; returns how many events came out.
     ///
     /// Called after the fixes are committed: a failure here loses no fix (the next batch evaluates from where
-    /// this one stopped).
+    /// this one stopped). `prior`: what the store said of each device's fixes before the batch
+    /// (`insertReportingPrior`), which spares reading them back.
     @discardableResult
-    public func ingested(_ batch: [LocationFix]) async throws -> Int {
+    public func ingested(_ batch: [LocationFix], prior: PriorFixes? = nil) async throws -> Int {
         guard !batch.isEmpty, settings.regionsEnabled || settings.detectVisits else { return 0 }
         var byDevice: [String: [LocationFix]] = [:]
         for fix in batch { byDevice[fix.deviceId, default: []].append(fix) }
@@ -173,9 +177,15 @@ public final class LocationEngine: Sendable {
             let radius = settings.poiRegionRadius
             for (device, fixes) in byDevice {
                 guard let first = fixes.min(by: { $0.fixTime < $1.fixTime }),
-                    (poisNear[first.coordinate] ?? []).contains(where: { $0.distance <= radius + 1 }),
-                    let earlier = try await self.fixes.fix(deviceId: device, before: first.fixTime)
+                    (poisNear[first.coordinate] ?? []).contains(where: { $0.distance <= radius + 1 })
                 else { continue }
+                let earlier: LocationFix?
+                if let known = prior?.byDevice[device] {
+                    earlier = known
+                } else {
+                    earlier = try await self.fixes.fix(deviceId: device, before: first.fixTime)
+                }
+                guard let earlier else { continue }
                 before[device] = earlier.coordinate
                 if poisNear[earlier.coordinate] == nil {
                     poisNear[earlier.coordinate] = index.nearest(to: earlier.coordinate, query: query)
@@ -224,7 +234,7 @@ public final class LocationEngine: Sendable {
             for (device, from) in detectFrom {
                 try await detectVisits(
                     deviceId: device, after: from.after, batch: grouped[device] ?? [],
-                    evaluatedUntil: from.evaluatedUntil)
+                    evaluatedUntil: from.evaluatedUntil, prior: prior?.byDevice[device])
             }
         }
         return events.count
@@ -234,14 +244,21 @@ public final class LocationEngine: Sendable {
     ///
     /// When the batch comes after every fix evaluated before (`evaluatedUntil`, the usual case), the store holds
     /// nothing later than the batch but the batch itself: only the fixes between `after` and the batch are read,
-    /// and the batch comes from memory. Otherwise (a late batch) everything after `after` is read.
-    func detectVisits(deviceId: String, after: Double?, batch: [LocationFix], evaluatedUntil: Double?) async throws {
+    /// and the batch comes from memory. Otherwise (a late batch) everything after `after` is read. `prior`, when
+    /// the store told it, is the device's newest fix before the batch: none after `after` means nothing to read.
+    func detectVisits(
+        deviceId: String, after: Double?, batch: [LocationFix], evaluatedUntil: Double?, prior: LocationFix?? = nil
+    ) async throws {
         let start = after ?? -Double.greatestFiniteMagnitude
         let first = batch.map(\.fixTime).min() ?? Double.infinity
         let fixes: [LocationFix]
-        if let evaluatedUntil, evaluatedUntil < first {
-            let earlier = try await self.fixes.fixes(
-                deviceId: deviceId, after: start, before: first, limit: Self.detectorWindow)
+        let nothingBefore = prior.map { ($0?.fixTime ?? -Double.infinity) <= start } ?? false
+        if nothingBefore || evaluatedUntil.map({ $0 < first }) == true {
+            let earlier =
+                nothingBefore
+                ? []
+                : try await self.fixes.fixes(
+                    deviceId: deviceId, after: start, before: first, limit: Self.detectorWindow)
             // Repeated fix times in a batch: the store kept the later one, so does this.
             var latest: [Double: LocationFix] = [:]
             for fix in batch where fix.fixTime > start { latest[fix.fixTime] = fix }

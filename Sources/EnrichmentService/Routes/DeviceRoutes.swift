@@ -84,9 +84,14 @@ struct DeviceRoutes {
                 document, deviceId: id, receivedAt: state.clock.now().timeIntervalSince1970)
             let spans = state.enricher.spans
             // Stored (and committed) before we acknowledge: an accepted fix is never lost.
-            try await spans.run("db.insert_fixes", kind: .client) { span in
+            let prior: PriorFixes? = try await spans.run("db.insert_fixes", kind: .client) { span in
                 span?.attributes["fixes.count"] = batch.accepted.count
-                try await state.fixes.insert(batch.accepted)
+                // What the store knows of the devices' earlier fixes comes with the insert, when it is needed.
+                guard state.location.evaluatesFixes else {
+                    try await state.fixes.insert(batch.accepted)
+                    return nil
+                }
+                return try await state.fixes.insertReportingPrior(batch.accepted)
             }
             state.metrics.fixes(accepted: batch.accepted.count, rejected: batch.rejected.count)
             // Regions and visits after the commit: a failure here is reported, and the fixes stay stored.
@@ -94,7 +99,7 @@ struct DeviceRoutes {
             var locationError: String?
             do {
                 events = try await spans.run("location.evaluate") { _ in
-                    try await state.location.ingested(batch.accepted)
+                    try await state.location.ingested(batch.accepted, prior: prior)
                 }
             } catch {
                 context.logger.error("location evaluation failed", metadata: ["error": "\(error)"])

@@ -280,7 +280,7 @@ public struct PostgresPOIStore: POIStore {
     }
 
     public func indexBuilder() async throws -> PlacesIndex.Builder {
-        var builder = PlacesIndex.Builder(expected: try await count())
+        var builder = PlacesIndex.Builder(expected: try await count(), uniqueIds: true)
         try await Self.each(database.client.query("\(unescaped: Self.columns) ORDER BY id")) { builder.add($1) }
         return builder
     }

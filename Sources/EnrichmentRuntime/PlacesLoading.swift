@@ -37,6 +37,11 @@ public final class PlacesLoading: Sendable {
         }
     }
 
+    static func seconds(since start: ContinuousClock.Instant) -> Double {
+        let elapsed = ContinuousClock.now - start
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    }
+
     /// Waits until the index is loaded or `timeout` passes; returns whether it is loaded.
     public func wait(timeout: Duration) async -> Bool {
         let deadline = ContinuousClock.now + timeout
@@ -54,13 +59,16 @@ public final class PlacesLoading: Sendable {
         while !Task.isCancelled {
             do {
                 let builder = try await store.indexBuilder()
+                let read = Self.seconds(since: started)
                 index.load(builder)
-                let elapsed = ContinuousClock.now - started
-                let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+                let seconds = Self.seconds(since: started)
                 phase.withLock { $0 = .loaded(seconds: seconds) }
                 logger.info(
                     "places index ready",
-                    metadata: ["pois": "\(index.count)", "seconds": "\(String(format: "%.2f", seconds))"])
+                    metadata: [
+                        "pois": "\(index.count)", "seconds": "\(String(format: "%.2f", seconds))",
+                        "read_seconds": "\(String(format: "%.2f", read))",
+                    ])
                 return
             } catch {
                 phase.withLock { phase in

@@ -10,6 +10,45 @@ import Foundation
 /// as a varint length and its UTF-8 bytes (an optional one as length + 1, 0 for none; a list as a varint count).
 /// Store ids are found through an open-addressing table of record numbers keyed by their bytes (as the
 /// database compares them).
+/// One stored POI row's columns, as bytes valid during a call (what the places index is built from at start-up).
+public struct RawPOIRow {
+    public var latitude: Double
+    public var longitude: Double
+    public var storeId: UnsafeBufferPointer<UInt8>
+    public var name: UnsafeBufferPointer<UInt8>
+    public var city: UnsafeBufferPointer<UInt8>?
+    public var zipcode: UnsafeBufferPointer<UInt8>?
+    public var countryCode: UnsafeBufferPointer<UInt8>?
+    /// JSON arrays of strings, as stored.
+    public var addressLines: UnsafeBufferPointer<UInt8>?
+    public var types: UnsafeBufferPointer<UInt8>?
+    public var tags: UnsafeBufferPointer<UInt8>?
+    /// JSON text, as stored.
+    public var contact: UnsafeBufferPointer<UInt8>?
+    public var userProperties: UnsafeBufferPointer<UInt8>?
+
+    public init(
+        latitude: Double, longitude: Double, storeId: UnsafeBufferPointer<UInt8>, name: UnsafeBufferPointer<UInt8>,
+        city: UnsafeBufferPointer<UInt8>?, zipcode: UnsafeBufferPointer<UInt8>?,
+        countryCode: UnsafeBufferPointer<UInt8>?, addressLines: UnsafeBufferPointer<UInt8>?,
+        types: UnsafeBufferPointer<UInt8>?, tags: UnsafeBufferPointer<UInt8>?, contact: UnsafeBufferPointer<UInt8>?,
+        userProperties: UnsafeBufferPointer<UInt8>?
+    ) {
+        self.latitude = latitude
+        self.longitude = longitude
+        self.storeId = storeId
+        self.name = name
+        self.city = city
+        self.zipcode = zipcode
+        self.countryCode = countryCode
+        self.addressLines = addressLines
+        self.types = types
+        self.tags = tags
+        self.contact = contact
+        self.userProperties = userProperties
+    }
+}
+
 struct PackedPOIs: Sendable {
     private(set) var bytes: [UInt8] = []
     /// Start of each record, and the end of the last.
@@ -23,10 +62,19 @@ struct PackedPOIs: Sendable {
 
     init() {}
 
-    /// Reserves room for about `count` records of `bytesEach`.
-    mutating func reserve(_ count: Int, bytesEach: Int = 96) {
+    /// Whether records are entered in the id table as they are appended (off while gathering rows whose ids are
+    /// known to be unique: the table is made once, for the final order).
+    var indexesIds = true
+
+    /// Reserves room for about `count` records of `bytesEach`, and an id table for them.
+    mutating func reserve(_ count: Int, bytesEach: Int = 128) {
         bytes.reserveCapacity(count * bytesEach)
         starts.reserveCapacity(count + 1)
+        if indexesIds, table.count < 4 * (count + 1) {
+            var size = 16
+            while size < 4 * (count + 1) { size <<= 1 }
+            table = [Int32](repeating: -1, count: size)
+        }
     }
 
     // MARK: Writing
@@ -48,7 +96,72 @@ struct PackedPOIs: Sendable {
         Self.writeOptional(poi.contact.map { String(decoding: JSONWriter.bytes($0), as: UTF8.self) }, &bytes)
         Self.writeOptional(poi.userProperties.map { String(decoding: JSONWriter.bytes($0), as: UTF8.self) }, &bytes)
         starts.append(bytes.count)
-        return index(count - 1)
+        return indexesIds ? index(count - 1) : nil
+    }
+
+    /// Appends a stored row's columns as they are read (no `POI` made): the lists are the stored JSON arrays of
+    /// strings, contact and user properties the stored JSON text. Returns the record it replaces, as `append`.
+    @discardableResult
+    mutating func append(raw row: RawPOIRow) -> Int? {
+        Self.writeDouble(row.latitude, &bytes)
+        Self.writeDouble(row.longitude, &bytes)
+        Self.writeBytes(row.storeId, &bytes)
+        Self.writeBytes(row.name, &bytes)
+        Self.writeOptionalBytes(row.city, &bytes)
+        Self.writeOptionalBytes(row.zipcode, &bytes)
+        Self.writeOptionalBytes(row.countryCode, &bytes)
+        Self.writeJSONList(row.addressLines, &bytes)
+        Self.writeJSONList(row.types, &bytes)
+        Self.writeJSONList(row.tags, &bytes)
+        Self.writeOptionalBytes(row.contact, &bytes)
+        Self.writeOptionalBytes(row.userProperties, &bytes)
+        starts.append(bytes.count)
+        return indexesIds ? index(count - 1) : nil
+    }
+
+    /// The records of `gathered` in `order` (record `n` of the result is `gathered`'s `order[n]`), with their id
+    /// table; the two are made side by side (the start-up of a large index). Ids must be unique.
+    static func reordered(_ gathered: PackedPOIs, _ order: [Int]) -> PackedPOIs {
+        let records = Box(PackedPOIs())
+        let table = Box([Int32]())
+        DispatchQueue.concurrentPerform(iterations: 2) { part in
+            if part == 0 {
+                var result = PackedPOIs()
+                result.indexesIds = false
+                result.reserve(order.count, bytesEach: gathered.bytes.count / max(1, gathered.count))
+                for i in order { result.append(recordOf: gathered, at: i) }
+                result.shrink()
+                records.value = result
+            } else {
+                table.value = gathered.idTable(order)
+            }
+        }
+        var result = records.value
+        result.table = table.value
+        result.indexesIds = true
+        return result
+    }
+
+    /// An id table for `order` (entry `n` is record `order[n]` of this arena), without comparisons (ids unique).
+    func idTable(_ order: [Int]) -> [Int32] {
+        var size = 16
+        while size < 4 * (order.count + 1) { size <<= 1 }
+        var table = [Int32](repeating: -1, count: size)
+        let mask = size - 1
+        for (n, i) in order.enumerated() {
+            var slot = hash(idRange(i)) & mask
+            while table[slot] >= 0 { slot = (slot + 1) & mask }
+            table[slot] = Int32(n)
+        }
+        return table
+    }
+
+    /// Appends every record of `other` as they are (gathering only: ids are not entered in the table).
+    mutating func append(contentsOf other: PackedPOIs) {
+        precondition(!indexesIds, "appending a whole arena is for gathering unique rows")
+        let offset = bytes.count
+        bytes.append(contentsOf: other.bytes)
+        starts.append(contentsOf: other.starts.dropFirst().map { $0 + offset })
     }
 
     /// Appends record `i` of `other` as it is (no decoding); returns the record it replaces, as `append`.
@@ -56,7 +169,7 @@ struct PackedPOIs: Sendable {
     mutating func append(recordOf other: PackedPOIs, at i: Int) -> Int? {
         bytes.append(contentsOf: other.bytes[other.starts[i]..<other.starts[i + 1]])
         starts.append(bytes.count)
-        return index(count - 1)
+        return indexesIds ? index(count - 1) : nil
     }
 
     /// Enters record `i` in the id table; returns the record it displaces.
@@ -64,10 +177,10 @@ struct PackedPOIs: Sendable {
         if table.count < 2 * (count + 1) { grow() }
         let mask = table.count - 1
         let id = idRange(i)
-        var slot = Self.hash(bytes, id) & mask
+        var slot = hash(id) & mask
         while table[slot] >= 0 {
             let other = Int(table[slot])
-            if bytes[idRange(other)].elementsEqual(bytes[id]) {
+            if sameId(idRange(other), id) {
                 table[slot] = Int32(i)
                 replaced += 1
                 return other
@@ -78,6 +191,18 @@ struct PackedPOIs: Sendable {
         return nil
     }
 
+    private func sameId(_ a: Range<Int>, _ b: Range<Int>) -> Bool {
+        guard a.count == b.count else { return false }
+        if a.isEmpty { return true }
+        return bytes.withUnsafeBufferPointer { all in
+            memcmp(all.baseAddress! + a.lowerBound, all.baseAddress! + b.lowerBound, a.count) == 0
+        }
+    }
+
+    private func hash(_ range: Range<Int>) -> Int {
+        bytes.withUnsafeBufferPointer { Self.hash(UnsafeBufferPointer(rebasing: $0[range])) }
+    }
+
     private mutating func grow() {
         var size = 16
         while size < 4 * (count + 1) { size <<= 1 }
@@ -85,7 +210,7 @@ struct PackedPOIs: Sendable {
         table = [Int32](repeating: -1, count: size)
         let mask = size - 1
         for entry in old where entry >= 0 {
-            var slot = Self.hash(bytes, idRange(Int(entry))) & mask
+            var slot = hash(idRange(Int(entry))) & mask
             while table[slot] >= 0 { slot = (slot + 1) & mask }
             table[slot] = entry
         }
@@ -108,7 +233,15 @@ struct PackedPOIs: Sendable {
             var slot = Self.hash(key) & mask
             while table[slot] >= 0 {
                 let candidate = Int(table[slot])
-                if bytes[idRange(candidate)].elementsEqual(key) { return candidate }
+                let range = idRange(candidate)
+                if range.count == key.count,
+                    key.isEmpty
+                        || bytes.withUnsafeBufferPointer({
+                            memcmp($0.baseAddress! + range.lowerBound, key.baseAddress!, key.count) == 0
+                        })
+                {
+                    return candidate
+                }
                 slot = (slot + 1) & mask
             }
             return nil
@@ -270,17 +403,84 @@ struct PackedPOIs: Sendable {
         out.append(contentsOf: text.utf8)
     }
 
+    static func writeBytes(_ text: UnsafeBufferPointer<UInt8>, _ out: inout [UInt8]) {
+        writeVarint(text.count, &out)
+        out.append(contentsOf: text)
+    }
+
+    static func writeOptionalBytes(_ text: UnsafeBufferPointer<UInt8>?, _ out: inout [UInt8]) {
+        guard let text else { return out.append(0) }
+        writeVarint(text.count + 1, &out)
+        out.append(contentsOf: text)
+    }
+
+    /// A stored JSON array of strings as a list: plain strings (no escapes) are split in place; anything else is
+    /// parsed as JSON, keeping the strings, as `StoredPOI.strings` does.
+    static func writeJSONList(_ json: UnsafeBufferPointer<UInt8>?, _ out: inout [UInt8]) {
+        guard let json else { return out.append(0) }
+        var items: [Range<Int>] = []
+        var i = 0
+        func skipSpace() {
+            while i < json.count, json[i] == 0x20 || json[i] == 0x0A || json[i] == 0x09 || json[i] == 0x0D { i += 1 }
+        }
+        var plain = false
+        skipSpace()
+        if i < json.count, json[i] == UInt8(ascii: "[") {
+            i += 1
+            skipSpace()
+            if i < json.count, json[i] == UInt8(ascii: "]") {
+                plain = true
+            } else {
+                while i < json.count, json[i] == UInt8(ascii: "\"") {
+                    let start = i + 1
+                    var end = start
+                    while end < json.count, json[end] != UInt8(ascii: "\""), json[end] != UInt8(ascii: "\\") {
+                        end += 1
+                    }
+                    guard end < json.count, json[end] == UInt8(ascii: "\"") else { break }
+                    items.append(start..<end)
+                    i = end + 1
+                    skipSpace()
+                    if i < json.count, json[i] == UInt8(ascii: ",") {
+                        i += 1
+                        skipSpace()
+                        continue
+                    }
+                    plain = i < json.count && json[i] == UInt8(ascii: "]")
+                    break
+                }
+            }
+        }
+        if plain {
+            writeVarint(items.count, &out)
+            for range in items { writeBytes(UnsafeBufferPointer(rebasing: json[range]), &out) }
+            return
+        }
+        let strings: [String]
+        if case .array(let values)? = try? JSONParser.parse(Array(json)) {
+            strings = values.compactMap(\.stringValue)
+        } else {
+            strings = []
+        }
+        writeList(strings, &out)
+    }
+
     static func writeList(_ items: [String], _ out: inout [UInt8]) {
         writeVarint(items.count, &out)
         for item in items { writeString(item, &out) }
     }
 
     /// FNV-1a over the id's bytes (stable, cheap for short ids).
-    static func hash<C: Collection>(_ key: C) -> Int where C.Element == UInt8 {
+    static func hash(_ key: UnsafeBufferPointer<UInt8>) -> Int {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in key { h = (h ^ UInt64(byte)) &* 0x100_0000_01b3 }
         return Int(truncatingIfNeeded: h ^ (h >> 29))
     }
 
-    static func hash(_ bytes: [UInt8], _ range: Range<Int>) -> Int { hash(bytes[range]) }
+}
+
+/// What one of two side-by-side tasks hands back (each box is written by one task, read after both end).
+private final class Box<T>: @unchecked Sendable {
+    var value: T
+    init(_ value: T) { self.value = value }
 }

@@ -30,11 +30,26 @@ public final class PlacesIndex: Sendable {
         /// Records replaced by a later one with the same store id.
         var replaced: [Int] = []
 
-        public init(expected: Int = 0) { records.reserve(expected) }
+        /// `uniqueIds`: the caller guarantees no two POIs share a store id (a store's rows), so none is looked up
+        /// while gathering.
+        public init(expected: Int = 0, uniqueIds: Bool = false) {
+            records.indexesIds = !uniqueIds
+            records.reserve(expected)
+        }
 
         /// Adds a POI; a later one with the same store id replaces it.
         public mutating func add(_ poi: POI) {
             if let old = records.append(poi) { replaced.append(old) }
+        }
+
+        /// Adds what another builder of unique rows gathered (a scan done in parts, side by side).
+        public mutating func add(contentsOf other: Builder) {
+            records.append(contentsOf: other.records)
+        }
+
+        /// Adds a stored row as it is read (no `POI` made; see `RawPOIRow`).
+        public mutating func add(raw row: RawPOIRow) {
+            if let old = records.append(raw: row) { replaced.append(old) }
         }
 
         mutating func add(recordOf other: PackedPOIs, at i: Int) {
@@ -98,10 +113,7 @@ public final class PlacesIndex: Sendable {
         // scan read them from memory in sequence rather than at random.
         var tree = SpatialIndex(points: live.map { gathered.coordinate(at: $0) })
         let order = tree.renumberInSlotOrder()
-        var records = PackedPOIs()
-        records.reserve(live.count, bytesEach: gathered.bytes.count / max(1, gathered.count))
-        for slot in order { records.append(recordOf: gathered, at: live[slot]) }
-        records.shrink()
+        let records = PackedPOIs.reordered(gathered, order.map { live[$0] })
         return Snapshot(records: records, tree: tree)
     }
 

@@ -3,7 +3,6 @@ import Essentials
 public import LocationCore
 import Logging
 import PostgresNIO
-import Synchronization
 
 /// Visits, ZOIs, regions, region state and location events in PostgreSQL. A device's read-compute-write runs in
 /// one transaction holding a per-device advisory lock, so runs of one device never interleave across nodes.
@@ -13,11 +12,11 @@ public final class PostgresLocationStore: LocationStore {
     /// The times of devices evaluated since their row was last written (or that have none), on this node, up to a
     /// budget. With several nodes a late fix reaching a node that did not evaluate the newer one is evaluated when
     /// the device has no row (docs/LOCATION-RULES.md §4.5 rule 5).
-    let volatile: Mutex<BoundedMap<String, (lastFixTime: Double?, detectAfter: Double?)>>
+    let volatile: RegionStateTimes
 
     public init(database: PostgresBackend, deviceMemory: Int = 200_000) {
         self.database = database
-        volatile = Mutex(BoundedMap(capacity: deviceMemory))
+        volatile = RegionStateTimes(capacity: deviceMemory)
     }
 
     var logger: Logger { database.logger }
@@ -189,16 +188,8 @@ public final class PostgresLocationStore: LocationStore {
                 """, logger: logger)
             let (stored, zones) = try await Self.readRegionStates(
                 connection.query(Self.regionStatesQuery(ids), logger: logger))
-            var states = stored
-            volatile.withLock { memory in
-                for id in ids {
-                    guard let kept = memory[id] else { continue }
-                    var state = states[id] ?? DeviceRegionState()
-                    state.lastFixTime = Self.later(state.lastFixTime, kept.lastFixTime)
-                    state.detectAfter = Self.later(state.detectAfter, kept.detectAfter)
-                    states[id] = state
-                }
-            }
+            // The in-memory times over what is stored.
+            let states = volatile.merged(stored, ids: ids)
             let (updated, events, result) = try body(states, zones)
             let plan = RegionStateWrites(
                 stored: stored, read: states, updated: updated, eventDevices: Set(events.map(\.deviceId)))
@@ -214,10 +205,7 @@ public final class PostgresLocationStore: LocationStore {
                 try await connection.query(
                     "DELETE FROM region_state WHERE device_id = ANY(\(plan.deletes)::text[])", logger: logger)
             }
-            volatile.withLock { memory in
-                for (id, _) in plan.upserts { memory[id] = nil }
-                for (id, last, after) in plan.times { memory[id] = (last, after) }
-            }
+            volatile.apply(plan)
             try await Self.append(connection, events, logger: logger)
             return result
         }
@@ -260,14 +248,6 @@ public final class PostgresLocationStore: LocationStore {
     public func storedRegionStateCount() async throws -> Int {
         let rows = try await database.client.query("SELECT count(*)::int8 FROM region_state", logger: logger)
         return try await rows.decode(Int.self).first { _ in true } ?? 0
-    }
-
-    static func later(_ a: Double?, _ b: Double?) -> Double? {
-        switch (a, b) {
-        case (nil, _): b
-        case (_, nil): a
-        case (let a?, let b?): max(a, b)
-        }
     }
 
     /// The region states and the home/work zones of `ids` in one statement.

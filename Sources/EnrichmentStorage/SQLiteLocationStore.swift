@@ -15,7 +15,7 @@ public final class SQLiteLocationStore: LocationStore {
     let database: SQLiteDatabase
     let deviceLocks = KeyedAsyncLock()
     /// The times of devices evaluated since their row was last written (or that have none), up to a budget.
-    let volatile: Mutex<BoundedMap<String, (lastFixTime: Double?, detectAfter: Double?)>>
+    let volatile: RegionStateTimes
 
     /// `deviceMemory`: the devices whose evaluation times are kept in memory (docs/CONFIGURATION.md,
     /// `ENRICH_DEVICE_MEMORY`); a device past it is read back from its row, or has its next late fix evaluated.
@@ -28,7 +28,7 @@ public final class SQLiteLocationStore: LocationStore {
     public init(database: SQLiteDatabase, deviceMemory: Int = 200_000) {
         self.database = database
         self.deviceMemory = deviceMemory
-        volatile = Mutex(BoundedMap(capacity: deviceMemory))
+        volatile = RegionStateTimes(capacity: deviceMemory)
         let known = try? database.pool.read { db in
             try Set(
                 String.fetchAll(
@@ -173,17 +173,8 @@ public final class SQLiteLocationStore: LocationStore {
             // Devices known to have neither a row nor zones are not read (most devices, most of the time).
             let toRead = withState.withLock { known in known.map { known in ids.filter(known.contains) } } ?? ids
             let (stored, zones) = try await Self.read(database, toRead)
-            // The in-memory fields over what is stored.
-            var states = stored
-            volatile.withLock { memory in
-                for id in ids {
-                    guard let kept = memory[id] else { continue }
-                    var state = states[id] ?? DeviceRegionState()
-                    state.lastFixTime = Self.later(state.lastFixTime, kept.lastFixTime)
-                    state.detectAfter = Self.later(state.detectAfter, kept.detectAfter)
-                    states[id] = state
-                }
-            }
+            // The in-memory times over what is stored.
+            let states = volatile.merged(stored, ids: ids)
             let (updated, events, result) = try body(states, zones)
             let plan = RegionStateWrites(
                 stored: stored, read: states, updated: updated, eventDevices: Set(events.map(\.deviceId)))
@@ -200,10 +191,7 @@ public final class SQLiteLocationStore: LocationStore {
                     try Self.append(db, events)
                 }
             }
-            volatile.withLock { memory in
-                for (id, _) in plan.upserts { memory[id] = nil }
-                for (id, last, after) in plan.times { memory[id] = (last, after) }
-            }
+            volatile.apply(plan)
             noteState(plan.upserts.map(\.0))
             let gone = plan.deletes.filter { zones[$0]?.isEmpty ?? true }
             if !gone.isEmpty { withState.withLock { known in for id in gone { known?.remove(id) } } }
@@ -237,14 +225,6 @@ public final class SQLiteLocationStore: LocationStore {
                 if !classified.isEmpty { zones[id] = try classified.map(LocationCodec.zoi) }
             }
             return (states, zones)
-        }
-    }
-
-    static func later(_ a: Double?, _ b: Double?) -> Double? {
-        switch (a, b) {
-        case (nil, _): b
-        case (_, nil): a
-        case (let a?, let b?): max(a, b)
         }
     }
 

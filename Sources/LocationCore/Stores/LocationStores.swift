@@ -1,3 +1,6 @@
+import Essentials
+import Synchronization
+
 /// What a device's visit pipeline reads: its stored visits (processing order) and its ZOIs (list order).
 public struct DeviceVisits: Sendable, Equatable {
     public var visits: [Visit]
@@ -167,3 +170,42 @@ public protocol LocationRetention: Sendable {
 
 /// Every location store together (one implementation per backend).
 public typealias LocationStore = VisitStore & RegionStore & RegionStateStore & LocationEventStore & LocationRetention
+
+/// The evaluation times (`lastFixTime`, `detectAfter`) of devices whose row was not written with them, kept in
+/// memory up to a budget (the least recently used forgotten first); a store lays them over what it read.
+public final class RegionStateTimes: Sendable {
+    let memory: Mutex<BoundedMap<String, (lastFixTime: Double?, detectAfter: Double?)>>
+
+    public init(capacity: Int) { memory = Mutex(BoundedMap(capacity: capacity)) }
+
+    /// `stored` with the times kept for `ids` laid over it (the later of each).
+    public func merged(_ stored: [String: DeviceRegionState], ids: [String]) -> [String: DeviceRegionState] {
+        var states = stored
+        memory.withLock { memory in
+            for id in ids {
+                guard let kept = memory[id] else { continue }
+                var state = states[id] ?? DeviceRegionState()
+                state.lastFixTime = Self.later(state.lastFixTime, kept.lastFixTime)
+                state.detectAfter = Self.later(state.detectAfter, kept.detectAfter)
+                states[id] = state
+            }
+        }
+        return states
+    }
+
+    /// After `plan` was committed: written rows carry their times; the others' are kept here.
+    public func apply(_ plan: RegionStateWrites) {
+        memory.withLock { memory in
+            for (id, _) in plan.upserts { memory[id] = nil }
+            for (id, last, after) in plan.times { memory[id] = (last, after) }
+        }
+    }
+
+    static func later(_ a: Double?, _ b: Double?) -> Double? {
+        switch (a, b) {
+        case (nil, _): b
+        case (_, nil): a
+        case (let a?, let b?): max(a, b)
+        }
+    }
+}

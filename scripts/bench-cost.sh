@@ -110,8 +110,9 @@ PY
 echo "== 2. devices (one fix each, default settings, the 22 sample POIs)"
 # One fix per request for devices dev-<first>..dev-<first+count-1>, split over wrk's threads; each thread stops
 # after its share. Fix times are fresh, places random over the globe's inhabited latitudes.
-cat > "$DATA/fixes.lua" <<'LUA'
-local threads = {}
+# What both scripts share: each of wrk's 2 threads takes its share of the devices and marks a file when it has its
+# share of answers.
+cat > "$DATA/share.lua" <<'LUA'
 local first, count, nthreads = tonumber(os.getenv("FIRST")), tonumber(os.getenv("COUNT")), 2
 local id = 0
 function setup(thread)
@@ -126,46 +127,35 @@ function init(args)
   math.randomseed(tid * 7919 + first)
   now = os.time()
 end
-request = function()
+function next_device()
   if n >= last then n = last - 1 end
   local device = n
   n = n + 1
+  return device
+end
+response = function(status, headers, body)
+  if status ~= 200 then error("status " .. status .. " " .. body) end
+  done = done + 1
+  if done == share then io.open(os.getenv("MARKS") .. "/done-" .. tid, "w"):close() end
+end
+LUA
+{ cat "$DATA/share.lua"; cat <<'LUA'
+request = function()
+  local device = next_device()
   local body = string.format('{"locations":[{"latitude":%.5f,"longitude":%.5f,"utc_timestamp":%d,"horizontal_accuracy":15}]}',
     math.random() * 130 - 60, math.random() * 360 - 180, now)
   return wrk.format("POST", string.format("/v1/devices/dev-%d/locations", device), {["Content-Type"] = "application/json"}, body)
 end
-response = function(status, headers, body)
-  if status ~= 200 then error("status " .. status .. " " .. body) end
-  done = done + 1
-  if done == share then io.open(os.getenv("MARKS") .. "/done-" .. tid, "w"):close() end
-end
 LUA
-cat > "$DATA/enrich.lua" <<'LUA'
-local first, count, nthreads = tonumber(os.getenv("FIRST")), tonumber(os.getenv("COUNT")), 2
-local id = 0
-function setup(thread)
-  thread:set("tid", id)
-  id = id + 1
-end
-function init(args)
-  share = math.floor(count / nthreads)
-  n = first + tid * share
-  last = n + share
-  done = 0
-end
+} > "$DATA/fixes.lua"
+{ cat "$DATA/share.lua"; cat <<'LUA'
 request = function()
-  if n >= last then n = last - 1 end
-  local device = n
-  n = n + 1
+  local device = next_device()
   local body = string.format('{"device_id":"dev-%d","payload":{"aps":{"alert":{"title":"Nearby","body":"x"},"mutable-content":1,"category":"location","timestamp":%d}}}', device, os.time())
   return wrk.format("POST", "/v1/enrich", {["Content-Type"] = "application/json"}, body)
 end
-response = function(status, headers, body)
-  if status ~= 200 then error("status " .. status .. " " .. body) end
-  done = done + 1
-  if done == share then io.open(os.getenv("MARKS") .. "/done-" .. tid, "w"):close() end
-end
 LUA
+} > "$DATA/enrich.lua"
 # Runs wrk with a script until both of its threads have had their share answered, then stops it (wrk itself runs
 # for its whole duration).
 wrk_count() { # script first count port out

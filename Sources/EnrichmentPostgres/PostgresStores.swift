@@ -173,38 +173,36 @@ public struct PostgresPOIStore: POIStore {
         var last: [String: Int] = [:]
         for (index, poi) in pois.enumerated() { last[poi.storeId] = index }
         let rows = last.values.sorted().map { StoredPOI.Row(pois[$0]) }
-        do {
-            for start in stride(from: 0, to: rows.count, by: 5_000) {
-                let chunk = Array(rows[start..<min(rows.count, start + 5_000)])
-                let optional = { (values: [String?]) in values.map { $0 ?? "" } }
-                let present = { (values: [String?]) in values.map { $0 != nil } }
-                try await connection.query(
-                    """
-                    INSERT INTO pois (store_id, name, latitude, longitude, address_lines, city, zipcode, country_code,
-                                      types, tags, contact, user_properties, updated_at)
-                    SELECT s, n, la, lo, al, CASE WHEN hci THEN ci END, CASE WHEN hz THEN z END,
-                           CASE WHEN hcc THEN cc END, ty, ta, CASE WHEN hco THEN co END, CASE WHEN hu THEN u END,
-                           \(now)
-                    FROM unnest(\(chunk.map(\.storeId))::text[], \(chunk.map(\.name))::text[],
-                                \(chunk.map(\.latitude))::float8[], \(chunk.map(\.longitude))::float8[],
-                                \(chunk.map { $0.addressLines ?? "[]" })::text[],
-                                \(optional(chunk.map(\.city)))::text[], \(present(chunk.map(\.city)))::bool[],
-                                \(optional(chunk.map(\.zipcode)))::text[], \(present(chunk.map(\.zipcode)))::bool[],
-                                \(optional(chunk.map(\.countryCode)))::text[],
-                                \(present(chunk.map(\.countryCode)))::bool[],
-                                \(chunk.map { $0.types ?? "[]" })::text[], \(chunk.map { $0.tags ?? "[]" })::text[],
-                                \(optional(chunk.map(\.contact)))::text[], \(present(chunk.map(\.contact)))::bool[],
-                                \(optional(chunk.map(\.userProperties)))::text[],
-                                \(present(chunk.map(\.userProperties)))::bool[])
-                         AS v(s, n, la, lo, al, ci, hci, z, hz, cc, hcc, ty, ta, co, hco, u, hu)
-                    ON CONFLICT (store_id) DO UPDATE SET
-                        name = excluded.name, latitude = excluded.latitude, longitude = excluded.longitude,
-                        address_lines = excluded.address_lines, city = excluded.city, zipcode = excluded.zipcode,
-                        country_code = excluded.country_code, types = excluded.types, tags = excluded.tags,
-                        contact = excluded.contact, user_properties = excluded.user_properties,
-                        updated_at = excluded.updated_at, version = nextval('pois_version')
-                    """, logger: logger)
-            }
+        for start in stride(from: 0, to: rows.count, by: 5_000) {
+            let chunk = Array(rows[start..<min(rows.count, start + 5_000)])
+            let optional = { (values: [String?]) in values.map { $0 ?? "" } }
+            let present = { (values: [String?]) in values.map { $0 != nil } }
+            try await connection.query(
+                """
+                INSERT INTO pois (store_id, name, latitude, longitude, address_lines, city, zipcode, country_code,
+                                  types, tags, contact, user_properties, updated_at)
+                SELECT s, n, la, lo, al, CASE WHEN hci THEN ci END, CASE WHEN hz THEN z END,
+                       CASE WHEN hcc THEN cc END, ty, ta, CASE WHEN hco THEN co END, CASE WHEN hu THEN u END,
+                       \(now)
+                FROM unnest(\(chunk.map(\.storeId))::text[], \(chunk.map(\.name))::text[],
+                            \(chunk.map(\.latitude))::float8[], \(chunk.map(\.longitude))::float8[],
+                            \(chunk.map { $0.addressLines ?? "[]" })::text[],
+                            \(optional(chunk.map(\.city)))::text[], \(present(chunk.map(\.city)))::bool[],
+                            \(optional(chunk.map(\.zipcode)))::text[], \(present(chunk.map(\.zipcode)))::bool[],
+                            \(optional(chunk.map(\.countryCode)))::text[],
+                            \(present(chunk.map(\.countryCode)))::bool[],
+                            \(chunk.map { $0.types ?? "[]" })::text[], \(chunk.map { $0.tags ?? "[]" })::text[],
+                            \(optional(chunk.map(\.contact)))::text[], \(present(chunk.map(\.contact)))::bool[],
+                            \(optional(chunk.map(\.userProperties)))::text[],
+                            \(present(chunk.map(\.userProperties)))::bool[])
+                     AS v(s, n, la, lo, al, ci, hci, z, hz, cc, hcc, ty, ta, co, hco, u, hu)
+                ON CONFLICT (store_id) DO UPDATE SET
+                    name = excluded.name, latitude = excluded.latitude, longitude = excluded.longitude,
+                    address_lines = excluded.address_lines, city = excluded.city, zipcode = excluded.zipcode,
+                    country_code = excluded.country_code, types = excluded.types, tags = excluded.tags,
+                    contact = excluded.contact, user_properties = excluded.user_properties,
+                    updated_at = excluded.updated_at, version = nextval('pois_version')
+                """, logger: logger)
         }
     }
 

@@ -28,10 +28,7 @@ public final class PlacesLoading: Sendable {
     public var problem: String? {
         phase.withLock { phase -> String? in
             guard case .loading(let since, let problem) = phase else { return nil }
-            let seconds =
-                Double((ContinuousClock.now - since).components.attoseconds) / 1e18
-                + Double((ContinuousClock.now - since).components.seconds)
-            let so = String(format: "%.1f", seconds)
+            let so = String(format: "%.1f", Self.seconds(since: since))
             return problem.map { "the places index could not be read (\($0)); retrying, \(so) s since start-up" }
                 ?? "the places index is loading (\(so) s so far)"
         }

@@ -393,14 +393,13 @@ struct PackedPOIs: Sendable {
     }
 
     static func writeString(_ text: String, _ out: inout [UInt8]) {
-        writeVarint(text.utf8.count, &out)
-        out.append(contentsOf: text.utf8)
+        var text = text
+        text.withUTF8 { writeBytes($0, &out) }
     }
 
     static func writeOptional(_ text: String?, _ out: inout [UInt8]) {
-        guard let text else { return out.append(0) }
-        writeVarint(text.utf8.count + 1, &out)
-        out.append(contentsOf: text.utf8)
+        guard var text else { return out.append(0) }
+        text.withUTF8 { writeOptionalBytes($0, &out) }
     }
 
     static func writeBytes(_ text: UnsafeBufferPointer<UInt8>, _ out: inout [UInt8]) {

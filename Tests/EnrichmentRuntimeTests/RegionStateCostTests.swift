@@ -18,7 +18,11 @@ struct RegionStateCostTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rsc-\(UUID().uuidString)")
         var configuration = ServiceConfiguration()
         configuration.databasePath = directory.appendingPathComponent("db.sqlite").path
-        if postgres { configuration.databaseURL = Secret(try await PostgresTestDatabase.makeURL()) }
+        if postgres {
+            configuration.databaseURL = Secret(try await PostgresTestDatabase.makeURL())
+            // Few connections: the tests share one cluster with every other PostgreSQL test running alongside.
+            configuration.databasePoolSize = 2
+        }
         configuration.location.detectVisits = false
         adjust(&configuration)
         return (try await EnrichmentRuntime.open(configuration), directory)

@@ -55,8 +55,8 @@ public enum APNsJWT {
         guard let teamID = claims["iss"]?.stringValue, !teamID.isEmpty else {
             throw invalid("the provider token has no iss (team id)")
         }
-        guard case .int(let issuedAt)? = claims["iat"] else {
-            throw invalid("the provider token's iat must be whole epoch seconds")
+        guard let issuedAt = claims["iat"].flatMap(Self.epochSeconds) else {
+            throw invalid("the provider token's iat must be whole epoch seconds (a number, or its decimal string)")
         }
         guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
             publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8))
@@ -77,6 +77,29 @@ public enum APNsJWT {
         }
         if age < -60 { throw invalid("the provider token's iat is in the future") }
         return Claims(keyID: keyID, teamID: teamID, issuedAt: issuedAt)
+    }
+
+    /// The `kid` of a token's header, unverified (to pick the key that verifies it), or nil.
+    public static func unverifiedKeyID(_ token: String) -> String? {
+        guard let header = token.split(separator: ".", maxSplits: 1).first,
+            let data = decodeBase64URL(String(header)), let json = try? JSONParser.parse(data)
+        else { return nil }
+        return json["kid"]?.stringValue
+    }
+
+    /// `iat` as APNs reads it: a JSON integer, or a string of decimal digits. RFC 7519 asks for a number, and we
+    /// sign one; APNSwift 5.0 to 6.4 (and Vapor's apns on top of it) sent `"iat":"1795546748"` for years and APNs
+    /// answered 200, so a stand-in for APNs must accept it too.
+    static func epochSeconds(_ value: JSONValue) -> Int64? {
+        switch value {
+        case .int(let seconds): return seconds
+        case .string(let text):
+            guard !text.isEmpty, text.utf8.count <= 19, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
+                return nil
+            }
+            return Int64(text)
+        default: return nil
+        }
     }
 
     static func escape(_ text: String) -> String {

@@ -3,6 +3,9 @@ public enum APNsReason: Sendable, Hashable, CustomStringConvertible {
     case badCollapseId, badDeviceToken, badExpirationDate, badMessageId, badPriority, badTopic
     case deviceTokenNotForTopic, duplicateHeaders, idleTimeout, invalidPushType, missingDeviceToken, missingTopic
     case payloadEmpty, topicDisallowed
+    // Broadcast channels (iOS 18): the channel management API and broadcast pushes.
+    case featureNotEnabled, missingChannelId, badChannelId, channelNotRegistered, badRequestParams
+    case badRequestPayload, missingPushType, cannotCreateChannelConfig, topicMismatch
     case badCertificate, badCertificateEnvironment, expiredProviderToken, forbidden, invalidProviderToken
     case missingProviderToken, unrelatedKeyIdInToken, badEnvironmentKeyInToken
     case badPath
@@ -22,6 +25,11 @@ public enum APNsReason: Sendable, Hashable, CustomStringConvertible {
         (.idleTimeout, "IdleTimeout", 400), (.invalidPushType, "InvalidPushType", 400),
         (.missingDeviceToken, "MissingDeviceToken", 400), (.missingTopic, "MissingTopic", 400),
         (.payloadEmpty, "PayloadEmpty", 400), (.topicDisallowed, "TopicDisallowed", 400),
+        (.featureNotEnabled, "FeatureNotEnabled", 400), (.missingChannelId, "MissingChannelId", 400),
+        (.badChannelId, "BadChannelId", 400), (.channelNotRegistered, "ChannelNotRegistered", 400),
+        (.badRequestParams, "BadRequestParams", 400), (.badRequestPayload, "BadRequestPayload", 400),
+        (.missingPushType, "MissingPushType", 400), (.cannotCreateChannelConfig, "CannotCreateChannelConfig", 400),
+        (.topicMismatch, "TopicMismatch", 403),
         (.badCertificate, "BadCertificate", 403), (.badCertificateEnvironment, "BadCertificateEnvironment", 403),
         (.expiredProviderToken, "ExpiredProviderToken", 403), (.forbidden, "Forbidden", 403),
         (.invalidProviderToken, "InvalidProviderToken", 403), (.missingProviderToken, "MissingProviderToken", 403),
@@ -112,6 +120,16 @@ public enum APNsReason: Sendable, Hashable, CustomStringConvertible {
             return service ? "background pushes need \"priority\": 5" : "background pushes need --priority 5"
         case .tooManyRequests:
             return "too many pushes to this device: slow down"
+        case .featureNotEnabled:
+            return "enable the Broadcast capability for the app's identifier in the Apple developer portal "
+                + "(Certificates, IDs & Profiles > Identifiers > Push Notifications)"
+        case .channelNotRegistered:
+            return "the channel does not exist in this environment (deleted, or created in the other one): "
+                + "list the app's channels"
+        case .cannotCreateChannelConfig:
+            return "the app has 10,000 channels in this environment: delete channels it no longer uses"
+        case .topicMismatch:
+            return "the key's team or the certificate does not own this bundle id"
         default:
             return nil
         }

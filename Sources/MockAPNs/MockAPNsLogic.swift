@@ -15,17 +15,51 @@ struct MockReply: Sendable {
 /// The mock's request handling, independent of the transport: APNs pushes and the control API.
 struct MockAPNsLogic: Sendable {
     let configuration: MockAPNsConfiguration
-    /// Raw bytes of the token-verification key (the CryptoKit key type is not Sendable).
-    let publicKeyBytes: Data?
+    /// The keys tokens are verified with: the single configured key first (with its optional key and team id),
+    /// then every team's.
+    let tokenKeys: [TokenKey]
     let state: MockAPNsState
     let verifiedTokens = VerifiedTokens()
+
+    /// A key provider tokens may be signed with.
+    struct TokenKey: Sendable {
+        /// Nil: any `kid` (the single key configured without `expectedKeyID`).
+        var keyID: String?
+        var teamID: String?
+        /// Raw bytes of the public key (the CryptoKit key type is not Sendable).
+        var publicKey: Data
+        /// The bundle ids a token signed with it may push to; nil: any.
+        var bundleIDs: Set<String>?
+    }
 
     init(configuration: MockAPNsConfiguration, state: MockAPNsState) throws {
         self.configuration = configuration
         self.state = state
-        publicKeyBytes = try configuration.tokenPublicKeyPEM.map {
-            try P256.Signing.PublicKey(pemRepresentation: $0).rawRepresentation
+        var keys: [TokenKey] = []
+        if let pem = configuration.tokenPublicKeyPEM {
+            keys.append(
+                TokenKey(
+                    keyID: configuration.expectedKeyID, teamID: configuration.expectedTeamID,
+                    publicKey: try P256.Signing.PublicKey(pemRepresentation: pem).rawRepresentation, bundleIDs: nil))
         }
+        for team in configuration.teams {
+            for (keyID, pem) in team.keys.sorted(by: { $0.key < $1.key }) {
+                keys.append(
+                    TokenKey(
+                        keyID: keyID, teamID: team.teamID,
+                        publicKey: try P256.Signing.PublicKey(pemRepresentation: pem).rawRepresentation,
+                        bundleIDs: team.bundleIDs.isEmpty ? nil : team.bundleIDs))
+            }
+        }
+        tokenKeys = keys
+    }
+
+    /// The bundle id of a topic: the topic without a push type's suffix.
+    static func bundleID(ofTopic topic: String) -> String {
+        for type in PushType.allCases where !type.topicSuffix.isEmpty && topic.hasSuffix(type.topicSuffix) {
+            return String(topic.dropLast(type.topicSuffix.count))
+        }
+        return topic
     }
 
     /// Largest control request body (scripts for many tokens at once), bytes.
@@ -56,6 +90,31 @@ struct MockAPNsLogic: Sendable {
             }
             return control(method: method, path: path, body: body)
         }
+        if path.hasPrefix("/1/") || path.hasPrefix("/4/") {
+            // Channel management and broadcasts authenticate as pushes do; the caller may use its own apps only.
+            var allowed: Set<String>? = nil
+            if let certificateTopic {
+                allowed = [certificateTopic]
+            } else if configuration.clientCAPEM == nil {
+                let requestID = headers["apns-request-id"] ?? UUID().uuidString.lowercased()
+                guard let authorization = headers["authorization"], authorization.lowercased().hasPrefix("bearer ")
+                else {
+                    return Self.json(
+                        403, .object(["reason": .string(APNsReason.missingProviderToken.rawValue)]),
+                        headers: [("apns-request-id", requestID)])
+                }
+                switch verify(token: String(authorization.dropFirst(7)), now: configuration.clock.now()) {
+                case .failure(let violation):
+                    return Self.json(
+                        violation.reason.status, .object(["reason": .string(violation.reason.rawValue)]),
+                        headers: [("apns-request-id", requestID)])
+                case .success(let bundles): allowed = bundles
+                }
+            }
+            return broadcastAPI(
+                method: method, path: path, headers: headers, body: body, bodyTooLarge: bodyTooLarge,
+                allowedBundles: allowed)
+        }
         let deviceToken: String
         if path == "/3/device" || path == "/3/device/" {
             deviceToken = ""
@@ -82,9 +141,20 @@ struct MockAPNsLogic: Sendable {
             guard let authorization = headers["authorization"], authorization.lowercased().hasPrefix("bearer ") else {
                 return refuse(.missingProviderToken)
             }
-            if let violation = verify(token: String(authorization.dropFirst(7)), now: now) {
-                return refuse(violation.reason)
+            switch verify(token: String(authorization.dropFirst(7)), now: now) {
+            case .failure(let violation): return refuse(violation.reason)
+            case .success(let bundles):
+                // A team's key pushes to its own apps only.
+                if let bundles, let topic = push.topic, !bundles.contains(Self.bundleID(ofTopic: topic)) {
+                    return refuse(.topicDisallowed)
+                }
             }
+        }
+        if certificateTopic != nil, push.pushType == PushType.liveactivity.rawValue {
+            // Live Activity pushes need token authentication: a push certificate lists the app's topics for
+            // alert, voip and complication pushes, never `.push-type.liveactivity`, and APNs refuses a topic
+            // its certificate does not list.
+            return refuse(.topicDisallowed)
         }
         if configuration.clientCAPEM != nil, let certificateTopic, let topic = push.topic,
             topic != certificateTopic, !topic.hasPrefix(certificateTopic + ".")
@@ -113,25 +183,32 @@ struct MockAPNsLogic: Sendable {
     }
 
     /// Checks a provider token; like APNs, a token string is verified once and afterwards only its age is checked.
-    func verify(token: String, now: Date) -> APNsValidator.Violation? {
-        guard let publicKeyBytes else { return nil }
+    /// Succeeds with the bundle ids the token's key may push to (nil: any).
+    func verify(token: String, now: Date) -> Result<Set<String>?, APNsValidator.Violation> {
+        guard !tokenKeys.isEmpty else { return .success(nil) }
         let nowSeconds = Int64(now.timeIntervalSince1970.rounded(.down))
-        if let issuedAt = verifiedTokens.issuedAt(token) {
-            return Int128(nowSeconds) - Int128(issuedAt) > Int128(APNsJWT.maximumAge)
-                ? APNsValidator.Violation(reason: .expiredProviderToken, message: "provider token older than an hour")
-                : nil
+        if let known = verifiedTokens.lookup(token) {
+            return Int128(nowSeconds) - Int128(known.issuedAt) > Int128(APNsJWT.maximumAge)
+                ? .failure(
+                    APNsValidator.Violation(reason: .expiredProviderToken, message: "provider token older than an hour")
+                )
+                : .success(tokenKeys[known.key].bundleIDs)
         }
-        guard let publicKey = try? P256.Signing.PublicKey(rawRepresentation: publicKeyBytes) else {
-            return APNsValidator.Violation(reason: .internalServerError, message: "the configured key cannot be read")
+        // The key the token names; otherwise the first, whose checks then say what is wrong (signature, kid).
+        let keyID = APNsJWT.unverifiedKeyID(token)
+        let index = tokenKeys.firstIndex { $0.keyID != nil && $0.keyID == keyID } ?? 0
+        let tokenKey = tokenKeys[index]
+        guard let publicKey = try? P256.Signing.PublicKey(rawRepresentation: tokenKey.publicKey) else {
+            return .failure(.init(reason: .internalServerError, message: "the configured key cannot be read"))
         }
         do throws(APNsValidator.Violation) {
             let claims = try APNsJWT.verify(
-                token, publicKey: publicKey, expectedKeyID: configuration.expectedKeyID,
-                expectedTeamID: configuration.expectedTeamID, now: nowSeconds)
-            verifiedTokens.remember(token, issuedAt: claims.issuedAt)
-            return nil
+                token, publicKey: publicKey, expectedKeyID: tokenKey.keyID, expectedTeamID: tokenKey.teamID,
+                now: nowSeconds)
+            verifiedTokens.remember(token, issuedAt: claims.issuedAt, key: index)
+            return .success(tokenKey.bundleIDs)
         } catch {
-            return error
+            return .failure(error)
         }
     }
 
@@ -199,29 +276,55 @@ struct MockAPNsLogic: Sendable {
             return Self.json(200, state.behaviour.json)
         case ("GET", "/control/connections"):
             return Self.json(200, state.connectionEvents.json)
+        case ("GET", "/control/channels"):
+            return Self.json(
+                200,
+                .object([
+                    "channels": .array(
+                        state.broadcastChannels.map {
+                            .object([
+                                "channel_id": .string($0.id), "bundle_id": .string($0.bundleID),
+                                "message_storage_policy": .int(Int64($0.messageStoragePolicy)),
+                            ])
+                        })
+                ]))
+        case ("GET", "/control/broadcasts"):
+            let broadcasts = state.receivedBroadcasts
+            return Self.json(
+                200, .object(["count": .int(Int64(broadcasts.count)), "broadcasts": .array(broadcasts.map(\.json))]))
+        case ("DELETE", "/control/channels"):
+            state.channels.clear()
+            return Self.json(200, .object(["cleared": .bool(true)]))
         default:
             return Self.json(
                 404,
                 .object([
                     "error": .string(
                         "control endpoints: GET/DELETE /control/received, GET/POST/DELETE /control/scripts, "
-                            + "GET/POST/DELETE /control/behaviour (applies to new connections), GET /control/connections"
+                            + "GET/POST/DELETE /control/behaviour (applies to new connections), GET /control/connections, "
+                            + "GET/DELETE /control/channels (channels and broadcasts), GET /control/broadcasts"
                     )
                 ]))
         }
     }
 }
 
-/// Provider tokens whose signature already verified, with their `iat` (bounded; cleared when full).
+/// Provider tokens whose signature already verified, with their `iat` and the key that verified them (bounded;
+/// cleared when full).
 final class VerifiedTokens: Sendable {
-    private let tokens = Mutex<[String: Int64]>([:])
+    struct Known: Sendable {
+        var issuedAt: Int64
+        /// Index in `MockAPNsLogic.tokenKeys`.
+        var key: Int
+    }
+    private let tokens = Mutex<[String: Known]>([:])
 
-    func issuedAt(_ token: String) -> Int64? { tokens.withLock { $0[token] } }
+    func lookup(_ token: String) -> Known? { tokens.withLock { $0[token] } }
 
-    func remember(_ token: String, issuedAt: Int64) {
+    func remember(_ token: String, issuedAt: Int64, key: Int) {
         tokens.withLock { tokens in
             if tokens.count >= 1024 { tokens.removeAll() }
-            tokens[token] = issuedAt
+            tokens[token] = Known(issuedAt: issuedAt, key: key)
         }
     }
 }

@@ -23,6 +23,15 @@ public struct MockAPNsConfiguration: Sendable {
     public var expectedKeyID: String?
     /// When set, `iss` must equal it.
     public var expectedTeamID: String?
+    /// Several teams' keys, each team with its apps: a provider token is verified with the key its `kid` names,
+    /// its `iss` must be that key's team, and it may push only to the team's bundle ids (else 400
+    /// TopicDisallowed; channel management and broadcasts: 403 TopicMismatch). Used besides `tokenPublicKeyPEM`.
+    public var teams: [MockTeam] = []
+    /// Bundle ids whose Broadcast capability is off: their channel requests and broadcasts get 400
+    /// FeatureNotEnabled.
+    public var broadcastDisabledBundles: Set<String> = []
+    /// Channels an app may have (Apple: 10,000 per app and environment; then 400 CannotCreateChannelConfig).
+    public var channelLimitPerApp = 10_000
     /// When set, clients must present a certificate signed by this CA (certificate auth); tokens are then optional.
     public var clientCAPEM: String?
     public var clock: any WallClock = SystemWallClock()
@@ -30,6 +39,21 @@ public struct MockAPNsConfiguration: Sendable {
     public init(certificateChainPEM: String, privateKeyPEM: String) {
         self.certificateChainPEM = certificateChainPEM
         self.privateKeyPEM = privateKeyPEM
+    }
+}
+
+/// One Apple developer team as the mock knows it: its token keys and its apps.
+public struct MockTeam: Sendable, Equatable {
+    public var teamID: String
+    /// Key id -> public key (PEM) of the team's `.p8` keys.
+    public var keys: [String: String]
+    /// The team's apps' bundle ids; a topic is the bundle id, possibly with a push type's suffix. Empty: any.
+    public var bundleIDs: Set<String>
+
+    public init(teamID: String, keys: [String: String], bundleIDs: Set<String> = []) {
+        self.teamID = teamID
+        self.keys = keys
+        self.bundleIDs = bundleIDs
     }
 }
 

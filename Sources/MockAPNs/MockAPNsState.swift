@@ -127,6 +127,8 @@ public final class MockAPNsState: Sendable {
     private let abandoned = Mutex<Int>(0)
     private let currentBehaviour = Mutex(ConnectionBehaviour())
     private let events = Mutex(ConnectionEvents())
+    /// Broadcast channels and the broadcasts received.
+    let channels = MockChannels()
     /// Most pushes kept; older ones are dropped first.
     public let capacity: Int
 
@@ -191,6 +193,19 @@ public final class MockAPNsState: Sendable {
     public var receivedCount: Int { received.withLock { $0.total } }
     /// Forgets the record and resets the count.
     public func clearReceived() { received.withLock { $0 = PushRecord(capacity: capacity) } }
+
+    /// The channels that exist, every app's.
+    public var broadcastChannels: [MockChannel] { channels.allChannels }
+    /// Broadcasts received (accepted or refused), oldest first.
+    public var receivedBroadcasts: [ReceivedBroadcast] { channels.broadcasts }
+    /// Creates a channel as `POST /1/apps/<bundle id>/channels` does, under Apple's limit (nil past it).
+    public func createChannelForTesting(bundleID: String, policy: Int = 0) -> MockChannel? {
+        channels.create(bundleID: bundleID, policy: policy)
+    }
+    /// Deletes a channel as `DELETE /1/apps/<bundle id>/channels` does.
+    public func deleteChannelForTesting(_ id: String, bundleID: String) -> Bool {
+        channels.delete(id, bundleID: bundleID)
+    }
 
     /// Streams the client closed (RST_STREAM) before the mock answered, e.g. after the client's own timeout.
     public var abandonedStreams: Int { abandoned.withLock { $0 } }

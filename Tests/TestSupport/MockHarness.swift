@@ -22,6 +22,8 @@ public func withMock<T: Sendable>(
     clientCA: Bool = false,
     clock: any WallClock = SystemWallClock(),
     behaviour: ConnectionBehaviour = ConnectionBehaviour(),
+    teams: [MockTeam] = [],
+    configure: (inout MockAPNsConfiguration) -> Void = { _ in },
     _ body: @Sendable (String, MockAPNsState) async throws -> T
 ) async throws -> T {
     var configuration = MockAPNsConfiguration(
@@ -32,6 +34,8 @@ public func withMock<T: Sendable>(
     configuration.expectedTeamID = "TEAMID6789"
     if clientCA { configuration.clientCAPEM = authority.caCertificatePEM }
     configuration.clock = clock
+    configuration.teams = teams
+    configure(&configuration)
     let state = MockAPNsState(behaviour: behaviour)
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
     var logger = Logger(label: "mock-apns-test")

@@ -22,6 +22,13 @@ struct MockAPNsCommand: AsyncParsableCommand {
             ({"goaway_after": 1000, "goaway_held_back": 10, "close_after": 500, "max_concurrent_streams": 100, \
             "stream_limits": [[200, 1], [400, 100]], "silent_after": 50}), for connections opened afterwards; \
             GET /control/connections counts what the mock did.
+
+            Several teams: --teams names a JSON file {"teams": [{"team_id": "TEAM123456", "keys": {"KEY1234567": \
+            "AuthKey_KEY1234567.p8"}, "bundle_ids": ["com.example.app"]}]} (a key file is a .p8 or its public PEM; \
+            paths are relative to the file). A token is verified with the key its kid names, its iss must be that \
+            key's team, and it pushes only to the team's apps. Broadcast channels (iOS 18) are served on the same \
+            port: /1/apps/<bundle id>/channels, /all-channels and /4/broadcasts/apps/<bundle id>; GET/DELETE \
+            /control/channels and GET /control/broadcasts show them.
             """)
 
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
@@ -37,6 +44,9 @@ struct MockAPNsCommand: AsyncParsableCommand {
     @Option(help: "Require client certificates signed by this CA (PEM) instead of provider tokens.") var clientCa:
         String?
     @Option(help: "Failure scripts per device token (JSON file).") var scripts: String?
+    @Option(help: "Several teams' keys and apps (JSON file; see above).") var teams: String?
+    @Option(help: "A bundle id whose Broadcast capability is off (FeatureNotEnabled); repeatable.")
+    var broadcastDisabled: [String] = []
     @Option(help: "trace, debug, info, notice, warning, error.") var logLevel = "info"
     @Option(help: "Pushes kept in the record (GET /control/received); the oldest go first.") var recordCapacity =
         100_000
@@ -96,6 +106,48 @@ struct MockAPNsCommand: AsyncParsableCommand {
         if !(0...65535).contains(port) { throw ValidationError("--port must be 0 to 65535") }
     }
 
+    /// Reads the --teams file.
+    func readTeams(_ path: String) throws -> [MockTeam] {
+        let document: JSONValue
+        do { document = try JSONParser.parse(Data(try read(path, "--teams").utf8)) } catch let error as ValidationError
+        {
+            throw error
+        } catch {
+            throw ValidationError("--teams '\(path)' is not JSON: \(error)")
+        }
+        guard case .array(let entries)? = document["teams"] else {
+            throw ValidationError("--teams '\(path)': expected {\"teams\": [{\"team_id\", \"keys\", \"bundle_ids\"}]}")
+        }
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
+        return try entries.enumerated().map { index, entry in
+            let place = "--teams '\(path)', team \(index + 1)"
+            guard let teamID = entry["team_id"]?.stringValue, !teamID.isEmpty else {
+                throw ValidationError("\(place): team_id is required")
+            }
+            guard case .object(let keyFiles)? = entry["keys"], !keyFiles.isEmpty else {
+                throw ValidationError("\(place) (\(teamID)): keys must map key ids to .p8 or public PEM files")
+            }
+            var keys: [String: String] = [:]
+            for (keyID, file) in keyFiles {
+                guard let file = file.stringValue else {
+                    throw ValidationError("\(place) (\(teamID)): key \(keyID) must name a file")
+                }
+                let resolved = file.hasPrefix("/") ? file : directory.appendingPathComponent(file).path
+                let pem = try read(resolved, "key \(keyID) of team \(teamID)")
+                if let privateKey = try? P256.Signing.PrivateKey(pemRepresentation: pem) {
+                    keys[keyID] = privateKey.publicKey.pemRepresentation
+                } else if (try? P256.Signing.PublicKey(pemRepresentation: pem)) != nil {
+                    keys[keyID] = pem
+                } else {
+                    throw ValidationError("\(place) (\(teamID)): '\(resolved)' is not a P-256 .p8 or public key")
+                }
+            }
+            var bundles: Set<String> = []
+            if case .array(let list)? = entry["bundle_ids"] { bundles = Set(list.compactMap(\.stringValue)) }
+            return MockTeam(teamID: teamID, keys: keys, bundleIDs: bundles)
+        }
+    }
+
     func read(_ path: String, _ what: String) throws -> String {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
             throw ValidationError("cannot read \(what) '\(path)'")
@@ -142,6 +194,8 @@ struct MockAPNsCommand: AsyncParsableCommand {
         configuration.expectedKeyID = keyId
         configuration.expectedTeamID = teamId
         if let clientCa { configuration.clientCAPEM = try read(clientCa, "--client-ca") }
+        if let teams { configuration.teams = try readTeams(teams) }
+        configuration.broadcastDisabledBundles = Set(broadcastDisabled)
         let state = MockAPNsState(capacity: recordCapacity, behaviour: try behaviour())
         if let scripts {
             do { try state.loadScripts(try JSONParser.parse(Data(try read(scripts, "--scripts").utf8))) } catch {

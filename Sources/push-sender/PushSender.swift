@@ -12,5 +12,7 @@ struct PushSender: AsyncParsableCommand {
             (check); 3 the payload is not valid (check, simulate); 64 bad arguments.
             """,
         version: BuildInfo.version,
-        subcommands: [Send.self, Push.self, Check.self, Simulate.self, MockAPNsCommand.self])
+        subcommands: [
+            Send.self, Push.self, Check.self, Simulate.self, Channels.self, Broadcast.self, MockAPNsCommand.self,
+        ])
 }

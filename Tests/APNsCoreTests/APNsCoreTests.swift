@@ -302,3 +302,70 @@ struct PayloadStampTests {
         #expect(forced["aps"]?["timestamp"] == .int(7))
     }
 }
+
+@Suite("Live Activity payloads")
+struct LiveActivityPayloadTests {
+    func check(_ aps: String) -> String? {
+        do throws(LiveActivityPayload.Problem) {
+            _ = try LiveActivityPayload.check(try! JSONParser.parse(Array(#"{"aps":\#(aps)}"#.utf8)))
+            return nil
+        } catch {
+            return error.field
+        }
+    }
+
+    @Test("Apple's start, update and end are accepted; each broken rule names its field")
+    func rules() {
+        let start =
+            #"{"timestamp":1795000000,"event":"start","content-state":{"eta":9},"alert":{"title":"On its way"},"#
+            + #""attributes-type":"DeliveryAttributes","attributes":{"order":"42"},"input-push-token":1}"#
+        #expect(check(start) == nil)
+        #expect(
+            check(
+                #"{"timestamp":1795000000,"event":"update","content-state":{},"relevance-score":75,"stale-date":1795000900}"#
+            ) == nil)
+        #expect(check(#"{"timestamp":1795000000,"event":"end","content-state":{},"dismissal-date":1795000000}"#) == nil)
+        #expect(check(#"{"event":"update","content-state":{}}"#) == "aps.timestamp")
+        #expect(check(#"{"timestamp":1795000000123,"event":"update","content-state":{}}"#) == "aps.timestamp")
+        #expect(check(#"{"timestamp":"1795000000","event":"update","content-state":{}}"#) == "aps.timestamp")
+        #expect(check(#"{"timestamp":1795000000,"event":"pause","content-state":{}}"#) == "aps.event")
+        #expect(check(#"{"timestamp":1795000000,"event":"update"}"#) == "aps.content-state")
+        #expect(
+            check(#"{"timestamp":1795000000,"event":"update","content-state":{},"dismissal-date":1}"#)
+                == "aps.dismissal-date")
+        #expect(
+            check(#"{"timestamp":1795000000,"event":"update","content-state":{},"relevance-score":"high"}"#)
+                == "aps.relevance-score")
+        #expect(
+            check(#"{"timestamp":1795000000,"event":"update","content-state":{},"attributes":{}}"#) == "aps.attributes")
+        #expect(check(#"{"timestamp":1795000000,"event":"update","content-state":{},"badge":1}"#) == "aps.badge")
+        #expect(
+            check(#"{"timestamp":1,"event":"start","content-state":{},"attributes-type":"A","attributes":{}}"#)
+                == "aps.alert")
+        #expect(
+            check(#"{"timestamp":1,"event":"start","content-state":{},"alert":"x","attributes":{}}"#)
+                == "aps.attributes-type")
+        #expect(
+            check(#"{"timestamp":1,"event":"start","content-state":{},"alert":"x","attributes-type":"A"}"#)
+                == "aps.attributes")
+        #expect(
+            check(
+                #"{"timestamp":1,"event":"start","content-state":{},"alert":"x","attributes-type":"A","attributes":{},"input-push-token":2}"#
+            ) == "aps.input-push-token")
+        #expect(
+            check(
+                #"{"timestamp":1,"event":"start","content-state":{},"alert":"x","attributes-type":"A","attributes":{},"input-push-token":1,"input-push-channel":"abc="}"#
+            ) == "aps.input-push-channel")
+    }
+
+    @Test("a broadcast cannot start an activity")
+    func broadcast() throws {
+        let start = try JSONParser.parse(
+            Array(
+                #"{"aps":{"timestamp":1,"event":"start","content-state":{},"alert":"x","attributes-type":"A","attributes":{}}}"#
+                    .utf8))
+        #expect(LiveActivityPayload.broadcastProblem(start)?.contains("cannot start") == true)
+        let update = try JSONParser.parse(Array(#"{"aps":{"timestamp":1,"event":"update","content-state":{}}}"#.utf8))
+        #expect(LiveActivityPayload.broadcastProblem(update) == nil)
+    }
+}

@@ -230,7 +230,7 @@ private func blockingRead(_ handle: FileHandle) async throws -> String {
 }
 
 /// The test signing key (.p8) and the mock's CA in a scratch folder, for running the executable against the mock.
-private struct CredentialFiles {
+struct CredentialFiles {
     let url = FileManager.default.temporaryDirectory.appendingPathComponent(UUID().uuidString)
     var key: String { url.appendingPathComponent("AuthKey.p8").path }
     var ca: String { url.appendingPathComponent("ca.pem").path }

@@ -448,5 +448,27 @@ enum PostgresSchema {
             "v6-takeover",
             ["ALTER TABLE deliveries ADD COLUMN taken_over BOOLEAN NOT NULL DEFAULT false"]
         ),
+        (
+            // Live Activity tokens: push-to-start per (device, type), update per (device, activity id).
+            "v7-activities",
+            [
+                """
+                CREATE TABLE activity_tokens (
+                    device_id TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    activity_type TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    topic TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    frequent_pushes BOOLEAN,
+                    registered_at DOUBLE PRECISION NOT NULL,
+                    last_timestamp BIGINT,
+                    ended_at DOUBLE PRECISION,
+                    PRIMARY KEY (device_id, kind, key)
+                )
+                """
+            ]
+        ),
     ]
 }

@@ -190,6 +190,26 @@ public final class SQLiteDatabase: Sendable {
         migrator.registerMigration("v4-takeover") { db in
             try db.execute(sql: "ALTER TABLE deliveries ADD COLUMN taken_over BOOLEAN NOT NULL DEFAULT 0")
         }
+        // Live Activity tokens: push-to-start per (device, type), update per (device, activity id).
+        migrator.registerMigration("v5-activities") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE activity_tokens (
+                        device_id TEXT NOT NULL,
+                        kind TEXT NOT NULL,
+                        key TEXT NOT NULL,
+                        activity_type TEXT NOT NULL,
+                        token TEXT NOT NULL,
+                        topic TEXT NOT NULL,
+                        environment TEXT NOT NULL,
+                        frequent_pushes INTEGER,
+                        registered_at REAL NOT NULL,
+                        last_timestamp INTEGER,
+                        ended_at REAL,
+                        PRIMARY KEY (device_id, kind, key)
+                    ) WITHOUT ROWID
+                    """)
+        }
         return migrator
     }
 

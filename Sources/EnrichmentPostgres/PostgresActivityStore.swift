@@ -1,0 +1,100 @@
+import APNsCore
+public import Delivery
+import PostgresNIO
+
+/// Live Activity tokens in PostgreSQL, keyed by (device id, kind, activity id or type).
+public struct PostgresActivityStore: ActivityStore {
+    let database: PostgresBackend
+
+    public init(database: PostgresBackend) { self.database = database }
+
+    static let columns =
+        "device_id, kind, key, activity_type, token, topic, environment, frequent_pushes, registered_at, last_timestamp, ended_at"
+
+    static func registrations(_ rows: PostgresRowSequence) async throws -> [ActivityRegistration] {
+        var found: [ActivityRegistration] = []
+        for try await row in rows {
+            let (device, kindText, key, type, token, topic, environment) = try row.decode(
+                (String, String, String, String, String, String, String).self)
+            let columns = row.makeRandomAccess()
+            guard let kind = ActivityTokenKind(rawValue: kindText) else { continue }
+            found.append(
+                ActivityRegistration(
+                    deviceId: device, kind: kind, activityType: type, activityId: kind == .update ? key : nil,
+                    token: token, topic: topic, environment: APNsEnvironmentName(rawValue: environment) ?? .production,
+                    frequentPushesEnabled: try columns[7].decode(Bool?.self),
+                    registeredAt: try columns[8].decode(Double.self),
+                    lastTimestamp: try columns[9].decode(Int64?.self), endedAt: try columns[10].decode(Double?.self)))
+        }
+        return found
+    }
+
+    public func register(_ registration: ActivityRegistration) async throws -> Bool {
+        // xmax = 0 only for a row this statement inserted.
+        let rows = try await database.client.query(
+            """
+            INSERT INTO activity_tokens (device_id, kind, key, activity_type, token, topic, environment,
+                frequent_pushes, registered_at)
+            VALUES (\(registration.deviceId), \(registration.kind.rawValue), \(registration.key),
+                    \(registration.activityType), \(registration.token), \(registration.topic),
+                    \(registration.environment.rawValue), \(registration.frequentPushesEnabled),
+                    \(registration.registeredAt))
+            ON CONFLICT (device_id, kind, key) DO UPDATE SET
+                activity_type = excluded.activity_type, token = excluded.token, topic = excluded.topic,
+                environment = excluded.environment, frequent_pushes = excluded.frequent_pushes,
+                registered_at = excluded.registered_at
+            RETURNING (xmax = 0)
+            """)
+        return try await rows.decode(Bool.self).first { _ in true } ?? false
+    }
+
+    public func registrations(deviceId: String) async throws -> [ActivityRegistration] {
+        try await Self.registrations(
+            database.client.query(
+                """
+                SELECT \(unescaped: Self.columns) FROM activity_tokens WHERE device_id = \(deviceId)
+                ORDER BY kind, key
+                """))
+    }
+
+    public func registration(deviceId: String, kind: ActivityTokenKind, key: String) async throws
+        -> ActivityRegistration?
+    {
+        try await Self.registrations(
+            database.client.query(
+                """
+                SELECT \(unescaped: Self.columns) FROM activity_tokens
+                WHERE device_id = \(deviceId) AND kind = \(kind.rawValue) AND key = \(key)
+                """)
+        ).first
+    }
+
+    public func recordSend(
+        deviceId: String, kind: ActivityTokenKind, key: String, timestamp: Int64, ends: Bool, now: Double
+    ) async throws -> ActivitySendDecision {
+        // One statement decides and records (the row lock orders two nodes' sends); a refusal reads why.
+        let endedAt: Double? = ends ? now : nil
+        let updated = try await database.client.query(
+            """
+            UPDATE activity_tokens SET last_timestamp = \(timestamp), ended_at = \(endedAt)
+            WHERE device_id = \(deviceId) AND kind = \(kind.rawValue) AND key = \(key) AND ended_at IS NULL
+              AND (last_timestamp IS NULL OR last_timestamp < \(timestamp))
+            RETURNING 1
+            """)
+        if try await updated.decode(Int.self).first(where: { _ in true }) != nil { return .recorded }
+        guard
+            let current = try await registration(deviceId: deviceId, kind: kind, key: key)
+        else { return .unknown }
+        if let endedAt = current.endedAt { return .ended(at: endedAt) }
+        return .notNewer(last: current.lastTimestamp ?? timestamp)
+    }
+
+    public func remove(deviceId: String, kind: ActivityTokenKind, key: String) async throws -> Bool {
+        let rows = try await database.client.query(
+            """
+            DELETE FROM activity_tokens WHERE device_id = \(deviceId) AND kind = \(kind.rawValue) AND key = \(key)
+            RETURNING 1
+            """)
+        return try await rows.decode(Int.self).first { _ in true } != nil
+    }
+}

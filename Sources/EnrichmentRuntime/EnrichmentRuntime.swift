@@ -47,6 +47,8 @@ public struct EnrichmentRuntime: Sendable {
     public let tokens: any DeviceTokenStore
     /// Pushes and their deliveries.
     public let outbox: any OutboxStore
+    /// Live Activity tokens (push-to-start and update) and the order of each activity's updates.
+    public let activities: any ActivityStore
     /// Enrich-and-send over the outbox (its workers run only when started: `delivery.run()`).
     public let delivery: DeliveryEngine
     /// With PostgreSQL: follows the POIs other nodes import into this node's index (runs in `runBackgroundWork`).
@@ -90,6 +92,7 @@ public struct EnrichmentRuntime: Sendable {
         let pois: any POIStore
         let tokens: any DeviceTokenStore
         let outbox: any OutboxStore
+        let activities: any ActivityStore
         let locationStore: any LocationStore
         let postgres: PostgresBackend?
         let storageHealth: StorageHealthCheck
@@ -108,6 +111,7 @@ public struct EnrichmentRuntime: Sendable {
             pois = PostgresPOIStore(database: backend)
             tokens = PostgresTokenStore(database: backend)
             outbox = PostgresOutbox(database: backend)
+            activities = PostgresActivityStore(database: backend)
             locationStore = PostgresLocationStore(database: backend, deviceMemory: configuration.deviceMemory)
         } else {
             let database = try SQLiteDatabase(path: configuration.databasePath, durability: configuration.durability)
@@ -117,6 +121,7 @@ public struct EnrichmentRuntime: Sendable {
             pois = SQLitePOIStore(database: database)
             tokens = SQLiteTokenStore(database: database)
             outbox = SQLiteOutbox(database: database)
+            activities = SQLiteActivityStore(database: database)
             locationStore = SQLiteLocationStore(database: database, deviceMemory: configuration.deviceMemory)
         }
         let index: PlacesIndex
@@ -190,7 +195,7 @@ public struct EnrichmentRuntime: Sendable {
             configuration: configuration, postgres: postgres, fixes: fixes, pois: pois, index: index, places: places,
             map: map, template: template, enricher: enricher,
             importer: POIImporter(store: pois, index: scope == .full ? index : nil), clock: clock, tokens: tokens,
-            outbox: outbox, delivery: delivery,
+            outbox: outbox, activities: activities, delivery: delivery,
             placesFollower: scope == .full
                 ? (pois as? PostgresPOIStore).map {
                     PlacesIndexFollower(

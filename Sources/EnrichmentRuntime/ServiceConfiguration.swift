@@ -258,6 +258,8 @@ public struct DeliverySettings: Sendable {
 
     /// True when credentials are configured, i.e. `POST /v1/push` can send.
     public var isConfigured: Bool { keyFile != nil || certificateFile != nil || p12File != nil }
+    /// True with a .p8 key (token authentication), which Live Activity pushes need.
+    public var usesTokenAuthentication: Bool { keyFile != nil && keyID != nil && teamID != nil }
 
     /// Checks that the credential settings form one complete method.
     public func validate() throws(ConfigurationError) {

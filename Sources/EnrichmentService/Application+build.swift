@@ -24,6 +24,7 @@ struct ServiceState: Sendable {
     let clock: any WallClock
     let metrics: ServiceMetrics
     let tokens: any DeviceTokenStore
+    let activities: any ActivityStore
     let delivery: DeliveryEngine
     let location: LocationEngine
     let storageHealth: StorageHealthCheck
@@ -40,6 +41,7 @@ struct ServiceState: Sendable {
         importer = runtime.importer
         clock = runtime.clock
         tokens = runtime.tokens
+        activities = runtime.activities
         delivery = runtime.delivery
         location = runtime.location
         storageHealth = runtime.storageHealth
@@ -115,6 +117,7 @@ func buildRouter(_ state: ServiceState) -> Router<ServiceContext> {
     POIRoutes(state: state).register(on: routes)
     EnrichRoutes(state: state).register(on: routes)
     TokenRoutes(state: state).register(on: routes)
+    ActivityRoutes(state: state).register(on: routes)
     PushRoutes(state: state).register(on: routes)
     LocationRoutes(state: state).register(on: routes)
     PreviewRoutes(state: state).register(on: routes)

@@ -163,6 +163,16 @@ public final class DeliveryEngine: Sendable {
         return Receipt(push: push, deliveries: deliveries.count, notSent: notSent)
     }
 
+    /// Commits a push addressed to given tokens rather than to its devices' registrations (a Live Activity's own
+    /// token); the workers send it as any other.
+    public func submit(_ push: PushDefinition, deliveries: [NewDelivery]) async throws -> Receipt {
+        guard isConfigured else { throw DeliveryError.notConfigured }
+        guard isAccepting else { throw DeliveryError.shuttingDown }
+        try await outbox.enqueue(push, outcomes: [], deliveries: deliveries)
+        if !deliveries.isEmpty { rendezvous.notify(Self.wakeKey) }
+        return Receipt(push: push, deliveries: deliveries.count, notSent: [])
+    }
+
     /// Waits until every delivery of the push is final, or `timeout`; returns whether they are.
     public func waitUntilDone(pushId: String, timeout: Duration) async throws -> Bool {
         let deadline = ContinuousClock.now + timeout

@@ -76,6 +76,17 @@ public enum APIReason: String, Sendable, CaseIterable {
     case noFix = "no_fix"
     case pushNotFound = "push_not_found"
     case tokenNotFound = "token_not_found"
+    /// No push-to-start token for the activity type, or no update token for the activity (404).
+    case activityNotFound = "activity_not_found"
+    /// The activity ended: it takes no more updates (409).
+    case activityEnded = "activity_ended"
+    /// An update whose `timestamp` is not newer than one already sent for the activity (409): the phone would
+    /// drop it.
+    case activityUpdateNotNewer = "activity_update_not_newer"
+    /// A Live Activity push whose `timestamp` is outside the staleness window (422).
+    case staleActivityUpdate = "stale_activity_update"
+    /// Live Activity pushes need token (.p8) authentication; the service has only a certificate (409).
+    case liveActivityNeedsTokenAuth = "live_activity_needs_token_auth"
     /// `POST /v1/push` on a service with no APNs credentials (503).
     case deliveryNotConfigured = "delivery_not_configured"
 }

@@ -29,6 +29,12 @@ public struct DeliveryPlanner: Sendable, Equatable {
     /// connection lost, a timeout), or 500 / 503. Such a failure pauses the peer and never ends a delivery `failed`.
     public static func isOutage(_ result: APNsSendResult) -> Bool {
         guard let status = result.status else { return true }
+        // A credential APNs refuses (a revoked or wrong .p8 key, a token it calls expired) stops every push sent
+        // with it, and only those: they wait for the credential to be fixed, as for an outage, rather than fail
+        // one by one; other apps' credentials keep sending.
+        if status == 403, result.reason == .invalidProviderToken || result.reason == .expiredProviderToken {
+            return true
+        }
         return status == 500 || status == 503
     }
 

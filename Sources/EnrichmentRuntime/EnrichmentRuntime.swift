@@ -88,6 +88,8 @@ public struct EnrichmentRuntime: Sendable {
         placesInBackground: Bool = false
     ) async throws -> EnrichmentRuntime {
         try configuration.validate()
+        var configuration = configuration
+        try configuration.delivery.loadApps()
         let fixes: any FixStore
         let pois: any POIStore
         let tokens: any DeviceTokenStore

@@ -228,6 +228,13 @@ extension ServiceConfiguration {
             default: "the descriptor limit less 64", allowed: "an integer 1-1000000", parse: integer(1...1_000_000),
             store: { $0.connections.maxConnections = $1 }),
         Setting(
+            "apps-file", "ENRICH_APPS_FILE", valueName: "path",
+            help:
+                "Several apps: a JSON file of credentials (.p8 keys, certificates) and apps naming the one they "
+                + "send with (docs/APPS.md); the ENRICH_APNS_* settings stay the default app's.",
+            default: "unset (one app)", allowed: "a file path", parse: nonEmpty,
+            store: { $0.delivery.appsFile = $1 }),
+        Setting(
             "apns-key-file", "ENRICH_APNS_KEY_FILE", valueName: "path",
             help: "APNs token authentication: the .p8 key file (with --apns-key-id and --apns-team-id).",
             default: "unset (delivery off)", allowed: "a file path", parse: nonEmpty,

@@ -220,6 +220,10 @@ public struct DeliverySettings: Sendable {
     public var certificateKeyFile: String?
     public var p12File: String?
     public var p12Password: Secret?
+    /// The apps file (several apps, each with its credential); read at start-up into `apps`.
+    public var appsFile: String?
+    /// The apps the file declares (nil without one): a push to an app's bundle id goes out with its credential.
+    public var apps: AppsConfiguration?
     public var sandboxURL = APNsEnvironmentName.sandbox.baseURL
     public var productionURL = APNsEnvironmentName.production.baseURL
     /// An extra CA (PEM file) to trust, e.g. the mock's.
@@ -257,7 +261,7 @@ public struct DeliverySettings: Sendable {
     public init() {}
 
     /// True when credentials are configured, i.e. `POST /v1/push` can send.
-    public var isConfigured: Bool { keyFile != nil || certificateFile != nil || p12File != nil }
+    public var isConfigured: Bool { keyFile != nil || certificateFile != nil || p12File != nil || appsFile != nil }
     /// True with a .p8 key (token authentication), which Live Activity pushes need.
     public var usesTokenAuthentication: Bool { keyFile != nil && keyID != nil && teamID != nil }
 
@@ -292,7 +296,8 @@ public struct DeliverySettings: Sendable {
 
     var redactedSummary: String {
         let auth = keyFile != nil ? "token" : (certificateFile != nil || p12File != nil) ? "certificate" : "off"
-        return "apns=\(auth) apns_sandbox=\(sandboxURL) apns_production=\(productionURL) "
+        return
+            "apns=\(auth) apps_file=\(appsFile ?? "none") apns_sandbox=\(sandboxURL) apns_production=\(productionURL) "
             + "apns_connections=\(connections) apns_concurrency=\(concurrency) apns_attempts=\(attempts) "
             + "feedback=\(feedbackURL == nil ? "off" : "on")"
     }

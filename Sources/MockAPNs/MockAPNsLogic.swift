@@ -108,7 +108,7 @@ struct MockAPNsLogic: Sendable {
                     return Self.json(
                         violation.reason.status, .object(["reason": .string(violation.reason.rawValue)]),
                         headers: [("apns-request-id", requestID)])
-                case .success(let bundles): allowed = bundles
+                case .success(let key): allowed = key?.bundleIDs
                 }
             }
             return broadcastAPI(
@@ -131,8 +131,9 @@ struct MockAPNsLogic: Sendable {
             deviceToken: deviceToken, topic: headers["apns-topic"], pushType: headers["apns-push-type"],
             priority: headers["apns-priority"], expiration: headers["apns-expiration"],
             collapseID: headers["apns-collapse-id"], apnsID: givenID, payload: body)
+        var provider: TokenKey?
         func refuse(_ reason: APNsReason) -> MockReply {
-            record(push, apnsID: apnsID, status: reason.status, reason: reason.rawValue, now: now)
+            record(push, apnsID: apnsID, status: reason.status, reason: reason.rawValue, now: now, provider: provider)
             return Self.error(reason, apnsID: apnsID)
         }
         guard method == "POST" else { return refuse(.methodNotAllowed) }
@@ -143,9 +144,12 @@ struct MockAPNsLogic: Sendable {
             }
             switch verify(token: String(authorization.dropFirst(7)), now: now) {
             case .failure(let violation): return refuse(violation.reason)
-            case .success(let bundles):
+            case .success(let key):
+                provider = key
                 // A team's key pushes to its own apps only.
-                if let bundles, let topic = push.topic, !bundles.contains(Self.bundleID(ofTopic: topic)) {
+                if let bundles = key?.bundleIDs, let topic = push.topic,
+                    !bundles.contains(Self.bundleID(ofTopic: topic))
+                {
                     return refuse(.topicDisallowed)
                 }
             }
@@ -169,22 +173,23 @@ struct MockAPNsLogic: Sendable {
                 let reason = APNsReason(rawValue: script.effectiveReason)
                 let timestamp =
                     script.status == 410 ? (script.timestamp ?? Int64(now.timeIntervalSince1970 * 1000)) : nil
-                record(push, apnsID: apnsID, status: script.status, reason: reason.rawValue, now: now)
+                record(
+                    push, apnsID: apnsID, status: script.status, reason: reason.rawValue, now: now, provider: provider)
                 var reply = Self.error(reason, apnsID: apnsID, status: script.status, timestamp: timestamp)
                 reply.delayMilliseconds = script.delayMilliseconds
                 return reply
             }
-            record(push, apnsID: apnsID, status: 200, reason: nil, now: now)
+            record(push, apnsID: apnsID, status: 200, reason: nil, now: now, provider: provider)
             return MockReply(
                 status: 200, headers: [("apns-id", apnsID)], body: nil, delayMilliseconds: script.delayMilliseconds)
         }
-        record(push, apnsID: apnsID, status: 200, reason: nil, now: now)
+        record(push, apnsID: apnsID, status: 200, reason: nil, now: now, provider: provider)
         return MockReply(status: 200, headers: [("apns-id", apnsID)], body: nil)
     }
 
     /// Checks a provider token; like APNs, a token string is verified once and afterwards only its age is checked.
     /// Succeeds with the bundle ids the token's key may push to (nil: any).
-    func verify(token: String, now: Date) -> Result<Set<String>?, APNsValidator.Violation> {
+    func verify(token: String, now: Date) -> Result<TokenKey?, APNsValidator.Violation> {
         guard !tokenKeys.isEmpty else { return .success(nil) }
         let nowSeconds = Int64(now.timeIntervalSince1970.rounded(.down))
         if let known = verifiedTokens.lookup(token) {
@@ -192,7 +197,7 @@ struct MockAPNsLogic: Sendable {
                 ? .failure(
                     APNsValidator.Violation(reason: .expiredProviderToken, message: "provider token older than an hour")
                 )
-                : .success(tokenKeys[known.key].bundleIDs)
+                : .success(tokenKeys[known.key])
         }
         // The key the token names; otherwise the first, whose checks then say what is wrong (signature, kid).
         let keyID = APNsJWT.unverifiedKeyID(token)
@@ -206,17 +211,24 @@ struct MockAPNsLogic: Sendable {
                 token, publicKey: publicKey, expectedKeyID: tokenKey.keyID, expectedTeamID: tokenKey.teamID,
                 now: nowSeconds)
             verifiedTokens.remember(token, issuedAt: claims.issuedAt, key: index)
-            return .success(tokenKey.bundleIDs)
+            var verified = tokenKey
+            // The single key configured without ids verifies any kid and iss: record the ones the token named.
+            verified.keyID = claims.keyID
+            verified.teamID = claims.teamID
+            return .success(verified)
         } catch {
             return .failure(error)
         }
     }
 
-    private func record(_ push: APNsWireRequest, apnsID: String, status: Int, reason: String?, now: Date) {
-        state.record(
-            ReceivedPush(
-                request: push, apnsID: apnsID, status: status, reason: reason,
-                receivedAt: now.timeIntervalSince1970))
+    private func record(
+        _ push: APNsWireRequest, apnsID: String, status: Int, reason: String?, now: Date, provider: TokenKey? = nil
+    ) {
+        var received = ReceivedPush(
+            request: push, apnsID: apnsID, status: status, reason: reason, receivedAt: now.timeIntervalSince1970)
+        received.providerKeyID = provider?.keyID
+        received.providerTeamID = provider?.teamID
+        state.record(received)
     }
 
     /// The control API (not part of APNs): the record, failure scripts, connection behaviour and events.

@@ -85,6 +85,9 @@ public struct ReceivedPush: Sendable, Equatable {
     public var reason: String?
     /// Epoch seconds when it arrived.
     public var receivedAt: Double
+    /// The `kid` and `iss` of the provider token it carried, once verified (token authentication).
+    public var providerKeyID: String?
+    public var providerTeamID: String?
 
     /// Records `request` with the mock's answer.
     public init(request: APNsWireRequest, apnsID: String, status: Int, reason: String?, receivedAt: Double) {
@@ -112,6 +115,8 @@ public struct ReceivedPush: Sendable, Equatable {
         if let expiration = request.expiration { members["expiration"] = .string(expiration) }
         if let collapseID = request.collapseID { members["collapse_id"] = .string(collapseID) }
         if let reason { members["reason"] = .string(reason) }
+        if let providerKeyID { members["provider_key_id"] = .string(providerKeyID) }
+        if let providerTeamID { members["provider_team_id"] = .string(providerTeamID) }
         members["payload"] =
             (try? JSONParser.parse(request.payload))
             ?? .string(String(decoding: request.payload, as: UTF8.self))

@@ -57,8 +57,9 @@ public final class DeliveryEngine: Sendable {
     public let outbox: any OutboxStore
     public let settings: DeliverySettings
     let enricher: Enricher
-    /// One sender per APNs environment: the HTTP/2 client in service, any `APNsBatchSending` in a test.
-    let senders: [APNsEnvironmentName: any APNsBatchSending]
+    /// One sender per credential and APNs environment: the HTTP/2 client in service, any `APNsBatchSending` in a
+    /// test.
+    let senders: [SenderKey: any APNsBatchSending]
     let clock: any WallClock
     let logger: Logger
     let observer: (any DeliveryObserver)?
@@ -79,18 +80,18 @@ public final class DeliveryEngine: Sendable {
     /// What becomes of each claimed delivery and each answer (no I/O: this class performs what it decides).
     let planner: DeliveryPlanner
     /// One circuit breaker per environment's peer: an outage pauses sending there until a probe gets an answer.
-    let circuits: [APNsEnvironmentName: APNsCircuit]
+    let circuits: [SenderKey: APNsCircuit]
 
     private let rendezvous = Rendezvous()
     private let accepting = Atomic<Bool>(true)
     private let stopping = Atomic<Bool>(false)
     private let pushCache = Mutex<[String: PushDefinition]>([:])
-    private let lastConnections = Mutex<[APNsEnvironmentName: Int]>([:])
+    private let lastConnections = Mutex<[SenderKey: Int]>([:])
     private static let wakeKey = "\u{0}wake"
 
     init(
         tokens: any DeviceTokenStore, outbox: any OutboxStore, settings: DeliverySettings, enricher: Enricher,
-        senders: [APNsEnvironmentName: any APNsBatchSending], clock: any WallClock, logger: Logger,
+        senders: [SenderKey: any APNsBatchSending], clock: any WallClock, logger: Logger,
         observer: (any DeliveryObserver)?, exclusiveStore: Bool, lanes: Int = 2, batchSize: Int? = nil,
         lease: Double? = nil, pollInterval: Duration = .seconds(1)
     ) {
@@ -124,7 +125,7 @@ public final class DeliveryEngine: Sendable {
 
     /// Each environment's circuit: `closed` (sending), `open` (APNs unreachable, deliveries wait) or `half_open`.
     public var circuitStates: [String: String] {
-        Dictionary(uniqueKeysWithValues: circuits.map { ($0.key.rawValue, $0.value.state.rawValue) })
+        Dictionary(uniqueKeysWithValues: circuits.map { ($0.key.description, $0.value.state.rawValue) })
     }
 
     /// False once shutdown began.
@@ -300,7 +301,7 @@ public final class DeliveryEngine: Sendable {
                 last[environment] = opened
                 return delta
             }
-            if delta > 0 { observer.connectionsOpened(delta, environment: environment.rawValue) }
+            if delta > 0 { observer.connectionsOpened(delta, environment: environment.description) }
         }
     }
 
@@ -343,6 +344,8 @@ public final class DeliveryEngine: Sendable {
     /// One prepared attempt.
     private struct Attempt: Sendable {
         var claim: ClaimedDelivery
+        /// The credential and environment that send it.
+        var key: SenderKey
         var request: APNsRequest
         var verdict: DeliveryPlanner.Verdict
         /// After this instant the delivery is not sent any more (`DeliveryPlanner.deadline`).
@@ -355,7 +358,7 @@ public final class DeliveryEngine: Sendable {
         let now = clock.now().timeIntervalSince1970
         var updates: [DeliveryUpdate] = []
         var outcomes: [(pushId: String, outcome: DeviceOutcome)] = []
-        var attempts: [APNsEnvironmentName: [Attempt]] = [:]
+        var attempts: [SenderKey: [Attempt]] = [:]
         let groups = DeliveryPlanner.groups(claimed)
         // Every device's last fix in one read, so enriching the batch makes no trip to storage per device.
         let batchEnricher = Enricher(
@@ -411,9 +414,19 @@ public final class DeliveryEngine: Sendable {
                 {
                 case .settle(let update): updates.append(update)
                 case .send(let request):
-                    attempts[claim.delivery.environment, default: []].append(
+                    // The app's credential sends it: the app whose bundle id is the topic (or the default one).
+                    let topic = push.topic ?? claim.delivery.topic
+                    guard let key = settings.senderKey(topic: topic, environment: claim.delivery.environment) else {
+                        updates.append(
+                            DeliveryUpdate(
+                                id: claim.id, state: .failed, attempts: claim.attempts,
+                                error: settings.noCredentialMessage(topic: topic), outcome: prepared.verdict.outcome,
+                                rule: prepared.verdict.rule, finishedAt: now))
+                        continue
+                    }
+                    attempts[key, default: []].append(
                         Attempt(
-                            claim: claim, request: request, verdict: prepared.verdict,
+                            claim: claim, key: key, request: request, verdict: prepared.verdict,
                             deadline: planner.deadline(of: push)))
                 }
             }
@@ -427,7 +440,7 @@ public final class DeliveryEngine: Sendable {
             updates += batch.map {
                 planner.wait($0.claim, verdict: $0.verdict, result: nil, until: retryAt, deadline: $0.deadline, at: now)
             }
-            observer?.waitingForAPNs(batch.count, environment: environment.rawValue)
+            observer?.waitingForAPNs(batch.count, environment: environment.description)
         }
         let pushOf = Dictionary(claimed.map { ($0.id, $0.pushId) }, uniquingKeysWith: { first, _ in first })
 
@@ -442,7 +455,8 @@ public final class DeliveryEngine: Sendable {
                 group.addTask {
                     let started = ContinuousClock.now
                     await spans.run("apns.send", kind: .client) { span in
-                        span?.attributes["apns.environment"] = environment.rawValue
+                        span?.attributes["apns.environment"] = environment.environment.rawValue
+                        span?.attributes["apns.credential"] = environment.credential
                         span?.attributes["apns.pushes"] = batch.count
                         await sender.send(batch.map(\.request), concurrency: concurrency) { index, result in
                             sent.add((batch[index], result, ContinuousClock.now - started))
@@ -495,11 +509,11 @@ public final class DeliveryEngine: Sendable {
     ) async throws {
         var updates = settled
         var deactivations: [TokenDeactivation] = []
-        var waiting: [APNsEnvironmentName: Int] = [:]
+        var waiting: [SenderKey: Int] = [:]
         let answeredAt = clock.now().timeIntervalSince1970
         for (attempt, result, elapsed) in answers {
             observer?.apnsLatency(elapsed)
-            let environment = attempt.claim.delivery.environment
+            let environment = attempt.key
             if DeliveryPlanner.isOutage(result), let circuit = circuits[environment] {
                 // The way to APNs failed, not the device: the delivery waits for the peer, and the peer pauses.
                 if let change = circuit.recordOutage(at: answeredAt) {
@@ -520,7 +534,7 @@ public final class DeliveryEngine: Sendable {
             updates.append(update)
             if let deactivation { deactivations.append(deactivation) }
         }
-        for (environment, count) in waiting { observer?.waitingForAPNs(count, environment: environment.rawValue) }
+        for (environment, count) in waiting { observer?.waitingForAPNs(count, environment: environment.description) }
         try await enricher.spans.run("db.record_answers", kind: .client) { span in
             span?.attributes["delivery.updates"] = updates.count
             _ = try await outbox.complete(updates, outcomes: outcomes, owner: owner)
@@ -549,26 +563,26 @@ public final class DeliveryEngine: Sendable {
 
     /// Logs a circuit's change at `warning` (the operator should know APNs is unreachable, and when it is back),
     /// and sets the metric.
-    private func report(_ change: APNsCircuit.Change, environment: APNsEnvironmentName, cause: APNsSendResult) {
+    private func report(_ change: APNsCircuit.Change, environment: SenderKey, cause: APNsSendResult) {
         switch change {
         case .opened(let failures, let probeAt):
-            observer?.circuit(environment: environment.rawValue, state: APNsCircuit.State.open.rawValue)
+            observer?.circuit(environment: environment.description, state: APNsCircuit.State.open.rawValue)
             let wait = max(0, probeAt - clock.now().timeIntervalSince1970)
             logger.warning(
                 failures == 1
                     ? "APNs unreachable: sending paused, deliveries wait (no attempt used)"
                     : "APNs still unreachable: the probe failed, sending stays paused",
                 metadata: [
-                    "environment": "\(environment.rawValue)", "failures": "\(failures)",
+                    "environment": "\(environment)", "failures": "\(failures)",
                     "next_probe_in": "\(String(format: "%.1f", wait)) s",
                     "cause": "\(cause.transportError ?? "HTTP \(cause.status ?? 0) \(cause.reason?.rawValue ?? "")")",
                 ])
         case .closed(let outage):
-            observer?.circuit(environment: environment.rawValue, state: APNsCircuit.State.closed.rawValue)
+            observer?.circuit(environment: environment.description, state: APNsCircuit.State.closed.rawValue)
             logger.warning(
                 "APNs reachable again: sending resumed",
                 metadata: [
-                    "environment": "\(environment.rawValue)", "outage": "\(String(format: "%.1f", outage)) s",
+                    "environment": "\(environment)", "outage": "\(String(format: "%.1f", outage)) s",
                 ])
         }
     }

@@ -1,52 +1,110 @@
 import APNsClient
 import APNsCore
 import Essentials
+import Foundation
 import NIOCore
 
 // Credentials are read here, once at start-up, and turned into one APNs client per environment; the delivery
 // engine is handed the clients and never sees a credential.
 extension DeliverySettings {
-    /// One APNs client per environment from the configured credentials; empty when none are configured.
-    func makeSenders() throws(ConfigurationError) -> [APNsEnvironmentName: any APNsBatchSending] {
+    /// One APNs client per credential and environment from the configured credentials (the `ENRICH_APNS_*`
+    /// settings as `default`, and each credential of the apps file); empty when none are configured. Every
+    /// credential is read and checked here, at start-up: a problem names the credential and the apps using it.
+    func makeSenders() throws(ConfigurationError) -> [SenderKey: any APNsBatchSending] {
         guard isConfigured else { return [:] }
-        let credentials: APNsCredentials
         var trust: String?
-        do throws(APNsConfigurationError) {
-            if let keyFile, let keyID, let teamID {
-                credentials = try APNsCredentialFiles.token(keyFile: keyFile, keyID: keyID, teamID: teamID)
-            } else if let p12File {
-                credentials = try APNsCredentialFiles.pkcs12(
-                    file: p12File, password: p12Password?.exposed ?? "", passwordSource: "ENRICH_APNS_P12_PASSWORD")
-            } else if let certificateFile, let certificateKeyFile {
-                credentials = try APNsCredentialFiles.certificate(
-                    certFile: certificateFile, keyFile: certificateKeyFile,
-                    names: .service(environment: "sandbox"))
-            } else {
-                throw APNsConfigurationError("incomplete APNs credentials")
+        if let caFile {
+            do throws(APNsConfigurationError) { trust = try APNsCredentialFiles.trustRoots(caFile: caFile) } catch {
+                throw ConfigurationError(
+                    setting: "ENRICH_APNS_CA", value: caFile, allowed: "a PEM CA file", problem: error.description)
             }
-            if let caFile { trust = try APNsCredentialFiles.trustRoots(caFile: caFile) }
-        } catch {
-            throw ConfigurationError(
-                setting: "ENRICH_APNS_*", value: "", allowed: "readable APNs credentials",
-                problem: error.description)
         }
-        var senders: [APNsEnvironmentName: any APNsBatchSending] = [:]
-        for (environment, url) in [(APNsEnvironmentName.sandbox, sandboxURL), (.production, productionURL)] {
-            do {
-                var configuration = APNsSenderConfiguration(
-                    environment: .custom(url), credentials: credentials, additionalTrustRootsPEM: trust,
-                    connections: connections, eventLoops: eventLoops, connectTimeout: .seconds(5),
-                    requestTimeout: .milliseconds(Int64(requestTimeout * 1000)),
-                    pingInterval: .milliseconds(Int64(pingInterval * 1000)),
-                    pingTimeout: .milliseconds(Int64(pingTimeout * 1000)),
-                    // The outbox retries with its own durable backoff; the client makes one attempt.
-                    retry: RetryPolicy(maxAttempts: 1))
-                configuration.settingNames = .service(environment: environment.rawValue)
-                senders[environment] = try APNsSender(configuration: configuration)
+        var credentials: [(String, APNsCredentials)] = []
+        if hasDefaultCredential {
+            do throws(APNsConfigurationError) {
+                if let keyFile, let keyID, let teamID {
+                    credentials.append(
+                        (
+                            SenderKey.defaultCredential,
+                            try APNsCredentialFiles.token(keyFile: keyFile, keyID: keyID, teamID: teamID)
+                        ))
+                } else if let p12File {
+                    credentials.append(
+                        (
+                            SenderKey.defaultCredential,
+                            try APNsCredentialFiles.pkcs12(
+                                file: p12File, password: p12Password?.exposed ?? "",
+                                passwordSource: "ENRICH_APNS_P12_PASSWORD")
+                        ))
+                } else if let certificateFile, let certificateKeyFile {
+                    credentials.append(
+                        (
+                            SenderKey.defaultCredential,
+                            try APNsCredentialFiles.certificate(
+                                certFile: certificateFile, keyFile: certificateKeyFile,
+                                names: .service(environment: "sandbox"))
+                        ))
+                } else {
+                    throw APNsConfigurationError("incomplete APNs credentials")
+                }
             } catch {
                 throw ConfigurationError(
-                    setting: environment == .sandbox ? "ENRICH_APNS_SANDBOX_URL" : "ENRICH_APNS_PRODUCTION_URL",
-                    value: url, allowed: "an https://host[:port] APNs base URL", problem: "\(error)")
+                    setting: "ENRICH_APNS_*", value: "", allowed: "readable APNs credentials",
+                    problem: error.description)
+            }
+        }
+        for credential in (apps?.credentials.values.sorted { $0.name < $1.name } ?? []) {
+            let users = apps?.apps.filter { $0.credential == credential.name }.map(\.id) ?? []
+            do throws(APNsConfigurationError) {
+                switch credential.method {
+                case .token(let keyFile, let keyID, let teamID):
+                    credentials.append(
+                        (credential.name, try APNsCredentialFiles.token(keyFile: keyFile, keyID: keyID, teamID: teamID))
+                    )
+                case .certificate(let certificateFile, let keyFile):
+                    credentials.append(
+                        (
+                            credential.name,
+                            try APNsCredentialFiles.certificate(certFile: certificateFile, keyFile: keyFile)
+                        ))
+                case .pkcs12(let file, let variable):
+                    let password = variable.flatMap { ProcessInfo.processInfo.environment[$0] } ?? ""
+                    credentials.append(
+                        (
+                            credential.name,
+                            try APNsCredentialFiles.pkcs12(
+                                file: file, password: password, passwordSource: variable ?? "(no p12_password_env)")
+                        ))
+                }
+            } catch {
+                throw ConfigurationError(
+                    setting: "ENRICH_APPS_FILE", value: apps?.path ?? "",
+                    allowed: "readable credentials for every app",
+                    problem:
+                        "credential '\(credential.name)' (used by \(users.isEmpty ? "no app" : "app " + users.joined(separator: ", "))): \(error.description)"
+                )
+            }
+        }
+        var senders: [SenderKey: any APNsBatchSending] = [:]
+        for (name, credential) in credentials {
+            for (environment, url) in [(APNsEnvironmentName.sandbox, sandboxURL), (.production, productionURL)] {
+                do {
+                    var configuration = APNsSenderConfiguration(
+                        environment: .custom(url), credentials: credential, additionalTrustRootsPEM: trust,
+                        connections: connections, eventLoops: eventLoops, connectTimeout: .seconds(5),
+                        requestTimeout: .milliseconds(Int64(requestTimeout * 1000)),
+                        pingInterval: .milliseconds(Int64(pingInterval * 1000)),
+                        pingTimeout: .milliseconds(Int64(pingTimeout * 1000)),
+                        // The outbox retries with its own durable backoff; the client makes one attempt.
+                        retry: RetryPolicy(maxAttempts: 1))
+                    configuration.settingNames = .service(environment: environment.rawValue)
+                    senders[SenderKey(credential: name, environment: environment)] = try APNsSender(
+                        configuration: configuration)
+                } catch {
+                    throw ConfigurationError(
+                        setting: environment == .sandbox ? "ENRICH_APNS_SANDBOX_URL" : "ENRICH_APNS_PRODUCTION_URL",
+                        value: url, allowed: "an https://host[:port] APNs base URL", problem: "\(error)")
+                }
             }
         }
         return senders

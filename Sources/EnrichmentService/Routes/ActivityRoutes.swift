@@ -199,15 +199,20 @@ struct ActivityRoutes {
                     "no APNs credentials are configured: set ENRICH_APNS_KEY_FILE, ENRICH_APNS_KEY_ID and ENRICH_APNS_TEAM_ID"
             )
         }
-        guard state.configuration.delivery.usesTokenAuthentication else {
+        guard let registration = try await state.activities.registration(deviceId: deviceId, kind: kind, key: key)
+        else { throw Self.notFound(deviceId: deviceId, kind: kind, key: key) }
+        guard state.configuration.delivery.usesTokenAuthentication(topic: registration.topic) else {
+            let app = state.configuration.delivery.apps?.app(forTopic: registration.topic)
             throw APIError(
                 .conflict, reason: .liveActivityNeedsTokenAuth,
                 message:
-                    "Live Activity pushes need token authentication: APNs takes them only with a .p8 key "
-                    + "(ENRICH_APNS_KEY_FILE, ENRICH_APNS_KEY_ID, ENRICH_APNS_TEAM_ID), not with a certificate")
+                    "Live Activity pushes need token authentication: APNs takes them only with a .p8 key, and "
+                    + (app.map {
+                        "app '\($0.id)' sends with the certificate '\($0.credential)' (give it a .p8 key credential in ENRICH_APPS_FILE)"
+                    }
+                        ?? "the service has a certificate (set ENRICH_APNS_KEY_FILE, ENRICH_APNS_KEY_ID, ENRICH_APNS_TEAM_ID)")
+            )
         }
-        guard let registration = try await state.activities.registration(deviceId: deviceId, kind: kind, key: key)
-        else { throw Self.notFound(deviceId: deviceId, kind: kind, key: key) }
         // Without a timestamp of its own a push is stamped now; within the same second as the activity's last
         // push, the next second, so that updates sent in quick succession keep their order on the phone.
         var timestamp = input.timestamp ?? Int64(now.timeIntervalSince1970.rounded(.down))

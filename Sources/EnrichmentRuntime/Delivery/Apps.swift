@@ -1,0 +1,215 @@
+public import APNsCore
+public import Essentials
+import Foundation
+
+/// Which connections send a delivery: one credential (a team's `.p8` key, or an app's certificate) in one APNs
+/// environment. APNs takes one team per connection, so connections are pooled per credential and environment,
+/// never per app.
+public struct SenderKey: Hashable, Sendable, CustomStringConvertible {
+    /// The credential's name in the apps file; `default` for the `ENRICH_APNS_*` settings.
+    public var credential: String
+    public var environment: APNsEnvironmentName
+
+    public init(credential: String, environment: APNsEnvironmentName) {
+        self.credential = credential
+        self.environment = environment
+    }
+
+    /// The name of the single-app settings' credential (`ENRICH_APNS_KEY_FILE` or a certificate).
+    public static let defaultCredential = "default"
+
+    /// `sandbox` / `production` for the default credential (as before apps existed), else
+    /// `<credential>/<environment>`: the label of metrics and logs.
+    public var description: String {
+        credential == Self.defaultCredential ? environment.rawValue : "\(credential)/\(environment.rawValue)"
+    }
+}
+
+/// One set of APNs credentials declared in the apps file.
+public struct AppCredential: Sendable, Equatable {
+    public enum Method: Sendable, Equatable {
+        /// A `.p8` key: one key serves every app of its team, in both environments.
+        case token(keyFile: String, keyID: String, teamID: String)
+        /// A PEM certificate and its key: one app.
+        case certificate(certificateFile: String, keyFile: String)
+        /// A PKCS#12 file; its password is read from the named environment variable (the file holds no secret).
+        case pkcs12(file: String, passwordVariable: String?)
+    }
+
+    public var name: String
+    public var method: Method
+
+    /// True for a `.p8` key, which Live Activity pushes need.
+    public var usesToken: Bool {
+        if case .token = method { return true }
+        return false
+    }
+}
+
+/// One app the service sends for: its id, its bundle id, and the credential it sends with.
+public struct AppDefinition: Sendable, Equatable {
+    public var id: String
+    public var bundleID: String
+    public var credential: String
+}
+
+/// The apps file (`ENRICH_APPS_FILE`): credentials by name, and apps naming the one they use.
+///
+/// ```json
+/// {"credentials": {"acme": {"key_file": "AuthKey_ABC1234567.p8", "key_id": "ABC1234567", "team_id": "TEAM123456"},
+///                  "courier-cert": {"p12_file": "courier.p12", "p12_password_env": "COURIER_P12_PASSWORD"}},
+///  "apps": [{"id": "consumer", "bundle_id": "com.example.consumer", "credential": "acme"},
+///           {"id": "courier", "bundle_id": "com.example.courier", "credential": "courier-cert"}]}
+/// ```
+///
+/// Paths are relative to the file. A push goes out with the credential of the app whose bundle id is its topic;
+/// a topic no app declares uses the `ENRICH_APNS_*` credentials (the `default` app) when they are set.
+public struct AppsConfiguration: Sendable, Equatable {
+    public var credentials: [String: AppCredential]
+    public var apps: [AppDefinition]
+    /// Where it was read from, for messages.
+    public var path: String
+
+    /// The app whose bundle id is `topic`, with a push type's suffix or without.
+    public func app(forTopic topic: String) -> AppDefinition? {
+        var bundle = topic
+        for type in PushType.allCases where !type.topicSuffix.isEmpty && bundle.hasSuffix(type.topicSuffix) {
+            bundle = String(bundle.dropLast(type.topicSuffix.count))
+            break
+        }
+        return apps.first { $0.bundleID == bundle }
+    }
+
+    static func isValidName(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 64
+            && text.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }
+    }
+
+    /// Reads and checks the file; every problem names the file, the app or credential, and what is allowed.
+    public static func load(path: String) throws(ConfigurationError) -> AppsConfiguration {
+        func fail(_ problem: String) -> ConfigurationError {
+            ConfigurationError(
+                setting: "ENRICH_APPS_FILE", value: path, allowed: "a readable apps file", problem: problem)
+        }
+        guard let data = FileManager.default.contents(atPath: path) else { throw fail("cannot read '\(path)'") }
+        let document: JSONValue
+        do { document = try JSONParser.parse(data) } catch { throw fail("'\(path)' is not JSON: \(error)") }
+        guard case .object(let root) = document else { throw fail("the file must hold a JSON object") }
+        if let unknown = root.keys.sorted().first(where: { !["credentials", "apps"].contains($0) }) {
+            throw fail("'\(unknown)' is not a member of the apps file (allowed: credentials, apps)")
+        }
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
+        func resolve(_ file: String) -> String {
+            file.hasPrefix("/") ? file : directory.appendingPathComponent(file).path
+        }
+        guard case .object(let credentialMembers)? = root["credentials"], !credentialMembers.isEmpty else {
+            throw fail("\"credentials\" must be an object of named credentials (a .p8 key or a certificate)")
+        }
+        var credentials: [String: AppCredential] = [:]
+        for (name, value) in credentialMembers.sorted(by: { $0.key < $1.key }) {
+            guard isValidName(name) else {
+                throw fail("credential '\(name)': names are 1 to 64 lower-case letters, digits and '-'")
+            }
+            guard case .object(let members) = value else { throw fail("credential '\(name)' must be an object") }
+            func string(_ key: String) throws(ConfigurationError) -> String? {
+                guard let member = members[key] else { return nil }
+                guard let text = member.stringValue, !text.isEmpty else {
+                    throw fail("credential '\(name)': \(key) must be a non-empty string")
+                }
+                return text
+            }
+            let allowed = [
+                "key_file", "key_id", "team_id", "cert_file", "cert_key_file", "p12_file", "p12_password_env",
+            ]
+            if let unknown = members.keys.sorted().first(where: { !allowed.contains($0) }) {
+                throw fail(
+                    "credential '\(name)': '\(unknown)' is unknown (allowed: \(allowed.joined(separator: ", ")))")
+            }
+            let method: AppCredential.Method
+            if let keyFile = try string("key_file") {
+                guard let keyID = try string("key_id"), let teamID = try string("team_id") else {
+                    throw fail("credential '\(name)': a .p8 key needs key_file, key_id and team_id")
+                }
+                method = .token(keyFile: resolve(keyFile), keyID: keyID, teamID: teamID)
+            } else if let p12 = try string("p12_file") {
+                method = .pkcs12(file: resolve(p12), passwordVariable: try string("p12_password_env"))
+            } else if let certificate = try string("cert_file") {
+                guard let key = try string("cert_key_file") else {
+                    throw fail("credential '\(name)': cert_file needs cert_key_file (its PEM private key)")
+                }
+                method = .certificate(certificateFile: resolve(certificate), keyFile: resolve(key))
+            } else {
+                throw fail(
+                    "credential '\(name)' has no method: give key_file, key_id and team_id (a .p8 key), "
+                        + "cert_file and cert_key_file, or p12_file")
+            }
+            credentials[name] = AppCredential(name: name, method: method)
+        }
+        guard case .array(let appItems)? = root["apps"], !appItems.isEmpty else {
+            throw fail("\"apps\" must be an array of {\"id\", \"bundle_id\", \"credential\"}")
+        }
+        var apps: [AppDefinition] = []
+        for (index, item) in appItems.enumerated() {
+            guard case .object(let members) = item else { throw fail("apps[\(index)] must be an object") }
+            if let unknown = members.keys.sorted().first(where: { !["id", "bundle_id", "credential"].contains($0) }) {
+                throw fail("apps[\(index)]: '\(unknown)' is unknown (allowed: id, bundle_id, credential)")
+            }
+            guard let id = members["id"]?.stringValue, isValidName(id) else {
+                throw fail("apps[\(index)]: id is required, 1 to 64 lower-case letters, digits and '-'")
+            }
+            guard id != "default" else {
+                throw fail("app 'default' is the ENRICH_APNS_* settings' app: give this app another id")
+            }
+            guard let bundle = members["bundle_id"]?.stringValue, APNsValidator.topicProblem(bundle) == nil else {
+                throw fail("app '\(id)': bundle_id is required (the app's bundle id)")
+            }
+            guard let credential = members["credential"]?.stringValue else {
+                throw fail(
+                    "app '\(id)': credential is required (one of \(credentials.keys.sorted().joined(separator: ", ")))")
+            }
+            guard credentials[credential] != nil else {
+                throw fail(
+                    "app '\(id)' names credential '\(credential)', which is not declared (declared: "
+                        + "\(credentials.keys.sorted().joined(separator: ", ")))")
+            }
+            if let twin = apps.first(where: { $0.id == id }) { throw fail("app id '\(twin.id)' is declared twice") }
+            if let twin = apps.first(where: { $0.bundleID == bundle }) {
+                throw fail("apps '\(twin.id)' and '\(id)' have the same bundle_id '\(bundle)'")
+            }
+            apps.append(AppDefinition(id: id, bundleID: bundle, credential: credential))
+        }
+        return AppsConfiguration(credentials: credentials, apps: apps, path: path)
+    }
+}
+
+extension DeliverySettings {
+    /// The credential and environment that send to `topic`: its app's, else the default credential when the
+    /// `ENRICH_APNS_*` settings are set; nil when neither.
+    public func senderKey(topic: String, environment: APNsEnvironmentName) -> SenderKey? {
+        if let app = apps?.app(forTopic: topic) {
+            return SenderKey(credential: app.credential, environment: environment)
+        }
+        return hasDefaultCredential ? SenderKey(credential: SenderKey.defaultCredential, environment: environment) : nil
+    }
+
+    /// Why a delivery to `topic` has no credential.
+    public func noCredentialMessage(topic: String) -> String {
+        "no app in ENRICH_APPS_FILE has the bundle id of topic '\(topic)', and no default credentials "
+            + "(ENRICH_APNS_KEY_FILE or a certificate) are set: declare the app"
+    }
+
+    /// True when pushes to `topic` go out with a `.p8` key (Live Activities need one).
+    public func usesTokenAuthentication(topic: String) -> Bool {
+        if let app = apps?.app(forTopic: topic) { return apps?.credentials[app.credential]?.usesToken ?? false }
+        return usesTokenAuthentication
+    }
+
+    /// True when the `ENRICH_APNS_*` settings hold credentials (the `default` app's).
+    public var hasDefaultCredential: Bool { keyFile != nil || certificateFile != nil || p12File != nil }
+
+    /// Reads `appsFile` into `apps` (start-up; a problem names the file, the app or the credential).
+    public mutating func loadApps() throws(ConfigurationError) {
+        guard let appsFile else { return }
+        apps = try AppsConfiguration.load(path: appsFile)
+    }
+}

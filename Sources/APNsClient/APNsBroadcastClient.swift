@@ -40,58 +40,10 @@ public struct APNsBroadcastHosts: Sendable, Equatable {
     }
 }
 
-/// A channel's message storage policy, fixed when the channel is made.
-public enum APNsMessageStoragePolicy: Int, Sendable, CaseIterable {
-    /// No message stored: a broadcast reaches only devices online now; a higher publishing budget. Broadcasts to
-    /// such a channel must have `apns-expiration: 0`.
-    case noMessageStored = 0
-    /// The most recent message is stored (up to 8 hours) for devices that come online later.
-    case mostRecentMessageStored = 1
-
-    /// The flag or JSON spelling: `none` or `most-recent`.
-    public var name: String { self == .noMessageStored ? "none" : "most-recent" }
-
-    /// Reads `none` / `most-recent` or Apple's numbers `0` / `1`.
-    public init?(name: String) {
-        switch name {
-        case "none", "0": self = .noMessageStored
-        case "most-recent", "1": self = .mostRecentMessageStored
-        default: return nil
-        }
-    }
-}
-
-/// APNs refused a channel request or a broadcast: Apple's status and reason, and the request id it answered with.
-public struct APNsBroadcastError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var status: Int
-    public var reason: APNsReason
-    public var requestID: String?
-
-    public init(status: Int, reason: APNsReason, requestID: String?) {
-        self.status = status
-        self.reason = reason
-        self.requestID = requestID
-    }
-
-    public var description: String {
-        var text = "APNs answered \(status) \(reason.rawValue)"
-        if let hint = reason.hint { text += ": \(hint)" }
-        return text
-    }
-}
-
-/// What APNs answered to a broadcast.
-public struct APNsBroadcastAnswer: Sendable, Equatable {
-    /// `apns-request-id`: the one sent, or Apple's.
-    public var requestID: String?
-    /// `apns-unique-id`: Apple's id of the message.
-    public var uniqueID: String?
-}
-
 /// Broadcast channels (iOS 18): creates, reads, lists and deletes an app's channels on Apple's channel management
 /// API, and sends broadcasts to a channel. Low volume (one broadcast reaches every subscribed device), so it uses
 /// AsyncHTTPClient's HTTP/2 connections rather than the push sender's tuned ones; the credentials are the same.
-public final class APNsBroadcastClient: Sendable {
+public final class APNsBroadcastClient: APNsChannelManaging {
     public let hosts: APNsBroadcastHosts
     private let credentials: APNsCredentials
     private let client: HTTPClient
@@ -115,7 +67,8 @@ public final class APNsBroadcastClient: Sendable {
             tls.certificateChain = chain.map { .certificate($0) }
             tls.privateKey = .privateKey(key)
         }
-        var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+        var configuration = HTTPClient.Configuration(
+            tlsConfiguration: tls, timeout: .init(connect: .seconds(5), read: timeout))
         configuration.httpVersion = .automatic
         configuration.redirectConfiguration = .disallow
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)

@@ -84,3 +84,34 @@ public protocol ActivityStore: Sendable {
     /// Removes one registration; returns whether it existed.
     func remove(deviceId: String, kind: ActivityTokenKind, key: String) async throws -> Bool
 }
+
+/// A broadcast channel (iOS 18) the service made for an app, as it keeps it.
+public struct BroadcastChannel: Sendable, Equatable {
+    public var channelID: String
+    /// The app's bundle id.
+    public var bundleID: String
+    public var environment: APNsEnvironmentName
+    /// 0: no message stored; 1: the most recent message stored (fixed at creation).
+    public var storagePolicy: Int
+    public var createdAt: Double
+
+    public init(
+        channelID: String, bundleID: String, environment: APNsEnvironmentName, storagePolicy: Int, createdAt: Double
+    ) {
+        self.channelID = channelID
+        self.bundleID = bundleID
+        self.environment = environment
+        self.storagePolicy = storagePolicy
+        self.createdAt = createdAt
+    }
+}
+
+/// The channels the service made, per app and environment. Implementations: SQLite, PostgreSQL.
+public protocol ChannelStore: Sendable {
+    func add(_ channel: BroadcastChannel) async throws
+    /// Channels, oldest first, of one app and environment when given.
+    func channels(bundleID: String?, environment: APNsEnvironmentName?) async throws -> [BroadcastChannel]
+    func channel(id: String) async throws -> BroadcastChannel?
+    /// Removes one; returns whether it existed.
+    func remove(id: String) async throws -> Bool
+}

@@ -1,4 +1,4 @@
-import APNsCore
+public import APNsCore
 public import Delivery
 import PostgresNIO
 
@@ -95,6 +95,64 @@ public struct PostgresActivityStore: ActivityStore {
             DELETE FROM activity_tokens WHERE device_id = \(deviceId) AND kind = \(kind.rawValue) AND key = \(key)
             RETURNING 1
             """)
+        return try await rows.decode(Int.self).first { _ in true } != nil
+    }
+}
+
+/// Broadcast channels in PostgreSQL.
+public struct PostgresChannelStore: ChannelStore {
+    let database: PostgresBackend
+
+    public init(database: PostgresBackend) { self.database = database }
+
+    static func channels(_ rows: PostgresRowSequence) async throws -> [BroadcastChannel] {
+        var found: [BroadcastChannel] = []
+        for try await (id, bundle, environment, policy, created) in rows.decode(
+            (String, String, String, Int, Double).self)
+        {
+            found.append(
+                BroadcastChannel(
+                    channelID: id, bundleID: bundle,
+                    environment: APNsEnvironmentName(rawValue: environment) ?? .production, storagePolicy: policy,
+                    createdAt: created))
+        }
+        return found
+    }
+
+    public func add(_ channel: BroadcastChannel) async throws {
+        try await database.client.query(
+            """
+            INSERT INTO broadcast_channels (channel_id, bundle_id, environment, storage_policy, created_at)
+            VALUES (\(channel.channelID), \(channel.bundleID), \(channel.environment.rawValue),
+                    \(channel.storagePolicy), \(channel.createdAt))
+            ON CONFLICT (channel_id) DO NOTHING
+            """)
+    }
+
+    public func channels(bundleID: String?, environment: APNsEnvironmentName?) async throws -> [BroadcastChannel] {
+        try await Self.channels(
+            database.client.query(
+                """
+                SELECT channel_id, bundle_id, environment, storage_policy, created_at FROM broadcast_channels
+                WHERE (\(bundleID)::text IS NULL OR bundle_id = \(bundleID)::text)
+                  AND (\(environment?.rawValue)::text IS NULL OR environment = \(environment?.rawValue)::text)
+                ORDER BY created_at, channel_id
+                """))
+    }
+
+    public func channel(id: String) async throws -> BroadcastChannel? {
+        try await Self.channels(
+            database.client.query(
+                """
+                SELECT channel_id, bundle_id, environment, storage_policy, created_at FROM broadcast_channels
+                WHERE channel_id = \(id)
+                """)
+        ).first
+    }
+
+    public func remove(id: String) async throws -> Bool {
+        let rows = try await database.client.query(
+            "DELETE FROM broadcast_channels WHERE channel_id = \(id) RETURNING 1")
         return try await rows.decode(Int.self).first { _ in true } != nil
     }
 }

@@ -470,5 +470,20 @@ enum PostgresSchema {
                 """
             ]
         ),
+        (
+            // Broadcast channels the service made (iOS 18).
+            "v8-channels",
+            [
+                """
+                CREATE TABLE broadcast_channels (
+                    channel_id TEXT PRIMARY KEY,
+                    bundle_id TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    storage_policy INTEGER NOT NULL,
+                    created_at DOUBLE PRECISION NOT NULL
+                )
+                """
+            ]
+        ),
     ]
 }

@@ -49,6 +49,8 @@ public struct EnrichmentRuntime: Sendable {
     public let outbox: any OutboxStore
     /// Live Activity tokens (push-to-start and update) and the order of each activity's updates.
     public let activities: any ActivityStore
+    /// Broadcast channels the service made, and the clients that manage them and broadcast.
+    public let channels: BroadcastChannels
     /// Enrich-and-send over the outbox (its workers run only when started: `delivery.run()`).
     public let delivery: DeliveryEngine
     /// With PostgreSQL: follows the POIs other nodes import into this node's index (runs in `runBackgroundWork`).
@@ -95,6 +97,7 @@ public struct EnrichmentRuntime: Sendable {
         let tokens: any DeviceTokenStore
         let outbox: any OutboxStore
         let activities: any ActivityStore
+        let channelStore: any ChannelStore
         let locationStore: any LocationStore
         let postgres: PostgresBackend?
         let storageHealth: StorageHealthCheck
@@ -114,6 +117,7 @@ public struct EnrichmentRuntime: Sendable {
             tokens = PostgresTokenStore(database: backend)
             outbox = PostgresOutbox(database: backend)
             activities = PostgresActivityStore(database: backend)
+            channelStore = PostgresChannelStore(database: backend)
             locationStore = PostgresLocationStore(database: backend, deviceMemory: configuration.deviceMemory)
         } else {
             let database = try SQLiteDatabase(path: configuration.databasePath, durability: configuration.durability)
@@ -124,6 +128,7 @@ public struct EnrichmentRuntime: Sendable {
             tokens = SQLiteTokenStore(database: database)
             outbox = SQLiteOutbox(database: database)
             activities = SQLiteActivityStore(database: database)
+            channelStore = SQLiteChannelStore(database: database)
             locationStore = SQLiteLocationStore(database: database, deviceMemory: configuration.deviceMemory)
         }
         let index: PlacesIndex
@@ -197,7 +202,12 @@ public struct EnrichmentRuntime: Sendable {
             configuration: configuration, postgres: postgres, fixes: fixes, pois: pois, index: index, places: places,
             map: map, template: template, enricher: enricher,
             importer: POIImporter(store: pois, index: scope == .full ? index : nil), clock: clock, tokens: tokens,
-            outbox: outbox, activities: activities, delivery: delivery,
+            outbox: outbox, activities: activities,
+            channels: BroadcastChannels(
+                store: channelStore,
+                clients: scope == .full ? try configuration.delivery.makeChannelClients() : [:],
+                settings: configuration.delivery),
+            delivery: delivery,
             placesFollower: scope == .full
                 ? (pois as? PostgresPOIStore).map {
                     PlacesIndexFollower(

@@ -271,6 +271,26 @@ extension ServiceConfiguration {
             help: "Where production registrations are sent.", default: defaults.delivery.productionURL,
             allowed: "an https:// base URL", parse: httpsURL, store: { $0.delivery.productionURL = $1 }),
         Setting(
+            "apns-channels-sandbox-url", "ENRICH_APNS_CHANNELS_SANDBOX_URL", valueName: "url",
+            help: "Apple's channel management API for sandbox (broadcast channels, iOS 18).",
+            default: defaults.delivery.channelsSandboxURL, allowed: "an https:// base URL", parse: httpsURL,
+            store: { $0.delivery.channelsSandboxURL = $1 }),
+        Setting(
+            "apns-channels-production-url", "ENRICH_APNS_CHANNELS_PRODUCTION_URL", valueName: "url",
+            help: "Apple's channel management API for production.",
+            default: defaults.delivery.channelsProductionURL, allowed: "an https:// base URL", parse: httpsURL,
+            store: { $0.delivery.channelsProductionURL = $1 }),
+        Setting(
+            "apns-broadcast-sandbox-url", "ENRICH_APNS_BROADCAST_SANDBOX_URL", valueName: "url",
+            help: "Where sandbox broadcasts go (Apple's examples use https://api-broadcast.sandbox.push.apple.com).",
+            default: defaults.delivery.broadcastSandboxURL, allowed: "an https:// base URL", parse: httpsURL,
+            store: { $0.delivery.broadcastSandboxURL = $1 }),
+        Setting(
+            "apns-broadcast-production-url", "ENRICH_APNS_BROADCAST_PRODUCTION_URL", valueName: "url",
+            help: "Where production broadcasts go (Apple's examples use https://api-broadcast.push.apple.com).",
+            default: defaults.delivery.broadcastProductionURL, allowed: "an https:// base URL", parse: httpsURL,
+            store: { $0.delivery.broadcastProductionURL = $1 }),
+        Setting(
             "apns-ca", "ENRICH_APNS_CA", valueName: "path", help: "Extra CA certificate (PEM) to trust for APNs.",
             default: "unset", allowed: "a file path", parse: nonEmpty, store: { $0.delivery.caFile = $1 }),
         Setting(

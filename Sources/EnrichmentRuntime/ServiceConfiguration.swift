@@ -224,6 +224,13 @@ public struct DeliverySettings: Sendable {
     public var appsFile: String?
     /// The apps the file declares (nil without one): a push to an app's bundle id goes out with its credential.
     public var apps: AppsConfiguration?
+    /// Apple's channel management API (broadcast channels, iOS 18), per environment.
+    public var channelsSandboxURL = "https://api-manage-broadcast.sandbox.push.apple.com:2195"
+    public var channelsProductionURL = "https://api-manage-broadcast.push.apple.com:2196"
+    /// Where broadcasts go: Apple's text names the push hosts; its examples name api-broadcast[.sandbox]
+    /// (docs/LIVE-ACTIVITIES.md).
+    public var broadcastSandboxURL = APNsEnvironmentName.sandbox.baseURL
+    public var broadcastProductionURL = APNsEnvironmentName.production.baseURL
     public var sandboxURL = APNsEnvironmentName.sandbox.baseURL
     public var productionURL = APNsEnvironmentName.production.baseURL
     /// An extra CA (PEM file) to trust, e.g. the mock's.

@@ -25,6 +25,7 @@ struct ServiceState: Sendable {
     let metrics: ServiceMetrics
     let tokens: any DeviceTokenStore
     let activities: any ActivityStore
+    let channels: BroadcastChannels
     let delivery: DeliveryEngine
     let location: LocationEngine
     let storageHealth: StorageHealthCheck
@@ -42,6 +43,7 @@ struct ServiceState: Sendable {
         clock = runtime.clock
         tokens = runtime.tokens
         activities = runtime.activities
+        channels = runtime.channels
         delivery = runtime.delivery
         location = runtime.location
         storageHealth = runtime.storageHealth
@@ -118,6 +120,7 @@ func buildRouter(_ state: ServiceState) -> Router<ServiceContext> {
     EnrichRoutes(state: state).register(on: routes)
     TokenRoutes(state: state).register(on: routes)
     ActivityRoutes(state: state).register(on: routes)
+    ChannelRoutes(state: state).register(on: routes)
     PushRoutes(state: state).register(on: routes)
     LocationRoutes(state: state).register(on: routes)
     PreviewRoutes(state: state).register(on: routes)
@@ -140,6 +143,7 @@ struct EngineService: Service {
                     // Pushes are enriched as they are sent: not before the places index is in.
                     while !Task.isCancelled, await !runtime.placesLoading.wait(timeout: .seconds(60)) {}
                     await engine.run()
+                    await runtime.channels.shutdown()
                 } onGracefulShutdown: {
                     engine.beginShutdown()
                 }

@@ -1,4 +1,4 @@
-import APNsCore
+public import APNsCore
 public import Delivery
 import GRDB
 
@@ -100,6 +100,67 @@ public struct SQLiteActivityStore: ActivityStore {
             try db.execute(
                 sql: "DELETE FROM activity_tokens WHERE device_id = ? AND kind = ? AND key = ?",
                 arguments: [deviceId, kind.rawValue, key])
+            return db.changesCount > 0
+        }
+    }
+}
+
+/// Broadcast channels in SQLite.
+public struct SQLiteChannelStore: ChannelStore {
+    let database: SQLiteDatabase
+
+    public init(database: SQLiteDatabase) { self.database = database }
+
+    static func channel(_ row: Row) -> BroadcastChannel {
+        BroadcastChannel(
+            channelID: row["channel_id"], bundleID: row["bundle_id"],
+            environment: APNsEnvironmentName(rawValue: row["environment"]) ?? .production,
+            storagePolicy: row["storage_policy"], createdAt: row["created_at"])
+    }
+
+    public func add(_ channel: BroadcastChannel) async throws {
+        try await database.pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO broadcast_channels (channel_id, bundle_id, environment, storage_policy, created_at)
+                    VALUES (?, ?, ?, ?, ?) ON CONFLICT (channel_id) DO NOTHING
+                    """,
+                arguments: [
+                    channel.channelID, channel.bundleID, channel.environment.rawValue, channel.storagePolicy,
+                    channel.createdAt,
+                ])
+        }
+    }
+
+    public func channels(bundleID: String?, environment: APNsEnvironmentName?) async throws -> [BroadcastChannel] {
+        try await database.pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT channel_id, bundle_id, environment, storage_policy, created_at FROM broadcast_channels
+                    WHERE (? IS NULL OR bundle_id = ?) AND (? IS NULL OR environment = ?)
+                    ORDER BY created_at, channel_id
+                    """,
+                arguments: [bundleID, bundleID, environment?.rawValue, environment?.rawValue]
+            ).map(Self.channel)
+        }
+    }
+
+    public func channel(id: String) async throws -> BroadcastChannel? {
+        try await database.pool.read { db in
+            try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT channel_id, bundle_id, environment, storage_policy, created_at FROM broadcast_channels
+                    WHERE channel_id = ?
+                    """, arguments: [id]
+            ).map(Self.channel)
+        }
+    }
+
+    public func remove(id: String) async throws -> Bool {
+        try await database.pool.write { db in
+            try db.execute(sql: "DELETE FROM broadcast_channels WHERE channel_id = ?", arguments: [id])
             return db.changesCount > 0
         }
     }

@@ -210,6 +210,19 @@ public final class SQLiteDatabase: Sendable {
                     ) WITHOUT ROWID
                     """)
         }
+        // Broadcast channels the service made (iOS 18).
+        migrator.registerMigration("v6-channels") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE broadcast_channels (
+                        channel_id TEXT PRIMARY KEY,
+                        bundle_id TEXT NOT NULL,
+                        environment TEXT NOT NULL,
+                        storage_policy INTEGER NOT NULL,
+                        created_at REAL NOT NULL
+                    ) WITHOUT ROWID
+                    """)
+        }
         return migrator
     }
 

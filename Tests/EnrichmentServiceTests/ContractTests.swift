@@ -74,7 +74,14 @@ struct ContractTests {
         arguments: [nil, "contract-key-7f3a"] as [String?])
     func schemathesis(apiKey: String?) async throws {
         // Delivery is on (against a mock), so /v1/push is exercised for real rather than answering 503.
-        try await withDelivery({ $0.apiKey = apiKey.map { Secret($0) } }) { client, _, _ in
+        try await withDelivery({ configuration in
+            configuration.apiKey = apiKey.map { Secret($0) }
+            // Channels and broadcasts go to the mock too (never to Apple).
+            configuration.delivery.channelsSandboxURL = configuration.delivery.sandboxURL
+            configuration.delivery.broadcastSandboxURL = configuration.delivery.sandboxURL
+            configuration.delivery.channelsProductionURL = configuration.delivery.productionURL
+            configuration.delivery.broadcastProductionURL = configuration.delivery.productionURL
+        }) { client, _, _ in
             var arguments = [
                 "schemathesis", "--config-file", Self.settings, "run", Self.specification, "--url", client.base,
                 "--checks", "all", "--seed", "20261123", "--max-examples", "100", "--workers", "2",

@@ -101,3 +101,32 @@ struct ActivityStoreContractTests {
         #expect(decisions.filter { $0 == .notNewer(last: 200) }.count == 7)
     }
 }
+
+@Suite("Channel store contract")
+struct ChannelStoreContractTests {
+    @Test("channels are kept per app and environment, read by id, removed", arguments: DeliveryStoreKind.allCases)
+    func channels(kind: DeliveryStoreKind) async throws {
+        let temp = try TemporaryDatabase()
+        let store: any ChannelStore =
+            switch kind {
+            case .sqlite: SQLiteChannelStore(database: try SQLiteDatabase(path: temp.path))
+            case .postgres: PostgresChannelStore(database: try await PostgresTestDatabase.open())
+            }
+        let a = BroadcastChannel(
+            channelID: "c1==", bundleID: "com.a", environment: .sandbox, storagePolicy: 0, createdAt: 1)
+        let b = BroadcastChannel(
+            channelID: "c2==", bundleID: "com.a", environment: .production, storagePolicy: 1, createdAt: 2)
+        let c = BroadcastChannel(
+            channelID: "c3==", bundleID: "com.b", environment: .sandbox, storagePolicy: 1, createdAt: 3)
+        for channel in [a, b, c] { try await store.add(channel) }
+        try await store.add(a)
+        #expect(try await store.channels(bundleID: nil, environment: nil) == [a, b, c])
+        #expect(try await store.channels(bundleID: "com.a", environment: nil) == [a, b])
+        #expect(try await store.channels(bundleID: nil, environment: .sandbox) == [a, c])
+        #expect(try await store.channels(bundleID: "com.b", environment: .production) == [])
+        #expect(try await store.channel(id: "c2==") == b)
+        #expect(try await store.remove(id: "c2==") == true)
+        #expect(try await store.remove(id: "c2==") == false)
+        #expect(try await store.channel(id: "c2==") == nil)
+    }
+}

@@ -12,6 +12,63 @@ extension DeliverySettings {
     /// credential is read and checked here, at start-up: a problem names the credential and the apps using it.
     func makeSenders() throws(ConfigurationError) -> [SenderKey: any APNsBatchSending] {
         guard isConfigured else { return [:] }
+        let (credentials, trust) = try loadCredentials()
+        var senders: [SenderKey: any APNsBatchSending] = [:]
+        for (name, credential) in credentials {
+            for (environment, url) in [(APNsEnvironmentName.sandbox, sandboxURL), (.production, productionURL)] {
+                do {
+                    var configuration = APNsSenderConfiguration(
+                        environment: .custom(url), credentials: credential, additionalTrustRootsPEM: trust,
+                        connections: connections, eventLoops: eventLoops, connectTimeout: .seconds(5),
+                        requestTimeout: .milliseconds(Int64(requestTimeout * 1000)),
+                        pingInterval: .milliseconds(Int64(pingInterval * 1000)),
+                        pingTimeout: .milliseconds(Int64(pingTimeout * 1000)),
+                        // The outbox retries with its own durable backoff; the client makes one attempt.
+                        retry: RetryPolicy(maxAttempts: 1))
+                    configuration.settingNames = .service(environment: environment.rawValue)
+                    senders[SenderKey(credential: name, environment: environment)] = try APNsSender(
+                        configuration: configuration)
+                } catch {
+                    throw ConfigurationError(
+                        setting: environment == .sandbox ? "ENRICH_APNS_SANDBOX_URL" : "ENRICH_APNS_PRODUCTION_URL",
+                        value: url, allowed: "an https://host[:port] APNs base URL", problem: "\(error)")
+                }
+            }
+        }
+        return senders
+    }
+
+    /// One channel-management and broadcast client per credential and environment (broadcast channels).
+    func makeChannelClients() throws(ConfigurationError) -> [SenderKey: any APNsChannelManaging] {
+        guard isConfigured else { return [:] }
+        let (credentials, trust) = try loadCredentials()
+        var clients: [SenderKey: any APNsChannelManaging] = [:]
+        for (name, credential) in credentials {
+            for (environment, hosts) in [
+                (
+                    APNsEnvironmentName.sandbox,
+                    APNsBroadcastHosts(managementURL: channelsSandboxURL, broadcastURL: broadcastSandboxURL)
+                ),
+                (
+                    .production,
+                    APNsBroadcastHosts(managementURL: channelsProductionURL, broadcastURL: broadcastProductionURL)
+                ),
+            ] {
+                do {
+                    clients[SenderKey(credential: name, environment: environment)] = try APNsBroadcastClient(
+                        hosts: hosts, credentials: credential, additionalTrustRootsPEM: trust,
+                        timeout: .milliseconds(Int64(requestTimeout * 1000)))
+                } catch {
+                    throw ConfigurationError(
+                        setting: "ENRICH_APNS_CA", value: caFile ?? "", allowed: "a PEM CA file", problem: "\(error)")
+                }
+            }
+        }
+        return clients
+    }
+
+    /// Every configured credential, read and checked, with the extra trust roots.
+    func loadCredentials() throws(ConfigurationError) -> (credentials: [(String, APNsCredentials)], trust: String?) {
         var trust: String?
         if let caFile {
             do throws(APNsConfigurationError) { trust = try APNsCredentialFiles.trustRoots(caFile: caFile) } catch {
@@ -85,28 +142,6 @@ extension DeliverySettings {
                 )
             }
         }
-        var senders: [SenderKey: any APNsBatchSending] = [:]
-        for (name, credential) in credentials {
-            for (environment, url) in [(APNsEnvironmentName.sandbox, sandboxURL), (.production, productionURL)] {
-                do {
-                    var configuration = APNsSenderConfiguration(
-                        environment: .custom(url), credentials: credential, additionalTrustRootsPEM: trust,
-                        connections: connections, eventLoops: eventLoops, connectTimeout: .seconds(5),
-                        requestTimeout: .milliseconds(Int64(requestTimeout * 1000)),
-                        pingInterval: .milliseconds(Int64(pingInterval * 1000)),
-                        pingTimeout: .milliseconds(Int64(pingTimeout * 1000)),
-                        // The outbox retries with its own durable backoff; the client makes one attempt.
-                        retry: RetryPolicy(maxAttempts: 1))
-                    configuration.settingNames = .service(environment: environment.rawValue)
-                    senders[SenderKey(credential: name, environment: environment)] = try APNsSender(
-                        configuration: configuration)
-                } catch {
-                    throw ConfigurationError(
-                        setting: environment == .sandbox ? "ENRICH_APNS_SANDBOX_URL" : "ENRICH_APNS_PRODUCTION_URL",
-                        value: url, allowed: "an https://host[:port] APNs base URL", problem: "\(error)")
-                }
-            }
-        }
-        return senders
+        return (credentials, trust)
     }
 }

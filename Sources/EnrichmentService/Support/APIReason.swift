@@ -87,6 +87,13 @@ public enum APIReason: String, Sendable, CaseIterable {
     case staleActivityUpdate = "stale_activity_update"
     /// Live Activity pushes need token (.p8) authentication; the service has only a certificate (409).
     case liveActivityNeedsTokenAuth = "live_activity_needs_token_auth"
+    /// No broadcast channel has this id (404).
+    case channelNotFound = "channel_not_found"
+    /// APNs refused a channel request or a broadcast (`error.apns_reason`, its status, a hint) (422, or 409 at
+    /// the app's channel limit).
+    case apnsRefused = "apns_refused"
+    /// APNs could not be reached, or answered 5xx (503, with `Retry-After`).
+    case apnsUnavailable = "apns_unavailable"
     /// `POST /v1/push` on a service with no APNs credentials (503).
     case deliveryNotConfigured = "delivery_not_configured"
 }

@@ -42,11 +42,14 @@ public struct APNsBroadcastHosts: Sendable, Equatable {
 
 /// Broadcast channels (iOS 18): creates, reads, lists and deletes an app's channels on Apple's channel management
 /// API, and sends broadcasts to a channel. Low volume (one broadcast reaches every subscribed device), so it uses
-/// AsyncHTTPClient's HTTP/2 connections rather than the push sender's tuned ones; the credentials are the same.
+/// AsyncHTTPClient's shared client (HTTP/2, connections pooled per TLS set-up) rather than the push sender's tuned
+/// connections; the credentials are the same.
 public final class APNsBroadcastClient: APNsChannelManaging {
     public let hosts: APNsBroadcastHosts
     private let credentials: APNsCredentials
-    private let client: HTTPClient
+    /// The TLS set-up of every request (trust roots, the client certificate): AsyncHTTPClient pools connections
+    /// per TLS configuration, so the shared client serves every credential without one to shut down.
+    private let tls: TLSConfiguration
     private let timeout: TimeAmount
 
     /// Largest broadcast payload APNs accepts: "limited to a maximum size of 5 KB (5,120 bytes)".
@@ -67,15 +70,11 @@ public final class APNsBroadcastClient: APNsChannelManaging {
             tls.certificateChain = chain.map { .certificate($0) }
             tls.privateKey = .privateKey(key)
         }
-        var configuration = HTTPClient.Configuration(
-            tlsConfiguration: tls, timeout: .init(connect: .seconds(5), read: timeout))
-        configuration.httpVersion = .automatic
-        configuration.redirectConfiguration = .disallow
-        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        self.tls = tls
     }
 
-    /// Closes the connections.
-    public func shutdown() async throws { try await client.shutdown() }
+    /// Nothing to close: requests go through `HTTPClient.shared`, which lives as long as the process.
+    public func shutdown() async throws {}
 
     /// Creates a channel; answers its id (`apns-channel-id`).
     public func createChannel(
@@ -186,6 +185,7 @@ public final class APNsBroadcastClient: APNsChannelManaging {
         expecting: Int
     ) async throws -> Answer {
         var request = HTTPClientRequest(url: url)
+        request.tlsConfiguration = tls
         request.method = method
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let requestID { request.headers.add(name: "apns-request-id", value: requestID) }
@@ -196,7 +196,7 @@ public final class APNsBroadcastClient: APNsChannelManaging {
             request.headers.add(name: "content-type", value: "application/json")
             request.body = .bytes(ByteBuffer(bytes: body))
         }
-        let response = try await client.execute(request, timeout: timeout)
+        let response = try await HTTPClient.shared.execute(request, timeout: timeout)
         let bytes = Array(buffer: try await response.body.collect(upTo: 1 << 20))
         let answer = Answer(status: Int(response.status.code), headers: response.headers, body: bytes)
         guard answer.status == expecting else {

@@ -83,6 +83,13 @@ public protocol ActivityStore: Sendable {
     ) async throws -> ActivitySendDecision
     /// Removes one registration; returns whether it existed.
     func remove(deviceId: String, kind: ActivityTokenKind, key: String) async throws -> Bool
+    /// Removes every registration of a device; returns how many.
+    func removeDevice(_ deviceId: String) async throws -> Int
+    /// Undoes a `recordSend` whose push could not be committed: the timestamp goes back to `previous` and the
+    /// activity is not ended, only if nothing newer was recorded since. Returns whether it was undone.
+    @discardableResult
+    func revertSend(deviceId: String, kind: ActivityTokenKind, key: String, timestamp: Int64, previous: Int64?)
+        async throws -> Bool
 }
 
 /// A broadcast channel (iOS 18) the service made for an app, as it keeps it.

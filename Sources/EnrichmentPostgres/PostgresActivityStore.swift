@@ -53,7 +53,7 @@ public struct PostgresActivityStore: ActivityStore {
             database.client.query(
                 """
                 SELECT \(unescaped: Self.columns) FROM activity_tokens WHERE device_id = \(deviceId)
-                ORDER BY kind, key
+                ORDER BY kind COLLATE "C", key COLLATE "C"
                 """))
     }
 
@@ -87,6 +87,27 @@ public struct PostgresActivityStore: ActivityStore {
         else { return .unknown }
         if let endedAt = current.endedAt { return .ended(at: endedAt) }
         return .notNewer(last: current.lastTimestamp ?? timestamp)
+    }
+
+    public func removeDevice(_ deviceId: String) async throws -> Int {
+        let rows = try await database.client.query(
+            """
+            WITH gone AS (DELETE FROM activity_tokens WHERE device_id = \(deviceId) RETURNING 1)
+            SELECT count(*) FROM gone
+            """)
+        return try await rows.decode(Int.self).first { _ in true } ?? 0
+    }
+
+    public func revertSend(
+        deviceId: String, kind: ActivityTokenKind, key: String, timestamp: Int64, previous: Int64?
+    ) async throws -> Bool {
+        let rows = try await database.client.query(
+            """
+            UPDATE activity_tokens SET last_timestamp = \(previous), ended_at = NULL
+            WHERE device_id = \(deviceId) AND kind = \(kind.rawValue) AND key = \(key) AND last_timestamp = \(timestamp)
+            RETURNING 1
+            """)
+        return try await rows.decode(Int.self).first { _ in true } != nil
     }
 
     public func remove(deviceId: String, kind: ActivityTokenKind, key: String) async throws -> Bool {
@@ -136,7 +157,7 @@ public struct PostgresChannelStore: ChannelStore {
                 SELECT channel_id, bundle_id, environment, storage_policy, created_at FROM broadcast_channels
                 WHERE (\(bundleID)::text IS NULL OR bundle_id = \(bundleID)::text)
                   AND (\(environment?.rawValue)::text IS NULL OR environment = \(environment?.rawValue)::text)
-                ORDER BY created_at, channel_id
+                ORDER BY created_at, channel_id COLLATE "C"
                 """))
     }
 

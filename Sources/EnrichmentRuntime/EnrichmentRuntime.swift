@@ -189,9 +189,13 @@ public struct EnrichmentRuntime: Sendable {
         let enricher = Enricher(
             settings: configuration.enrichmentSettings, fixes: fixes, places: places, map: map, template: template,
             clock: clock, contexts: contexts, snapshots: snapshots, tracer: tracer)
+        // Read once: the push senders and the channel clients share each key's token manager.
+        let credentials =
+            scope == .full
+            ? try configuration.delivery.loadCredentials() : LoadedCredentials(credentials: [], trust: nil)
         let delivery = DeliveryEngine(
             tokens: tokens, outbox: outbox, settings: configuration.delivery, enricher: enricher,
-            senders: scope == .full ? try configuration.delivery.makeSenders() : [:], clock: clock, logger: logger,
+            senders: try configuration.delivery.makeSenders(credentials), clock: clock, logger: logger,
             observer: deliveryObserver, exclusiveStore: postgres == nil, pollInterval: poll)
         let location = try await LocationEngine(
             store: locationStore, fixes: fixes, settings: configuration.location,
@@ -205,7 +209,7 @@ public struct EnrichmentRuntime: Sendable {
             outbox: outbox, activities: activities,
             channels: BroadcastChannels(
                 store: channelStore,
-                clients: scope == .full ? try configuration.delivery.makeChannelClients() : [:],
+                clients: try configuration.delivery.makeChannelClients(credentials),
                 settings: configuration.delivery),
             delivery: delivery,
             placesFollower: scope == .full

@@ -95,6 +95,27 @@ public struct SQLiteActivityStore: ActivityStore {
         }
     }
 
+    public func removeDevice(_ deviceId: String) async throws -> Int {
+        try await database.pool.write { db in
+            try db.execute(sql: "DELETE FROM activity_tokens WHERE device_id = ?", arguments: [deviceId])
+            return db.changesCount
+        }
+    }
+
+    public func revertSend(
+        deviceId: String, kind: ActivityTokenKind, key: String, timestamp: Int64, previous: Int64?
+    ) async throws -> Bool {
+        try await database.pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE activity_tokens SET last_timestamp = ?, ended_at = NULL
+                    WHERE device_id = ? AND kind = ? AND key = ? AND last_timestamp = ?
+                    """,
+                arguments: [previous, deviceId, kind.rawValue, key, timestamp])
+            return db.changesCount > 0
+        }
+    }
+
     public func remove(deviceId: String, kind: ActivityTokenKind, key: String) async throws -> Bool {
         try await database.pool.write { db in
             try db.execute(

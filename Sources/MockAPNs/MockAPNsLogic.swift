@@ -197,7 +197,7 @@ struct MockAPNsLogic: Sendable {
                 ? .failure(
                     APNsValidator.Violation(reason: .expiredProviderToken, message: "provider token older than an hour")
                 )
-                : .success(tokenKeys[known.key])
+                : .success(known.verified)
         }
         // The key the token names; otherwise the first, whose checks then say what is wrong (signature, kid).
         let keyID = APNsJWT.unverifiedKeyID(token)
@@ -210,11 +210,11 @@ struct MockAPNsLogic: Sendable {
             let claims = try APNsJWT.verify(
                 token, publicKey: publicKey, expectedKeyID: tokenKey.keyID, expectedTeamID: tokenKey.teamID,
                 now: nowSeconds)
-            verifiedTokens.remember(token, issuedAt: claims.issuedAt, key: index)
             var verified = tokenKey
             // The single key configured without ids verifies any kid and iss: record the ones the token named.
             verified.keyID = claims.keyID
             verified.teamID = claims.teamID
+            verifiedTokens.remember(token, issuedAt: claims.issuedAt, verified: verified)
             return .success(verified)
         } catch {
             return .failure(error)
@@ -326,17 +326,17 @@ struct MockAPNsLogic: Sendable {
 final class VerifiedTokens: Sendable {
     struct Known: Sendable {
         var issuedAt: Int64
-        /// Index in `MockAPNsLogic.tokenKeys`.
-        var key: Int
+        /// The key that verified it, with the token's own kid and iss.
+        var verified: MockAPNsLogic.TokenKey
     }
     private let tokens = Mutex<[String: Known]>([:])
 
     func lookup(_ token: String) -> Known? { tokens.withLock { $0[token] } }
 
-    func remember(_ token: String, issuedAt: Int64, key: Int) {
+    func remember(_ token: String, issuedAt: Int64, verified: MockAPNsLogic.TokenKey) {
         tokens.withLock { tokens in
             if tokens.count >= 1024 { tokens.removeAll() }
-            tokens[token] = Known(issuedAt: issuedAt, key: key)
+            tokens[token] = Known(issuedAt: issuedAt, verified: verified)
         }
     }
 }

@@ -134,6 +134,13 @@ struct AppsTests {
             (#",{"id": "default", "bundle_id": "com.d", "credential": "team-a"}"#, "app 'default'"),
             (#",{"id": "Bad Id", "bundle_id": "com.d", "credential": "team-a"}"#, "apps[2]: id is required"),
         ]
+        // A credential may not take the ENRICH_APNS_* settings' name.
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let reserved = directory.appendingPathComponent("reserved.json")
+        try
+            #"{"credentials":{"default":{"p12_file":"x.p12"}},"apps":[{"id":"a","bundle_id":"com.a","credential":"default"}]}"#
+            .write(to: reserved, atomically: true, encoding: .utf8)
+        #expect(throws: ConfigurationError.self) { try AppsConfiguration.load(path: reserved.path) }
         for (extra, expected) in cases {
             let file = try Self.writeApps(into: directory, extra: extra)
             do {

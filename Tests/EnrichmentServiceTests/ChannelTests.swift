@@ -91,7 +91,28 @@ struct ChannelTests {
             let sent = try await client.post("/v1/channels/\(encoded)/broadcast", json: #"{"content_state":{}}"#)
             #expect(sent.status == 503)
             #expect(sent.json?["error"]?["reason"] == .string("apns_unavailable"))
-            #expect(mock.receivedBroadcasts.isEmpty)
+            #expect(sent.headers["retry-after"] == "5")
+            #expect(mock.broadcastChannels.count == 1)
+        }
+        try await withChannels { client, mock in
+            // The channel is gone at APNs (deleted elsewhere): APNs's reason comes back, and DELETE forgets it.
+            let created = try await client.post(
+                "/v1/channels",
+                json: #"{"bundle_id":"com.example.app","environment":"sandbox","storage_policy":"none"}"#)
+            let id = try #require(created.json?["channel_id"]?.stringValue)
+            let encoded = id.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? id
+            #expect(mock.deleteChannelForTesting(id, bundleID: "com.example.app"))
+            let sent = try await client.post("/v1/channels/\(encoded)/broadcast", json: #"{"content_state":{}}"#)
+            #expect(sent.status == 422)
+            #expect(sent.json?["error"]?["reason"] == .string("apns_refused"))
+            #expect(sent.json?["error"]?["apns_reason"] == .string("ChannelNotRegistered"))
+            #expect(sent.json?["error"]?["message"]?.stringValue?.contains("list the app's channels") == true)
+            let enrich = try await client.post(
+                "/v1/channels/\(encoded)/broadcast", json: #"{"content_state":{"x":"{{name}}"},"enrich":true}"#)
+            #expect(enrich.status == 400)
+            #expect(enrich.json?["error"]?["field"] == .string("enrich"))
+            #expect(try await client.delete("/v1/channels/\(encoded)").status == 200)
+            #expect(try await client.get("/v1/channels").json?["channels"] == .array([]))
         }
     }
 

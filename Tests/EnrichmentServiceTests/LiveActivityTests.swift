@@ -121,6 +121,12 @@ struct LiveActivityTests {
             let listed = try await client.get("/v1/devices/d1/activities")
             #expect(listed.json?["activities"]?[0]?["ended_at"] != nil)
             #expect(listed.json?["push_to_start_tokens"]?[0]?["activity_type"] == .string("DeliveryAttributes"))
+            // Deleting the device deletes its Live Activity tokens too.
+            let deleted = try await client.delete("/v1/devices/d1")
+            #expect(deleted.json?["deleted_activity_tokens"] == .int(2))
+            let after = try await client.get("/v1/devices/d1/activities")
+            #expect(after.json?["activities"] == .array([]))
+            #expect(after.json?["push_to_start_tokens"] == .array([]))
         }
     }
 

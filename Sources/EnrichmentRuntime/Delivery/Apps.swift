@@ -110,6 +110,9 @@ public struct AppsConfiguration: Sendable, Equatable {
             guard isValidName(name) else {
                 throw fail("credential '\(name)': names are 1 to 64 lower-case letters, digits and '-'")
             }
+            guard name != SenderKey.defaultCredential else {
+                throw fail("credential 'default' is the ENRICH_APNS_* settings' credential: give this one another name")
+            }
             guard case .object(let members) = value else { throw fail("credential '\(name)' must be an object") }
             func string(_ key: String) throws(ConfigurationError) -> String? {
                 guard let member = members[key] else { return nil }

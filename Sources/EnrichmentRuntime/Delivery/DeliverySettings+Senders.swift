@@ -10,9 +10,8 @@ extension DeliverySettings {
     /// One APNs client per credential and environment from the configured credentials (the `ENRICH_APNS_*`
     /// settings as `default`, and each credential of the apps file); empty when none are configured. Every
     /// credential is read and checked here, at start-up: a problem names the credential and the apps using it.
-    func makeSenders() throws(ConfigurationError) -> [SenderKey: any APNsBatchSending] {
-        guard isConfigured else { return [:] }
-        let (credentials, trust) = try loadCredentials()
+    func makeSenders(_ loaded: LoadedCredentials) throws(ConfigurationError) -> [SenderKey: any APNsBatchSending] {
+        let (credentials, trust) = (loaded.credentials, loaded.trust)
         var senders: [SenderKey: any APNsBatchSending] = [:]
         for (name, credential) in credentials {
             for (environment, url) in [(APNsEnvironmentName.sandbox, sandboxURL), (.production, productionURL)] {
@@ -39,9 +38,10 @@ extension DeliverySettings {
     }
 
     /// One channel-management and broadcast client per credential and environment (broadcast channels).
-    func makeChannelClients() throws(ConfigurationError) -> [SenderKey: any APNsChannelManaging] {
-        guard isConfigured else { return [:] }
-        let (credentials, trust) = try loadCredentials()
+    func makeChannelClients(_ loaded: LoadedCredentials) throws(ConfigurationError)
+        -> [SenderKey: any APNsChannelManaging]
+    {
+        let (credentials, trust) = (loaded.credentials, loaded.trust)
         var clients: [SenderKey: any APNsChannelManaging] = [:]
         for (name, credential) in credentials {
             for (environment, hosts) in [
@@ -57,18 +57,22 @@ extension DeliverySettings {
                 do {
                     clients[SenderKey(credential: name, environment: environment)] = try APNsBroadcastClient(
                         hosts: hosts, credentials: credential, additionalTrustRootsPEM: trust,
-                        timeout: .milliseconds(Int64(requestTimeout * 1000)))
+                        // A request of the API waits on it: an unreachable APNs answers 503 within this.
+                        timeout: .milliseconds(Int64(min(requestTimeout, 10) * 1000)))
                 } catch {
                     throw ConfigurationError(
-                        setting: "ENRICH_APNS_CA", value: caFile ?? "", allowed: "a PEM CA file", problem: "\(error)")
+                        setting: "credential '\(name)'", value: "", allowed: "a usable TLS set-up for channel requests",
+                        problem: "\(error)")
                 }
             }
         }
         return clients
     }
 
-    /// Every configured credential, read and checked, with the extra trust roots.
-    func loadCredentials() throws(ConfigurationError) -> (credentials: [(String, APNsCredentials)], trust: String?) {
+    /// Every configured credential, read and checked once (one token manager per key, shared by the push and the
+    /// channel clients, so a key's JWT is not made twice), with the extra trust roots.
+    func loadCredentials() throws(ConfigurationError) -> LoadedCredentials {
+        guard isConfigured else { return LoadedCredentials(credentials: [], trust: nil) }
         var trust: String?
         if let caFile {
             do throws(APNsConfigurationError) { trust = try APNsCredentialFiles.trustRoots(caFile: caFile) } catch {
@@ -122,9 +126,14 @@ extension DeliverySettings {
                     credentials.append(
                         (
                             credential.name,
-                            try APNsCredentialFiles.certificate(certFile: certificateFile, keyFile: keyFile)
+                            try APNsCredentialFiles.certificate(
+                                certFile: certificateFile, keyFile: keyFile, names: .appsFile)
                         ))
                 case .pkcs12(let file, let variable):
+                    if let variable, ProcessInfo.processInfo.environment[variable] == nil {
+                        throw APNsConfigurationError(
+                            "the .p12 password variable \(variable) (p12_password_env) is not set in the environment")
+                    }
                     let password = variable.flatMap { ProcessInfo.processInfo.environment[$0] } ?? ""
                     credentials.append(
                         (
@@ -142,6 +151,20 @@ extension DeliverySettings {
                 )
             }
         }
-        return (credentials, trust)
+        return LoadedCredentials(credentials: credentials, trust: trust)
     }
+}
+
+/// The credentials read at start-up, by name, and the extra trust roots (PEM).
+struct LoadedCredentials {
+    var credentials: [(String, APNsCredentials)]
+    var trust: String?
+}
+
+extension APNsSettingNames {
+    /// The apps file's members, for a certificate declared there.
+    static let appsFile = APNsSettingNames(
+        host: "ENRICH_APNS_SANDBOX_URL / ENRICH_APNS_PRODUCTION_URL", trust: "ENRICH_APNS_CA",
+        certificate: "cert_file", certificateKey: "cert_key_file", pkcs12: "p12_file",
+        tokenKey: "key_file (with key_id and team_id)")
 }

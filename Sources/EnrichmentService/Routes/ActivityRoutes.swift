@@ -279,7 +279,15 @@ struct ActivityRoutes {
         let delivery = NewDelivery(
             deviceId: deviceId, token: registration.token, topic: registration.topic,
             environment: registration.environment, apnsId: UUID().uuidString.lowercased())
-        let receipt = try await state.delivery.submit(push, deliveries: [delivery])
+        let receipt: DeliveryEngine.Receipt
+        do {
+            receipt = try await state.delivery.submit(push, deliveries: [delivery])
+        } catch {
+            // Not committed: the activity's order and end are as before, so the same push can be sent again.
+            try? await state.activities.revertSend(
+                deviceId: deviceId, kind: kind, key: key, timestamp: timestamp, previous: registration.lastTimestamp)
+            throw error
+        }
         return JSONIO.response(
             SentView(
                 receipt: receipt, event: event, timestamp: timestamp, priority: input.priority,

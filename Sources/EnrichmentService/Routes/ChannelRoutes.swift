@@ -61,7 +61,11 @@ struct ChannelRoutes {
             "apns_reason": .string(refusal.reason.rawValue), "apns_status": .int(Int64(refusal.status)),
         ]
         if let requestID = refusal.requestID { details["apns_request_id"] = .string(requestID) }
-        if refusal.status >= 500 {
+        // Throttled, or the service's own credential refused: not the caller's request; try again later.
+        let credential =
+            refusal.reason == .invalidProviderToken || refusal.reason == .expiredProviderToken
+            || refusal.reason == .tooManyProviderTokenUpdates
+        if refusal.status >= 500 || refusal.status == 429 || credential {
             var answer = APIError(
                 .serviceUnavailable, reason: .apnsUnavailable, message: refusal.description, details: details)
             answer.headers[.retryAfter] = "5"
@@ -123,7 +127,13 @@ struct ChannelRoutes {
             let channel = BroadcastChannel(
                 channelID: created.channelID, bundleID: bundle, environment: environment,
                 storagePolicy: policy.rawValue, createdAt: state.clock.now().timeIntervalSince1970)
-            try await state.channels.store.add(channel)
+            do {
+                try await state.channels.store.add(channel)
+            } catch {
+                // Not kept: delete it at Apple too, so that no channel exists there that the service cannot list.
+                try? await apns.deleteChannel(bundleID: bundle, channelID: created.channelID, requestID: nil)
+                throw error
+            }
             return JSONIO.response(ChannelView(channel: channel, requestID: created.requestID), status: .created)
         }
         router.get("/v1/channels") { request, _ in
@@ -214,6 +224,13 @@ struct BroadcastRequest {
     init(_ document: JSONValue, channel: BroadcastChannel) throws {
         guard case .object(var members) = document else {
             throw APIError.invalid(.invalidRequest, "the body must be a JSON object {\"content_state\": {...}}")
+        }
+        if members["enrich"] != nil {
+            throw APIError.invalid(
+                .unknownField,
+                "'enrich' is not a member of a broadcast: one payload goes to every listening device, so it cannot "
+                    + "carry one device's location",
+                field: "enrich")
         }
         let eventValue = members.removeValue(forKey: "event")
         switch eventValue {

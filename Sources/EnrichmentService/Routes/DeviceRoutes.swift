@@ -52,9 +52,11 @@ struct DeviceRoutes {
         var deviceId: String
         var deletedFixes: Int
         var deletedTokens: Int
+        var deletedActivityTokens: Int
         var deletedLocationRecords: Int
 
         func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("deleted_activity_tokens", deletedActivityTokens)
             object.field("deleted_fixes", deletedFixes)
             object.field("deleted_location_records", deletedLocationRecords)
             object.field("deleted_tokens", deletedTokens)
@@ -124,10 +126,12 @@ struct DeviceRoutes {
             let id = try Self.deviceId(context)
             let removed = try await state.fixes.deleteDevice(id)
             let tokens = try await state.tokens.removeDevice(id)
+            let activityTokens = try await state.activities.removeDevice(id)
             let location = try await state.location.store.deleteLocationData(deviceId: id)
             return JSONIO.response(
                 DeleteResult(
-                    deviceId: id, deletedFixes: removed, deletedTokens: tokens, deletedLocationRecords: location))
+                    deviceId: id, deletedFixes: removed, deletedTokens: tokens, deletedActivityTokens: activityTokens,
+                    deletedLocationRecords: location))
         }
     }
 }

@@ -92,7 +92,8 @@ public enum APIReason: String, Sendable, CaseIterable {
     /// APNs refused a channel request or a broadcast (`error.apns_reason`, its status, a hint) (422, or 409 at
     /// the app's channel limit).
     case apnsRefused = "apns_refused"
-    /// APNs could not be reached, or answered 5xx (503, with `Retry-After`).
+    /// APNs could not be reached, answered 5xx or 429, or refused the service's own credential (503, with
+    /// `Retry-After`).
     case apnsUnavailable = "apns_unavailable"
     /// `POST /v1/push` on a service with no APNs credentials (503).
     case deliveryNotConfigured = "delivery_not_configured"

@@ -29,11 +29,16 @@ public struct ActivityRegistration: Sendable, Equatable {
     public var lastTimestamp: Int64?
     /// When an `end` was sent (epoch seconds): the activity takes no more updates.
     public var endedAt: Double?
+    /// When APNs said the token stopped working (410 Unregistered, ExpiredToken...), and its reason; cleared when
+    /// the device registers a token again.
+    public var invalidatedAt: Double?
+    public var invalidReason: String?
 
     public init(
         deviceId: String, kind: ActivityTokenKind, activityType: String, activityId: String?, token: String,
         topic: String, environment: APNsEnvironmentName, frequentPushesEnabled: Bool?, registeredAt: Double,
-        lastTimestamp: Int64? = nil, endedAt: Double? = nil
+        lastTimestamp: Int64? = nil, endedAt: Double? = nil, invalidatedAt: Double? = nil,
+        invalidReason: String? = nil
     ) {
         self.deviceId = deviceId
         self.kind = kind
@@ -46,6 +51,8 @@ public struct ActivityRegistration: Sendable, Equatable {
         self.registeredAt = registeredAt
         self.lastTimestamp = lastTimestamp
         self.endedAt = endedAt
+        self.invalidatedAt = invalidatedAt
+        self.invalidReason = invalidReason
     }
 
     /// The key the registration is stored under, besides the device: the activity id, or the type for a
@@ -85,6 +92,11 @@ public protocol ActivityStore: Sendable {
     func remove(deviceId: String, kind: ActivityTokenKind, key: String) async throws -> Bool
     /// Removes every registration of a device; returns how many.
     func removeDevice(_ deviceId: String) async throws -> Int
+    /// Marks the device's registrations with `token` invalid after an APNs answer, unless registered again after
+    /// `unlessRegisteredAfter`; returns how many.
+    @discardableResult
+    func invalidate(deviceId: String, token: String, reason: String, at: Double, unlessRegisteredAfter: Double?)
+        async throws -> Int
     /// Undoes a `recordSend` whose push could not be committed: the timestamp goes back to `previous` and the
     /// activity is not ended, only if nothing newer was recorded since. Returns whether it was undone.
     @discardableResult

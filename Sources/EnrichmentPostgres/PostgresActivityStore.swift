@@ -9,7 +9,7 @@ public struct PostgresActivityStore: ActivityStore {
     public init(database: PostgresBackend) { self.database = database }
 
     static let columns =
-        "device_id, kind, key, activity_type, token, topic, environment, frequent_pushes, registered_at, last_timestamp, ended_at"
+        "device_id, kind, key, activity_type, token, topic, environment, frequent_pushes, registered_at, last_timestamp, ended_at, invalidated_at, invalid_reason"
 
     static func registrations(_ rows: PostgresRowSequence) async throws -> [ActivityRegistration] {
         var found: [ActivityRegistration] = []
@@ -24,7 +24,9 @@ public struct PostgresActivityStore: ActivityStore {
                     token: token, topic: topic, environment: APNsEnvironmentName(rawValue: environment) ?? .production,
                     frequentPushesEnabled: try columns[7].decode(Bool?.self),
                     registeredAt: try columns[8].decode(Double.self),
-                    lastTimestamp: try columns[9].decode(Int64?.self), endedAt: try columns[10].decode(Double?.self)))
+                    lastTimestamp: try columns[9].decode(Int64?.self), endedAt: try columns[10].decode(Double?.self),
+                    invalidatedAt: try columns[11].decode(Double?.self),
+                    invalidReason: try columns[12].decode(String?.self)))
         }
         return found
     }
@@ -42,7 +44,7 @@ public struct PostgresActivityStore: ActivityStore {
             ON CONFLICT (device_id, kind, key) DO UPDATE SET
                 activity_type = excluded.activity_type, token = excluded.token, topic = excluded.topic,
                 environment = excluded.environment, frequent_pushes = excluded.frequent_pushes,
-                registered_at = excluded.registered_at
+                registered_at = excluded.registered_at, invalidated_at = NULL, invalid_reason = NULL
             RETURNING (xmax = 0)
             """)
         return try await rows.decode(Bool.self).first { _ in true } ?? false
@@ -87,6 +89,21 @@ public struct PostgresActivityStore: ActivityStore {
         else { return .unknown }
         if let endedAt = current.endedAt { return .ended(at: endedAt) }
         return .notNewer(last: current.lastTimestamp ?? timestamp)
+    }
+
+    public func invalidate(
+        deviceId: String, token: String, reason: String, at: Double, unlessRegisteredAfter: Double?
+    ) async throws -> Int {
+        let rows = try await database.client.query(
+            """
+            WITH marked AS (
+                UPDATE activity_tokens SET invalidated_at = \(at), invalid_reason = \(reason)
+                WHERE device_id = \(deviceId) AND token = \(token) AND invalidated_at IS NULL
+                  AND (\(unlessRegisteredAfter)::float8 IS NULL OR registered_at <= \(unlessRegisteredAfter)::float8)
+                RETURNING 1)
+            SELECT count(*) FROM marked
+            """)
+        return try await rows.decode(Int.self).first { _ in true } ?? 0
     }
 
     public func removeDevice(_ deviceId: String) async throws -> Int {

@@ -485,5 +485,13 @@ enum PostgresSchema {
                 """
             ]
         ),
+        (
+            // A Live Activity token APNs said no longer works.
+            "v9-activity-invalid",
+            [
+                "ALTER TABLE activity_tokens ADD COLUMN invalidated_at DOUBLE PRECISION",
+                "ALTER TABLE activity_tokens ADD COLUMN invalid_reason TEXT",
+            ]
+        ),
     ]
 }

@@ -194,7 +194,8 @@ public struct EnrichmentRuntime: Sendable {
             scope == .full
             ? try configuration.delivery.loadCredentials() : LoadedCredentials(credentials: [], trust: nil)
         let delivery = DeliveryEngine(
-            tokens: tokens, outbox: outbox, settings: configuration.delivery, enricher: enricher,
+            tokens: tokens, outbox: outbox, activities: activities, settings: configuration.delivery,
+            enricher: enricher,
             senders: try configuration.delivery.makeSenders(credentials), clock: clock, logger: logger,
             observer: deliveryObserver, exclusiveStore: postgres == nil, pollInterval: poll)
         let location = try await LocationEngine(

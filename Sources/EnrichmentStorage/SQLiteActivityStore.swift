@@ -10,7 +10,7 @@ public struct SQLiteActivityStore: ActivityStore {
 
     static let columns = """
         device_id, kind, key, activity_type, token, topic, environment, frequent_pushes, registered_at,
-        last_timestamp, ended_at
+        last_timestamp, ended_at, invalidated_at, invalid_reason
         """
 
     static func registration(_ row: Row) -> ActivityRegistration? {
@@ -21,7 +21,8 @@ public struct SQLiteActivityStore: ActivityStore {
             activityId: kind == .update ? key : nil, token: row["token"], topic: row["topic"],
             environment: APNsEnvironmentName(rawValue: row["environment"]) ?? .production,
             frequentPushesEnabled: row["frequent_pushes"], registeredAt: row["registered_at"],
-            lastTimestamp: row["last_timestamp"], endedAt: row["ended_at"])
+            lastTimestamp: row["last_timestamp"], endedAt: row["ended_at"], invalidatedAt: row["invalidated_at"],
+            invalidReason: row["invalid_reason"])
     }
 
     public func register(_ registration: ActivityRegistration) async throws -> Bool {
@@ -38,7 +39,7 @@ public struct SQLiteActivityStore: ActivityStore {
                     ON CONFLICT (device_id, kind, key) DO UPDATE SET
                         activity_type = excluded.activity_type, token = excluded.token, topic = excluded.topic,
                         environment = excluded.environment, frequent_pushes = excluded.frequent_pushes,
-                        registered_at = excluded.registered_at
+                        registered_at = excluded.registered_at, invalidated_at = NULL, invalid_reason = NULL
                     """,
                 arguments: [
                     registration.deviceId, registration.kind.rawValue, registration.key, registration.activityType,
@@ -92,6 +93,21 @@ public struct SQLiteActivityStore: ActivityStore {
                     """,
                 arguments: [timestamp, ends ? now : nil, deviceId, kind.rawValue, key])
             return .recorded
+        }
+    }
+
+    public func invalidate(
+        deviceId: String, token: String, reason: String, at: Double, unlessRegisteredAfter: Double?
+    ) async throws -> Int {
+        try await database.pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE activity_tokens SET invalidated_at = ?, invalid_reason = ?
+                    WHERE device_id = ? AND token = ? AND invalidated_at IS NULL
+                      AND (? IS NULL OR registered_at <= ?)
+                    """,
+                arguments: [at, reason, deviceId, token, unlessRegisteredAfter, unlessRegisteredAfter])
+            return db.changesCount
         }
     }
 

@@ -210,6 +210,14 @@ public final class SQLiteDatabase: Sendable {
                     ) WITHOUT ROWID
                     """)
         }
+        // A Live Activity token APNs said no longer works.
+        migrator.registerMigration("v7-activity-invalid") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE activity_tokens ADD COLUMN invalidated_at REAL;
+                    ALTER TABLE activity_tokens ADD COLUMN invalid_reason TEXT;
+                    """)
+        }
         // Broadcast channels the service made (iOS 18).
         migrator.registerMigration("v6-channels") { db in
             try db.execute(

@@ -130,6 +130,44 @@ struct LiveActivityTests {
         }
     }
 
+    @Test("a token APNs says is gone (410) is marked, refused until registered again")
+    func goneToken() async throws {
+        try await withDelivery { client, sandbox, _ in
+            try await registerTokens(client, device: "d1")
+            sandbox.script(FailureScript(status: 410, reason: "Unregistered", times: 1), for: Self.updateToken)
+            let first = try await client.post(
+                "/v1/devices/d1/activities/A-1/update", json: #"{"content_state":{"eta":5}}"#)
+            #expect(first.status == 202)
+            let pushID = try #require(first.json?["push_id"]?.stringValue)
+            var listed: ServiceClient.Reply?
+            for _ in 0..<100 {
+                listed = try await client.get("/v1/devices/d1/activities")
+                if listed?.json?["activities"]?[0]?["invalidated_at"] != nil { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(listed?.json?["activities"]?[0]?["invalid_reason"] == .string("Unregistered"))
+            let report = try await client.get("/v1/push/\(pushID)")
+            #expect(report.json?["counts"]?["failed"] == .int(1))
+            let refused = try await client.post(
+                "/v1/devices/d1/activities/A-1/update", json: #"{"content_state":{"eta":4}}"#)
+            #expect(refused.status == 409)
+            #expect(refused.json?["error"]?["reason"] == .string("activity_token_invalid"))
+            // The app registers the activity's new token: it is used at once.
+            let again = try await client.put(
+                "/v1/devices/d1/activities/A-1",
+                json:
+                    #"{"activity_type":"DeliveryAttributes","token":"\#(deviceToken(0xC3))","topic":"com.example.app","environment":"sandbox"}"#
+            )
+            #expect(again.status == 200)
+            #expect(again.json?["invalidated_at"] == nil)
+            let resumed = try await client.post(
+                "/v1/devices/d1/activities/A-1/update", json: #"{"content_state":{"eta":3}}"#)
+            #expect(resumed.status == 202)
+            try await waitForPushes(sandbox, count: 2)
+            #expect(sandbox.receivedPushes.last?.deviceToken == deviceToken(0xC3))
+        }
+    }
+
     @Test("clear refusals: stale, unknown activity, priority 1, a start without alert, a certificate")
     func refusals() async throws {
         try await withDelivery { client, sandbox, _ in

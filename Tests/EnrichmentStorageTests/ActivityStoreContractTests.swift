@@ -83,6 +83,31 @@ struct ActivityStoreContractTests {
                 == .unknown)
     }
 
+    @Test(
+        "a token APNs says is gone is marked, unless registered again after; registering clears the mark",
+        arguments: DeliveryStoreKind.allCases)
+    func invalidation(kind: DeliveryStoreKind) async throws {
+        let temp = try TemporaryDatabase()
+        let store = try await kind.makeActivityStore(temp)
+        let token = String(repeating: "ab", count: 32)
+        _ = try await store.register(update("d1", "A-1", token: token, at: 100))
+        // APNs's 410 says the token stopped at 90: registered after that, it is left alone.
+        #expect(
+            try await store.invalidate(
+                deviceId: "d1", token: token, reason: "Unregistered", at: 90, unlessRegisteredAfter: 90) == 0)
+        #expect(
+            try await store.invalidate(
+                deviceId: "d1", token: token, reason: "Unregistered", at: 150, unlessRegisteredAfter: 150) == 1)
+        let marked = try await store.registration(deviceId: "d1", kind: .update, key: "A-1")
+        #expect(marked?.invalidatedAt == 150)
+        #expect(marked?.invalidReason == "Unregistered")
+        #expect(
+            try await store.invalidate(
+                deviceId: "d1", token: token, reason: "Unregistered", at: 160, unlessRegisteredAfter: nil) == 0)
+        _ = try await store.register(update("d1", "A-1", token: token, at: 200))
+        #expect(try await store.registration(deviceId: "d1", kind: .update, key: "A-1")?.invalidatedAt == nil)
+    }
+
     @Test("two writers racing with the same timestamp: exactly one is recorded", arguments: DeliveryStoreKind.allCases)
     func race(kind: DeliveryStoreKind) async throws {
         let temp = try TemporaryDatabase()

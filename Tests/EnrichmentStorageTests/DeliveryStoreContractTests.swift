@@ -219,7 +219,7 @@ struct PostgresSpecificTests {
         #expect(
             versions == [
                 "v1-fixes", "v1-pois", "v2-delivery", "v3-pois-version", "v4-location", "v5-poi-deletions",
-                "v6-takeover", "v7-activities", "v8-channels",
+                "v6-takeover", "v7-activities", "v8-channels", "v9-activity-invalid",
             ])
         // Every node can use the schema.
         for backend in backends { #expect(try await PostgresPOIStore(database: backend).count() == 0) }

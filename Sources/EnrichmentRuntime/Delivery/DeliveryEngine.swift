@@ -55,6 +55,8 @@ public enum DeliveryError: Error, Sendable, CustomStringConvertible {
 public final class DeliveryEngine: Sendable {
     public let tokens: any DeviceTokenStore
     public let outbox: any OutboxStore
+    /// Live Activity tokens: one APNs says no longer works is marked invalid there.
+    let activities: (any ActivityStore)?
     public let settings: DeliverySettings
     let enricher: Enricher
     /// One sender per credential and APNs environment: the HTTP/2 client in service, any `APNsBatchSending` in a
@@ -90,7 +92,8 @@ public final class DeliveryEngine: Sendable {
     private static let wakeKey = "\u{0}wake"
 
     init(
-        tokens: any DeviceTokenStore, outbox: any OutboxStore, settings: DeliverySettings, enricher: Enricher,
+        tokens: any DeviceTokenStore, outbox: any OutboxStore, activities: (any ActivityStore)? = nil,
+        settings: DeliverySettings, enricher: Enricher,
         senders: [SenderKey: any APNsBatchSending], clock: any WallClock, logger: Logger,
         observer: (any DeliveryObserver)?, exclusiveStore: Bool, lanes: Int = 2, batchSize: Int? = nil,
         lease: Double? = nil, pollInterval: Duration = .seconds(1)
@@ -98,6 +101,7 @@ public final class DeliveryEngine: Sendable {
         self.pollInterval = pollInterval
         self.tokens = tokens
         self.outbox = outbox
+        self.activities = activities
         self.settings = settings
         self.enricher = enricher
         self.senders = senders
@@ -509,6 +513,7 @@ public final class DeliveryEngine: Sendable {
     ) async throws {
         var updates = settled
         var deactivations: [TokenDeactivation] = []
+        var activityDeactivations: [TokenDeactivation] = []
         var waiting: [SenderKey: Int] = [:]
         let answeredAt = clock.now().timeIntervalSince1970
         for (attempt, result, elapsed) in answers {
@@ -532,7 +537,13 @@ public final class DeliveryEngine: Sendable {
             let (update, deactivation) = planner.answer(
                 attempt.claim, result: result, verdict: attempt.verdict, at: answeredAt)
             updates.append(update)
-            if let deactivation { deactivations.append(deactivation) }
+            if let deactivation {
+                if attempt.request.pushType == .liveactivity {
+                    activityDeactivations.append(deactivation)
+                } else {
+                    deactivations.append(deactivation)
+                }
+            }
         }
         for (environment, count) in waiting { observer?.waitingForAPNs(count, environment: environment.description) }
         try await enricher.spans.run("db.record_answers", kind: .client) { span in
@@ -542,6 +553,25 @@ public final class DeliveryEngine: Sendable {
         reportEnded(updates, pushOf: pushOf)
         for update in updates where !DeliveryPlanner.isWait(update) {
             observer?.attempt(state: update.state, status: update.status, reason: update.reason)
+        }
+        for deactivation in activityDeactivations {
+            do {
+                let marked =
+                    try await activities?.invalidate(
+                        deviceId: deactivation.deviceId, token: deactivation.token, reason: deactivation.reason,
+                        at: deactivation.invalidatedAt, unlessRegisteredAfter: deactivation.unlessRegisteredAfter) ?? 0
+                guard marked > 0 else { continue }
+                observer?.deactivated(reason: deactivation.reason)
+                logger.info(
+                    "Live Activity token invalid",
+                    metadata: [
+                        "device_id": "\(deactivation.deviceId)",
+                        "token": "\(DeviceTokenFormat.redacted(deactivation.token))",
+                        "reason": "\(deactivation.reason)",
+                    ])
+            } catch {
+                logger.error("cannot mark a Live Activity token invalid", metadata: ["error": "\(error)"])
+            }
         }
         for deactivation in deactivations {
             do {

@@ -42,6 +42,8 @@ struct ActivityRoutes {
             object.field("ended_at", registration.endedAt)
             object.field("environment", registration.environment.rawValue)
             object.field("frequent_pushes_enabled", json: registration.frequentPushesEnabled.map(JSONValue.bool))
+            object.field("invalid_reason", registration.invalidReason)
+            object.field("invalidated_at", registration.invalidatedAt)
             object.field("kind", registration.kind.rawValue)
             object.field("last_timestamp", registration.lastTimestamp)
             object.field("registered_at", registration.registeredAt)
@@ -201,6 +203,14 @@ struct ActivityRoutes {
         }
         guard let registration = try await state.activities.registration(deviceId: deviceId, kind: kind, key: key)
         else { throw Self.notFound(deviceId: deviceId, kind: kind, key: key) }
+        if let invalidatedAt = registration.invalidatedAt {
+            throw APIError(
+                .conflict, reason: .activityTokenInvalid,
+                message:
+                    "APNs said this token no longer works (\(registration.invalidReason ?? "invalid") at "
+                    + "\(Int64(invalidatedAt))): the app registers the new token it gets from ActivityKit "
+                    + "(PUT the registration again)")
+        }
         guard state.configuration.delivery.usesTokenAuthentication(topic: registration.topic) else {
             let app = state.configuration.delivery.apps?.app(forTopic: registration.topic)
             throw APIError(

@@ -87,6 +87,8 @@ public enum APIReason: String, Sendable, CaseIterable {
     case staleActivityUpdate = "stale_activity_update"
     /// Live Activity pushes need token (.p8) authentication; the service has only a certificate (409).
     case liveActivityNeedsTokenAuth = "live_activity_needs_token_auth"
+    /// APNs said the activity's token no longer works (410 Unregistered...): the app registers a new one (409).
+    case activityTokenInvalid = "activity_token_invalid"
     /// No broadcast channel has this id (404).
     case channelNotFound = "channel_not_found"
     /// APNs refused a channel request or a broadcast (`error.apns_reason`, its status, a hint) (422, or 409 at

@@ -402,6 +402,12 @@ struct LiveActivityRequest {
             }
         }
         sound = body.value("sound")
+        if let sound {
+            switch sound {
+            case .string, .object: break
+            default: throw body.invalid("sound", "must be a sound file name or an object (critical, name, volume)")
+            }
+        }
         if event == .start {
             guard let attributes = body.value("attributes"), case .object = attributes else {
                 throw body.invalid("attributes", "is required for a start: the activity's attributes object")

@@ -283,8 +283,17 @@ public final class DeliveryEngine: Sendable {
                 }
             } catch {
                 logger.error("delivery worker failed; retrying", metadata: ["error": "\(error)"])
-                // What this lane claimed and did not record can be claimed again at once.
-                if !claimed.isEmpty { _ = try? await outbox.releaseClaims(owner: owner) }
+                // What this lane claimed and did not record can be claimed again at once. The failure is often
+                // the database itself, so the release is tried again until it goes through (else the claims
+                // would wait out their whole lease once the database is back), within the lease.
+                if !claimed.isEmpty {
+                    let giveUp = ContinuousClock.now + .milliseconds(Int64(lease * 1000))
+                    while (try? await outbox.releaseClaims(owner: owner)) == nil, ContinuousClock.now < giveUp,
+                        !Task.isCancelled
+                    {
+                        try? await Task.sleep(for: .milliseconds(250))
+                    }
+                }
                 try? await Task.sleep(for: .milliseconds(500))
             }
             if index == 0, ContinuousClock.now - lastDepthReport > .seconds(5) {

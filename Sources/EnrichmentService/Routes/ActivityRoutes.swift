@@ -170,6 +170,18 @@ struct ActivityRoutes {
                 .object(["deleted": .bool(true), "device_id": .string(deviceId), "key": .string(key)])))
     }
 
+    /// The staleness rule for a Live Activity push or a broadcast: 422 `stale_activity_update` outside the window.
+    static func requireFresh(_ timestamp: Int64, now: Date, configuration: ServiceConfiguration) throws {
+        let verdict = configuration.enrichmentSettings.staleness.evaluate(
+            TimestampReading(timestamp: timestamp, source: .apsInteger, problem: nil), now: now)
+        guard verdict.state != .fresh else { return }
+        throw APIError(
+            .unprocessableContent, reason: .staleActivityUpdate,
+            message:
+                "timestamp \(timestamp) is \(verdict.rule == .futureSkew ? "too far in the future" : "older than the \(configuration.stalenessWindow) s window") (\(verdict.detail ?? "")); leave it out to send now",
+            details: ["field": .string("timestamp")])
+    }
+
     static func notFound(deviceId: String, kind: ActivityTokenKind, key: String) -> APIError {
         switch kind {
         case .pushToStart:
@@ -229,15 +241,7 @@ struct ActivityRoutes {
         if input.timestamp == nil, let last = registration.lastTimestamp, last >= timestamp, last - timestamp < 5 {
             timestamp = last + 1
         }
-        let verdict = state.configuration.enrichmentSettings.staleness.evaluate(
-            TimestampReading(timestamp: timestamp, source: .apsInteger, problem: nil), now: now)
-        if verdict.state != .fresh {
-            throw APIError(
-                .unprocessableContent, reason: .staleActivityUpdate,
-                message:
-                    "timestamp \(timestamp) is \(verdict.rule == .futureSkew ? "too far in the future" : "older than the \(state.configuration.stalenessWindow) s window") (\(verdict.detail ?? "")); leave it out to send now",
-                details: ["field": .string("timestamp")])
-        }
+        try Self.requireFresh(timestamp, now: now, configuration: state.configuration)
         var contentState = input.contentState
         var enrichment: LiveActivityContent.Filled?
         if input.enrich {

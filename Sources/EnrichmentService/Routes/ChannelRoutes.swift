@@ -172,14 +172,7 @@ struct ChannelRoutes {
             let input = try BroadcastRequest(document, channel: channel)
             let now = state.clock.now()
             let timestamp = input.timestamp ?? Int64(now.timeIntervalSince1970.rounded(.down))
-            let verdict = state.configuration.enrichmentSettings.staleness.evaluate(
-                TimestampReading(timestamp: timestamp, source: .apsInteger, problem: nil), now: now)
-            if verdict.state != .fresh {
-                throw APIError(
-                    .unprocessableContent, reason: .staleActivityUpdate,
-                    message: "timestamp \(timestamp) is outside the staleness window (\(verdict.detail ?? ""))",
-                    details: ["field": .string("timestamp")])
-            }
+            try ActivityRoutes.requireFresh(timestamp, now: now, configuration: state.configuration)
             let payload = input.activity.payload(
                 event: input.event, timestamp: timestamp, contentState: input.activity.contentState)
             if let problem = LiveActivityPayload.broadcastProblem(payload) {

@@ -268,7 +268,9 @@ public struct DeliverySettings: Sendable {
     public init() {}
 
     /// True when credentials are configured, i.e. `POST /v1/push` can send.
-    public var isConfigured: Bool { keyFile != nil || certificateFile != nil || p12File != nil || appsFile != nil }
+    public var isConfigured: Bool {
+        keyFile != nil || certificateFile != nil || p12File != nil || apps.map { !$0.apps.isEmpty } ?? (appsFile != nil)
+    }
     /// True with a .p8 key (token authentication), which Live Activity pushes need.
     public var usesTokenAuthentication: Bool { keyFile != nil && keyID != nil && teamID != nil }
 

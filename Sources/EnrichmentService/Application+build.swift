@@ -30,6 +30,7 @@ struct ServiceState: Sendable {
     let location: LocationEngine
     let storageHealth: StorageHealthCheck
     let placesLoading: PlacesLoading
+    let keys: APIKeyRing
 
     init(runtime: EnrichmentRuntime, metrics: ServiceMetrics) {
         placesLoading = runtime.placesLoading
@@ -47,6 +48,7 @@ struct ServiceState: Sendable {
         delivery = runtime.delivery
         location = runtime.location
         storageHealth = runtime.storageHealth
+        keys = APIKeyRing(configuration: runtime.configuration)
         self.metrics = metrics
     }
 }
@@ -88,9 +90,8 @@ public func buildApplication(
 }
 
 /// The routes of the service.
-func buildRouter(_ state: ServiceState) -> Router<ServiceContext> {
+func buildRouter(_ state: ServiceState, table: RouteTable = RouteTable()) -> Router<ServiceContext> {
     let router = Router(context: ServiceContext.self, options: .autoGenerateHeadEndpoints)
-    let table = RouteTable()
     // A server span per request when a tracer is set up (ENRICH_OTLP_ENDPOINT); the engine's spans are its children.
     // With tracing on (a tracer was set up): a server span per request. The store search's API keys (`private_key`,
     // `key`) never reach a span.
@@ -109,10 +110,8 @@ func buildRouter(_ state: ServiceState) -> Router<ServiceContext> {
                 timeout: .milliseconds(Int64(state.configuration.databaseConnectTimeout * 1000)),
                 pushWait: .milliseconds(Int64(state.configuration.delivery.waitTimeout * 1000))))
     }
-    if let apiKey = state.configuration.apiKey {
-        let clock = state.clock
-        router.add(middleware: AuthMiddleware(apiKey: apiKey, now: { clock.now().timeIntervalSince1970 }))
-    }
+    let clock = state.clock
+    router.add(middleware: AuthMiddleware(keys: state.keys, now: { clock.now().timeIntervalSince1970 }))
     let routes = RouteRecorder(router: router, table: table)
     OpsRoutes(state: state).register(on: routes)
     DeviceRoutes(state: state).register(on: routes)

@@ -64,19 +64,23 @@ struct AppsTests {
         }
     }
 
-    @Test("each push carries its own team's JWT and its app's topic, through one service")
+    static let consumer = ["Enrich-App": "consumer"]
+    static let courier = ["Enrich-App": "courier"]
+
+    @Test("each push carries its own team's JWT and its app's topic, through one service, two apps at once")
     func twoTeams() async throws {
         try await withApps { client, mock in
-            _ = try await register(client, "phone-a", deviceToken(1), topic: "com.a")
-            _ = try await register(client, "phone-b", deviceToken(2), topic: "com.b")
+            _ = try await register(client, "phone-a", deviceToken(1), topic: "com.a", headers: Self.consumer)
+            _ = try await register(client, "phone-b", deviceToken(2), topic: "com.b", headers: Self.courier)
             let now = Int64(Date().timeIntervalSince1970)
-            let reply = try await client.post(
-                "/v1/push",
-                json: pushBody(
-                    devices: ["phone-a", "phone-b"], payload: #"{"aps":{"alert":"hi","timestamp":\#(now)}}"#,
-                    extra: #""enrich":false"#))
-            #expect(reply.status == 200, "\(reply.text)")
-            #expect(reply.json?["counts"]?["delivered"] == .int(2))
+            let payload = #"{"aps":{"alert":"hi","timestamp":\#(now)}}"#
+            let bodyA = pushBody(devices: ["phone-a"], payload: payload, extra: #""enrich":false"#)
+            let bodyB = pushBody(devices: ["phone-b"], payload: payload, extra: #""enrich":false"#)
+            async let first = client.post("/v1/push", json: bodyA, headers: Self.consumer)
+            async let second = client.post("/v1/push", json: bodyB, headers: Self.courier)
+            let (replyA, replyB) = try await (first, second)
+            #expect(replyA.json?["counts"]?["delivered"] == .int(1), "\(replyA.text)")
+            #expect(replyB.json?["counts"]?["delivered"] == .int(1), "\(replyB.text)")
             let byToken = Dictionary(uniqueKeysWithValues: mock.receivedPushes.map { ($0.deviceToken, $0) })
             #expect(byToken[deviceToken(1)]?.topic == "com.a")
             #expect(byToken[deviceToken(1)]?.providerTeamID == "TEAMAAAAAA")
@@ -98,24 +102,29 @@ struct AppsTests {
     @Test("one app's revoked key stops only its deliveries, which wait and say why; the other app keeps sending")
     func revokedKey() async throws {
         try await withApps(keyB: P256.Signing.PrivateKey()) { client, mock in
-            _ = try await register(client, "phone-a", deviceToken(1), topic: "com.a")
-            _ = try await register(client, "phone-b", deviceToken(2), topic: "com.b")
+            _ = try await register(client, "phone-a", deviceToken(1), topic: "com.a", headers: Self.consumer)
+            _ = try await register(client, "phone-b", deviceToken(2), topic: "com.b", headers: Self.courier)
             let now = Int64(Date().timeIntervalSince1970)
-            let reply = try await client.post(
-                "/v1/push",
-                json: pushBody(
-                    devices: ["phone-a", "phone-b"], payload: #"{"aps":{"alert":"hi","timestamp":\#(now)}}"#,
-                    extra: #""enrich":false,"wait":false"#))
-            let pushID = try #require(reply.json?["push_id"]?.stringValue)
-            var status: ServiceClient.Reply?
+            var pushIDs: [String: String] = [:]
+            for (device, app) in [("phone-a", Self.consumer), ("phone-b", Self.courier)] {
+                let reply = try await client.post(
+                    "/v1/push",
+                    json: pushBody(
+                        devices: [device], payload: #"{"aps":{"alert":"hi","timestamp":\#(now)}}"#,
+                        extra: #""enrich":false,"wait":false"#), headers: app)
+                pushIDs[device] = try #require(reply.json?["push_id"]?.stringValue)
+            }
+            var statusA: ServiceClient.Reply?
             for _ in 0..<60 {
                 try await Task.sleep(for: .milliseconds(100))
-                status = try await client.get("/v1/push/\(pushID)")
-                if status?.json?["counts"]?["delivered"] == .int(1) { break }
+                statusA = try await client.get("/v1/push/\(pushIDs["phone-a"]!)", headers: Self.consumer)
+                if statusA?.json?["counts"]?["delivered"] == .int(1) { break }
             }
-            #expect(status?.json?["counts"]?["delivered"] == .int(1))
-            #expect(status?.json?["counts"]?["pending"] == .int(1))
-            #expect(status?.json?["counts"]?["failed"] == .int(0))
+            try await Task.sleep(for: .milliseconds(300))
+            let statusB = try await client.get("/v1/push/\(pushIDs["phone-b"]!)", headers: Self.courier)
+            #expect(statusA?.json?["counts"]?["delivered"] == .int(1))
+            #expect(statusB.json?["counts"]?["pending"] == .int(1), "\(statusB.text)")
+            #expect(statusB.json?["counts"]?["failed"] == .int(0))
             // B's pushes reached APNs and were refused for the key, again at each probe; A's was accepted.
             let refusedB = mock.receivedPushes.filter { $0.deviceToken == deviceToken(2) }
             #expect(!refusedB.isEmpty)

@@ -41,10 +41,11 @@ func deviceToken(_ label: Int, digits: Int = 64) -> String {
 
 func register(
     _ client: ServiceClient, _ device: String, _ token: String, environment: String = "sandbox",
-    topic: String = "com.example.app"
+    topic: String = "com.example.app", headers: [String: String] = [:]
 ) async throws -> ServiceClient.Reply {
     try await client.put(
-        "/v1/devices/\(device)/apns-tokens/\(token)", json: #"{"topic":"\#(topic)","environment":"\#(environment)"}"#)
+        "/v1/devices/\(device)/apns-tokens/\(token)", json: #"{"topic":"\#(topic)","environment":"\#(environment)"}"#,
+        headers: headers)
 }
 
 func reportFix(_ client: ServiceClient, _ device: String, lat: Double, lng: Double) async throws {

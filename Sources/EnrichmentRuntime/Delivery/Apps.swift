@@ -1,4 +1,5 @@
 public import APNsCore
+public import EnrichmentCore
 public import Essentials
 import Foundation
 
@@ -53,7 +54,39 @@ public struct AppDefinition: Sendable, Equatable {
     public var credential: String
 }
 
-/// The apps file (`ENRICH_APPS_FILE`): credentials by name, and apps naming the one they use.
+/// An API key declared in the apps file: its name, the SHA-256 of the key (the key itself is never in the file),
+/// what it may do and, unless it is an admin key, the one app it may do it in.
+public struct APIKeyDefinition: Sendable, Equatable, CustomStringConvertible {
+    public enum Access: String, Sendable, CaseIterable {
+        /// Everything, in every app (and what belongs to no app: POIs, imports).
+        case admin
+        /// Everything of one app: its devices, fixes, tokens, activities, channels, regions and pushes.
+        case all
+        /// Reading one app's data (GET), and `POST /v1/enrich`, which changes nothing.
+        case read
+        /// Sending one app's pushes (push, Live Activity events, broadcasts), reading their results, enriching.
+        case send
+    }
+
+    public var name: String
+    /// SHA-256 of the key's UTF-8 bytes.
+    public var digest: [UInt8]
+    public var access: Access
+    /// The app (nil for an admin key).
+    public var app: String?
+
+    public init(name: String, digest: [UInt8], access: Access, app: String?) {
+        self.name = name
+        self.digest = digest
+        self.access = access
+        self.app = app
+    }
+
+    /// Never the digest: it is as good as a password against a guessable key.
+    public var description: String { "APIKey(\(name), \(access.rawValue)\(app.map { " in \($0)" } ?? ""))" }
+}
+
+/// The apps file (`ENRICH_APPS_FILE`): credentials by name, apps naming the one they use, and API keys.
 ///
 /// ```json
 /// {"credentials": {"acme": {"key_file": "AuthKey_ABC1234567.p8", "key_id": "ABC1234567", "team_id": "TEAM123456"},
@@ -67,6 +100,8 @@ public struct AppDefinition: Sendable, Equatable {
 public struct AppsConfiguration: Sendable, Equatable {
     public var credentials: [String: AppCredential]
     public var apps: [AppDefinition]
+    /// API keys with their scopes (admin, or one app's all / read / send).
+    public var keys: [APIKeyDefinition] = []
     /// Where it was read from, for messages.
     public var path: String
 
@@ -79,6 +114,9 @@ public struct AppsConfiguration: Sendable, Equatable {
         }
         return apps.first { $0.bundleID == bundle }
     }
+
+    /// The app with this id.
+    public func app(id: String) -> AppDefinition? { apps.first { $0.id == id } }
 
     static func isValidName(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= 64
@@ -95,15 +133,18 @@ public struct AppsConfiguration: Sendable, Equatable {
         let document: JSONValue
         do { document = try JSONParser.parse(data) } catch { throw fail("'\(path)' is not JSON: \(error)") }
         guard case .object(let root) = document else { throw fail("the file must hold a JSON object") }
-        if let unknown = root.keys.sorted().first(where: { !["credentials", "apps"].contains($0) }) {
-            throw fail("'\(unknown)' is not a member of the apps file (allowed: credentials, apps)")
+        if let unknown = root.keys.sorted().first(where: { !["credentials", "apps", "keys"].contains($0) }) {
+            throw fail("'\(unknown)' is not a member of the apps file (allowed: credentials, apps, keys)")
         }
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
         func resolve(_ file: String) -> String {
             file.hasPrefix("/") ? file : directory.appendingPathComponent(file).path
         }
-        guard case .object(let credentialMembers)? = root["credentials"], !credentialMembers.isEmpty else {
-            throw fail("\"credentials\" must be an object of named credentials (a .p8 key or a certificate)")
+        let credentialMembers: [String: JSONValue]
+        switch root["credentials"] {
+        case nil: credentialMembers = [:]
+        case .object(let members)?: credentialMembers = members
+        default: throw fail("\"credentials\" must be an object of named credentials (a .p8 key or a certificate)")
         }
         var credentials: [String: AppCredential] = [:]
         for (name, value) in credentialMembers.sorted(by: { $0.key < $1.key }) {
@@ -148,8 +189,14 @@ public struct AppsConfiguration: Sendable, Equatable {
             }
             credentials[name] = AppCredential(name: name, method: method)
         }
-        guard case .array(let appItems)? = root["apps"], !appItems.isEmpty else {
-            throw fail("\"apps\" must be an array of {\"id\", \"bundle_id\", \"credential\"}")
+        let appItems: [JSONValue]
+        switch root["apps"] {
+        case nil: appItems = []
+        case .array(let items)?: appItems = items
+        default: throw fail("\"apps\" must be an array of {\"id\", \"bundle_id\", \"credential\"}")
+        }
+        if appItems.isEmpty, root["keys"] == nil {
+            throw fail("the file declares nothing: give \"apps\" (with their \"credentials\") or \"keys\"")
         }
         var apps: [AppDefinition] = []
         for (index, item) in appItems.enumerated() {
@@ -181,7 +228,87 @@ public struct AppsConfiguration: Sendable, Equatable {
             }
             apps.append(AppDefinition(id: id, bundleID: bundle, credential: credential))
         }
-        return AppsConfiguration(credentials: credentials, apps: apps, path: path)
+        let keys = try loadKeys(root["keys"], apps: apps, fail: fail)
+        return AppsConfiguration(credentials: credentials, apps: apps, keys: keys, path: path)
+    }
+
+    /// `"keys": [{"name", "sha256", "access": "admin"|"all"|"read"|"send", "app"}]`.
+    static func loadKeys(
+        _ value: JSONValue?, apps: [AppDefinition], fail: (String) -> ConfigurationError
+    ) throws(ConfigurationError) -> [APIKeyDefinition] {
+        guard let value else { return [] }
+        guard case .array(let items) = value else {
+            throw fail("\"keys\" must be an array of {\"name\", \"sha256\", \"access\", \"app\"}")
+        }
+        let appIDs = [AppNamespace.defaultApp] + apps.map(\.id)
+        let accesses = APIKeyDefinition.Access.allCases.map(\.rawValue).joined(separator: ", ")
+        var keys: [APIKeyDefinition] = []
+        for (index, item) in items.enumerated() {
+            guard case .object(let members) = item else { throw fail("keys[\(index)] must be an object") }
+            let allowed = ["name", "sha256", "access", "app"]
+            if let unknown = members.keys.sorted().first(where: { !allowed.contains($0) }) {
+                throw fail("keys[\(index)]: '\(unknown)' is unknown (allowed: name, sha256, access, app)")
+            }
+            guard let name = members["name"]?.stringValue, isValidName(name) else {
+                throw fail("keys[\(index)]: name is required, 1 to 64 lower-case letters, digits and '-'")
+            }
+            if members["key"] != nil || members["secret"] != nil {
+                throw fail("key '\(name)': the file holds the key's SHA-256 (sha256), never the key")
+            }
+            guard let hex = members["sha256"]?.stringValue, let digest = hexBytes(hex), digest.count == 32 else {
+                throw fail(
+                    "key '\(name)': sha256 is required, the 64 hex digits of the key's SHA-256 "
+                        + "(printf %s \"$KEY\" | sha256sum, or enrichment-server new-api-key)")
+            }
+            guard let raw = members["access"]?.stringValue, let access = APIKeyDefinition.Access(rawValue: raw) else {
+                throw fail("key '\(name)': access is required, one of \(accesses)")
+            }
+            let app = members["app"]?.stringValue
+            if access == .admin, app != nil {
+                throw fail("key '\(name)': an admin key reaches every app; remove \"app\" or choose all, read or send")
+            }
+            if access != .admin {
+                guard let app else {
+                    throw fail(
+                        "key '\(name)': a key with access \(raw) names its app (one of \(appIDs.joined(separator: ", ")))"
+                    )
+                }
+                guard appIDs.contains(app) else {
+                    throw fail(
+                        "key '\(name)' names app '\(app)', which is not declared (declared: \(appIDs.joined(separator: ", ")))"
+                    )
+                }
+            }
+            if keys.contains(where: { $0.name == name }) { throw fail("key name '\(name)' is declared twice") }
+            if let twin = keys.first(where: { $0.digest == digest }) {
+                throw fail("keys '\(twin.name)' and '\(name)' have the same sha256: give each its own key")
+            }
+            keys.append(APIKeyDefinition(name: name, digest: digest, access: access, app: app))
+        }
+        return keys
+    }
+
+    /// The bytes of a hex string (either case), or nil.
+    static func hexBytes(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        func value(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case 0x30...0x39: byte - 0x30
+            case 0x61...0x66: byte - 0x61 + 10
+            case 0x41...0x46: byte - 0x41 + 10
+            default: nil
+            }
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(digits.count / 2)
+        var index = 0
+        while index < digits.count {
+            guard let high = value(digits[index]), let low = value(digits[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            index += 2
+        }
+        return bytes
     }
 }
 

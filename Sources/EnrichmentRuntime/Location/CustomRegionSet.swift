@@ -1,7 +1,26 @@
 import EnrichmentCore
-import LocationCore
+public import Essentials
+public import LocationCore
 
-/// The custom regions in memory, with a spatial index over their centres for the per-fix selection.
+/// The custom regions in memory, one set per app: a device is evaluated against its own app's regions only.
+struct AppRegionSets: Sendable {
+    let byApp: [String: CustomRegionSet]
+    static let none = CustomRegionSet([])
+
+    init(_ regions: [Region]) {
+        var grouped: [String: [Region]] = [:]
+        for region in regions { grouped[AppNamespace.app(ofRegion: region.id), default: []].append(region) }
+        byApp = grouped.mapValues(CustomRegionSet.init)
+    }
+
+    /// The regions of the device's app (by its stored key).
+    func set(forDevice key: String) -> CustomRegionSet { byApp[AppNamespace.app(of: key)] ?? Self.none }
+
+    /// A region by its stored id, in whichever app.
+    func region(id: String) -> Region? { byApp[AppNamespace.app(ofRegion: id)]?.byId[id] }
+}
+
+/// One app's custom regions, with a spatial index over their centres for the per-fix selection.
 struct CustomRegionSet: Sendable {
     let regions: [Region]
     let byId: [String: Region]
@@ -52,5 +71,27 @@ struct CustomRegionSet: Sendable {
             found.append(region)
         }
         return found
+    }
+}
+
+extension LocationEvent {
+    /// The event as its app knows it: its device id and custom region id without the app (`AppNamespace`).
+    public var appJSON: JSONValue {
+        let app = AppNamespace.app(of: deviceId)
+        guard case .object(var object) = json else { return json }
+        object["device_id"] = .string(AppNamespace.id(of: deviceId))
+        if case .string(let region)? = object["region_id"], AppNamespace.app(ofRegion: region) == app,
+            let shown = AppNamespace.visible(region, in: app)
+        {
+            object["region_id"] = .string(shown)
+        }
+        return .object(object)
+    }
+
+    /// The webhook's body: the event as its app knows it, and the app.
+    public var webhookJSON: JSONValue {
+        guard case .object(var object) = appJSON else { return json }
+        object["app"] = .string(AppNamespace.app(of: deviceId))
+        return .object(object)
     }
 }

@@ -23,7 +23,7 @@ public final class LocationEngine: Sendable {
     let logger: Logger
     let webhook: WebhookQueue?
     let delivery: DeliveryEngine?
-    let custom: Mutex<CustomRegionSet>
+    let custom: Mutex<AppRegionSets>
     /// The device contexts the enricher reads, refreshed here as regions are evaluated.
     public let contexts: DeviceContexts
 
@@ -53,7 +53,7 @@ public final class LocationEngine: Sendable {
         self.webhook = webhookURL.map { WebhookQueue(url: $0, name: "location", logger: logger) }
         self.delivery = delivery
         self.contexts = contexts
-        self.custom = Mutex(CustomRegionSet(try await store.regions()))
+        self.custom = Mutex(AppRegionSets(try await store.regions()))
     }
 
     // MARK: Visits
@@ -122,9 +122,8 @@ public final class LocationEngine: Sendable {
 
     public func regions() async throws -> [Region] { try await store.regions() }
 
-    /// Removes a custom region by its stored id (`custom_…`) or the id it was created with.
-    public func deleteRegion(id: String) async throws -> Bool {
-        let stored = id.hasPrefix("custom_") ? id : "custom_\(id)"
+    /// Removes a custom region by its stored id (`custom_…`, or `<app>/custom_…`).
+    public func deleteRegion(id stored: String) async throws -> Bool {
         let removed = try await store.deleteRegion(id: stored)
         try await reloadRegions()
         return removed
@@ -133,7 +132,7 @@ public final class LocationEngine: Sendable {
     /// Reads the custom regions again (other nodes may have changed them).
     public func reloadRegions() async throws {
         let regions = try await store.regions()
-        custom.withLock { $0 = CustomRegionSet(regions) }
+        custom.withLock { $0 = AppRegionSets(regions) }
     }
 
     // MARK: Fixes
@@ -157,18 +156,30 @@ public final class LocationEngine: Sendable {
         let grouped = byDevice
         // The searches depend on the fixes alone: done here, outside the transaction, so devices evaluated side
         // by side do not wait on each other's searches while a writer holds the database.
+        // Custom regions per app (a device sees its own app's), POIs for every app.
         var reach: [Coordinate: Double] = [:]
+        var appReach: [String: [Coordinate: Double]] = [:]
         if regionsOn {
-            for fix in batch { reach[fix.coordinate] = max(reach[fix.coordinate] ?? 0, fix.horizontalAccuracy ?? 0) }
+            for fix in batch {
+                let accuracy = fix.horizontalAccuracy ?? 0
+                reach[fix.coordinate] = max(reach[fix.coordinate] ?? 0, accuracy)
+                appReach[AppNamespace.app(of: fix.deviceId), default: [:]][fix.coordinate, default: 0] = max(
+                    appReach[AppNamespace.app(of: fix.deviceId)]?[fix.coordinate] ?? 0, accuracy)
+            }
         }
-        let customSet = custom.withLock { $0 }
+        let customSets = custom.withLock { $0 }
         let perDevice = settings.customRegionsPerDevice
-        var customNear: [Coordinate: [Region]] = [:]
+        var customNear: [String: [Coordinate: [Region]]] = [:]
         var poisNear: [Coordinate: [PlaceMatch]] = [:]
         let query = PlacesQuery(limit: settings.poiRegionsCount)
-        for (point, accuracy) in reach {
-            customNear[point] = customSet.nearest(point, count: perDevice, reach: accuracy)
-            if let index { poisNear[point] = index.nearest(to: point, query: query) }
+        for (app, points) in appReach {
+            guard let set = customSets.byApp[app] else { continue }
+            for (point, accuracy) in points {
+                customNear[app, default: [:]][point] = set.nearest(point, count: perDevice, reach: accuracy)
+            }
+        }
+        if let index {
+            for point in reach.keys { poisNear[point] = index.nearest(to: point, query: query) }
         }
         // Where a device was before its batch matters only when the batch's first fix may enter a POI region at once
         // (§4.3: was the region monitored at the fix before?); read for those devices alone, and searched.
@@ -211,12 +222,14 @@ public final class LocationEngine: Sendable {
                 }
                 detectFrom[device] = (state.detectAfter, regionsOn ? state.lastFixTime : nil)
                 if regionsOn {
+                    let customSet = customSets.set(forDevice: device)
+                    let near = searchedCustom[AppNamespace.app(of: device)] ?? [:]
                     let zoneRegions = (zones[device] ?? []).map { RegionEvaluator.zoneRegion($0, radius: zoneRadius) }
                     events += evaluator.evaluate(
                         fixes.map { .init(fix: $0, wifiSSID: $0.wifiSSID, wifiBSSID: $0.wifiBSSID) }, deviceId: device,
                         state: &state, zones: zoneRegions,
                         custom: {
-                            (searchedCustom[$0.fix.coordinate] ?? [])
+                            (near[$0.fix.coordinate] ?? [])
                                 + customSet.onNetwork(ssid: $0.wifiSSID, bssid: $0.wifiBSSID)
                         },
                         customById: { customSet.byId[$0] },
@@ -229,7 +242,7 @@ public final class LocationEngine: Sendable {
         }
         self.contexts.remember(contexts)
         publish(events)
-        await pushOnEnter(events, regions: customSet)
+        await pushOnEnter(events, regions: customSets)
         if settings.detectVisits {
             for (device, from) in detectFrom {
                 try await detectVisits(
@@ -284,10 +297,11 @@ public final class LocationEngine: Sendable {
     }
 
     /// A region with a push payload sends it (enriched) to the device when the device enters.
-    func pushOnEnter(_ events: [LocationEvent], regions: CustomRegionSet) async {
+    func pushOnEnter(_ events: [LocationEvent], regions: AppRegionSets) async {
         guard let delivery else { return }
         for event in events where event.type == "region_enter" {
-            guard case .string(let id)? = event.fields["region_id"], var payload = regions.byId[id]?.pushPayload else {
+            guard case .string(let id)? = event.fields["region_id"], var payload = regions.region(id: id)?.pushPayload
+            else {
                 continue
             }
             // The push is made now: stamped now unless the template carries its own timestamp, so the staleness
@@ -310,7 +324,7 @@ public final class LocationEngine: Sendable {
 
     func publish(_ events: [LocationEvent]) {
         guard let webhook else { return }
-        for event in events { webhook.post(JSONWriter.bytes(event.json)) }
+        for event in events { webhook.post(JSONWriter.bytes(event.webhookJSON)) }
     }
 
     // MARK: Retention

@@ -93,7 +93,8 @@ extension WebhookQueue {
     static func body(_ registration: TokenRegistration) -> [UInt8] {
         var o = JSONObjectWriter(capacity: 512)
         o.field("event", "token_deactivated")
-        o.field("device_id", registration.deviceId)
+        o.field("app", AppNamespace.app(of: registration.deviceId))
+        o.field("device_id", AppNamespace.id(of: registration.deviceId))
         o.field("token", registration.token)
         o.field("topic", registration.topic)
         o.field("environment", registration.environment.rawValue)

@@ -38,7 +38,7 @@ struct ActivityRoutes {
         func writeJSON(into object: inout JSONObjectWriter) {
             object.field("activity_id", registration.activityId)
             object.field("activity_type", registration.activityType)
-            object.field("device_id", registration.deviceId)
+            object.field("device_id", DeviceRoutes.shown(registration.deviceId))
             object.field("ended_at", registration.endedAt)
             object.field("environment", registration.environment.rawValue)
             object.field("frequent_pushes_enabled", json: registration.frequentPushesEnabled.map(JSONValue.bool))
@@ -59,7 +59,7 @@ struct ActivityRoutes {
         func writeJSON(into object: inout JSONObjectWriter) {
             object.field(
                 "activities", objects: registrations.filter { $0.kind == .update }.map(RegistrationView.init))
-            object.field("device_id", deviceId)
+            object.field("device_id", DeviceRoutes.shown(deviceId))
             object.field(
                 "push_to_start_tokens",
                 objects: registrations.filter { $0.kind == .pushToStart }.map(RegistrationView.init))
@@ -69,7 +69,8 @@ struct ActivityRoutes {
     /// A registration body: `{"token", "topic", "environment", "frequent_pushes_enabled"?}` (and
     /// `"activity_type"` for an activity's update token).
     static func registration(
-        _ document: JSONValue, deviceId: String, kind: ActivityTokenKind, key: String, now: Double
+        _ document: JSONValue, deviceId: String, kind: ActivityTokenKind, key: String, now: Double,
+        apps: AppsConfiguration?
     ) throws -> ActivityRegistration {
         var allowed = ["token", "topic", "environment", "frequent_pushes_enabled"]
         if kind == .update { allowed.append("activity_type") }
@@ -89,6 +90,7 @@ struct ActivityRoutes {
             throw body.invalid(
                 "topic", "is the app's bundle id, without '\(PushType.liveactivity.topicSuffix)' (the service adds it)")
         }
+        try AppScope.current.requireOwnTopic(topic, field: "topic", apps: apps)
         guard let environment = try body.choice("environment", APNsEnvironmentName.self) else {
             throw body.invalid(
                 "environment", "is required: sandbox (development builds) or production (TestFlight and App Store)")
@@ -134,14 +136,14 @@ struct ActivityRoutes {
             return JSONIO.response(
                 ListView(deviceId: id, registrations: try await state.activities.registrations(deviceId: id)))
         }
-        devices.post(":deviceId/activity-types/:activityType/start") { request, context in
+        devices.post(":deviceId/activity-types/:activityType/start", permission: .send) { request, context in
             let id = try DeviceRoutes.deviceId(context)
             let type = try Self.pathName(context, "activityType", what: "an ActivityAttributes type name")
             let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
             return try await send(document, event: .start, deviceId: id, kind: .pushToStart, key: type)
         }
         for event in [LiveActivityEvent.update, .end] {
-            devices.post(":deviceId/activities/:activityId/\(event.rawValue)") { request, context in
+            devices.post(":deviceId/activities/:activityId/\(event.rawValue)", permission: .send) { request, context in
                 let id = try DeviceRoutes.deviceId(context)
                 let activity = try Self.pathName(context, "activityId", what: "ActivityKit's activity id")
                 let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
@@ -155,7 +157,8 @@ struct ActivityRoutes {
     {
         let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
         let registration = try Self.registration(
-            document, deviceId: deviceId, kind: kind, key: key, now: state.clock.now().timeIntervalSince1970)
+            document, deviceId: deviceId, kind: kind, key: key, now: state.clock.now().timeIntervalSince1970,
+            apps: state.configuration.delivery.apps)
         let created = try await state.activities.register(registration)
         let stored = try await state.activities.registration(deviceId: deviceId, kind: kind, key: key) ?? registration
         return JSONIO.response(RegistrationView(registration: stored), status: created ? .created : .ok)
@@ -167,7 +170,9 @@ struct ActivityRoutes {
         }
         return JSONIO.response(
             bytes: JSONWriter.bytes(
-                .object(["deleted": .bool(true), "device_id": .string(deviceId), "key": .string(key)])))
+                .object([
+                    "deleted": .bool(true), "device_id": .string(DeviceRoutes.shown(deviceId)), "key": .string(key),
+                ])))
     }
 
     /// The staleness rule for a Live Activity push or a broadcast: 422 `stale_activity_update` outside the window.
@@ -188,13 +193,13 @@ struct ActivityRoutes {
             APIError(
                 .notFound, reason: .activityNotFound,
                 message:
-                    "device '\(deviceId)' has no push-to-start token for '\(key)': the app registers it from "
+                    "device '\(DeviceRoutes.shown(deviceId))' has no push-to-start token for '\(key)': the app registers it from "
                     + "Activity<\(key)>.pushToStartTokenUpdates (iOS 17.2 and later)")
         case .update:
             APIError(
                 .notFound, reason: .activityNotFound,
                 message:
-                    "device '\(deviceId)' has no activity '\(key)': the app registers each activity's token from "
+                    "device '\(DeviceRoutes.shown(deviceId))' has no activity '\(key)': the app registers each activity's token from "
                     + "activity.pushTokenUpdates")
         }
     }

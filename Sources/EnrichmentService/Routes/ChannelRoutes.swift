@@ -93,12 +93,19 @@ struct ChannelRoutes {
 
     func stored(_ context: ServiceContext) async throws -> BroadcastChannel {
         let id = try context.parameters.require("channelId").removingPercentEncoding ?? ""
-        guard let channel = try await state.channels.store.channel(id: id) else {
+        // Another app's channel is answered as one that does not exist.
+        guard let channel = try await state.channels.store.channel(id: id), isVisible(channel) else {
             throw APIError(
                 .notFound, reason: .channelNotFound,
                 message: "no channel '\(id)' was made through this service (GET /v1/channels lists them)")
         }
         return channel
+    }
+
+    /// True when the channel is the request's app's: its bundle id is the app's (for `default`: no app's).
+    func isVisible(_ channel: BroadcastChannel) -> Bool {
+        let owner = state.configuration.delivery.apps?.app(forTopic: channel.bundleID)?.id ?? AppNamespace.defaultApp
+        return owner == AppScope.current.app
     }
 
     func register(on router: RouteRecorder) {
@@ -109,6 +116,7 @@ struct ChannelRoutes {
                 shape: "{\"bundle_id\", \"environment\", \"storage_policy\": \"none\"|\"most-recent\"}")
             let bundle = try body.requiredString("bundle_id", "the app's bundle id")
             if let problem = Self.bundleProblem(bundle) { throw body.invalid("bundle_id", problem) }
+            try AppScope.current.requireOwnTopic(bundle, field: "bundle_id", apps: state.configuration.delivery.apps)
             guard let environment = try body.choice("environment", APNsEnvironmentName.self) else {
                 throw body.invalid("environment", "is required: sandbox or production (channels live in one)")
             }
@@ -147,7 +155,9 @@ struct ChannelRoutes {
                 environment = known
             }
             return JSONIO.response(
-                ListView(channels: try await state.channels.store.channels(bundleID: bundle, environment: environment)))
+                ListView(
+                    channels: try await state.channels.store.channels(bundleID: bundle, environment: environment)
+                        .filter(isVisible)))
         }
         router.get("/v1/channels/:channelId") { _, context in
             JSONIO.response(ChannelView(channel: try await stored(context)))
@@ -166,7 +176,7 @@ struct ChannelRoutes {
             return JSONIO.response(
                 bytes: JSONWriter.bytes(.object(["deleted": .bool(true), "channel_id": .string(channel.channelID)])))
         }
-        router.post("/v1/channels/:channelId/broadcast") { request, context in
+        router.post("/v1/channels/:channelId/broadcast", permission: .send) { request, context in
             let channel = try await stored(context)
             let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
             let input = try BroadcastRequest(document, channel: channel)

@@ -35,7 +35,7 @@ struct DeviceRoutes {
 
         func writeJSON(into object: inout JSONObjectWriter) {
             object.field("age_seconds", ageSeconds)
-            object.field("device_id", deviceId)
+            object.field("device_id", DeviceRoutes.shown(deviceId))
             object.field("horizontal_accuracy", fix.horizontalAccuracy)
             object.field("latitude", fix.coordinate.latitude)
             object.field("location_context", fix.context)
@@ -60,7 +60,7 @@ struct DeviceRoutes {
             object.field("deleted_fixes", deletedFixes)
             object.field("deleted_location_records", deletedLocationRecords)
             object.field("deleted_tokens", deletedTokens)
-            object.field("device_id", deviceId)
+            object.field("device_id", DeviceRoutes.shown(deviceId))
         }
     }
 
@@ -74,8 +74,12 @@ struct DeviceRoutes {
         if let problem = DeviceID.problem(with: id) {
             throw APIError.invalid(.invalidDeviceID, problem, field: "deviceId")
         }
-        return id
+        // Stored under the request's app (`AppNamespace`): another app's device of the same id is another device.
+        return AppScope.current.key(id)
     }
+
+    /// A stored device key as its app knows it (for answers and messages).
+    static func shown(_ key: String) -> String { AppNamespace.id(of: key) }
 
     func register(on router: RouteRecorder) {
         let devices = router.group("/v1/devices")
@@ -117,7 +121,8 @@ struct DeviceRoutes {
         devices.get(":deviceId/location") { _, context in
             let id = try Self.deviceId(context)
             guard let fix = try await state.fixes.latestFix(deviceId: id) else {
-                throw APIError(.notFound, reason: .noFix, message: "no location has been reported for device '\(id)'")
+                throw APIError(
+                    .notFound, reason: .noFix, message: "no location has been reported for device '\(Self.shown(id))'")
             }
             return JSONIO.response(
                 FixView(deviceId: id, fix: fix, ageSeconds: state.clock.now().timeIntervalSince1970 - fix.fixTime))

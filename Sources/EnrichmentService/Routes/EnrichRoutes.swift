@@ -9,7 +9,7 @@ struct EnrichRoutes {
     let state: ServiceState
 
     func register(on router: RouteRecorder) {
-        router.post("/v1/enrich") { request, _ in
+        router.post("/v1/enrich", permission: .readOrSend) { request, _ in
             let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
             let input = try EnrichRequest(document)
             let started = ContinuousClock.now
@@ -70,7 +70,7 @@ struct EnrichRequest {
         if let problem = DeviceID.problem(with: id) {
             throw APIError.invalid(.invalidDeviceID, problem, field: "device_id")
         }
-        deviceId = id
+        deviceId = AppScope.current.key(id)
         do {
             payload = try NotificationPayload(json: try body.required("payload", "the APNs payload, a JSON object"))
         } catch let error as PayloadError {

@@ -29,13 +29,25 @@ struct LocationRoutes {
     struct EventList: JSONObjectRepresentable {
         var events: [LocationEvent]
         func writeJSON(into object: inout JSONObjectWriter) {
-            object.field("events", json: .array(events.map(\.json)))
+            object.field("events", json: .array(events.map(\.appJSON)))
         }
     }
 
     struct RegionList: JSONObjectRepresentable {
         var regions: [Region]
         func writeJSON(into object: inout JSONObjectWriter) { object.field("regions", objects: regions) }
+    }
+
+    /// The request's app's regions, with the ids it knows them by.
+    static func visible(_ regions: [Region]) -> [Region] {
+        let app = AppScope.current.app
+        return regions.compactMap { region in
+            guard AppNamespace.app(ofRegion: region.id) == app, let id = AppNamespace.visible(region.id, in: app)
+            else { return nil }
+            var shown = region
+            shown.id = id
+            return shown
+        }
     }
 
     struct Deleted: JSONObjectRepresentable {
@@ -49,7 +61,7 @@ struct LocationRoutes {
     static func unknownDevice(_ id: String) -> APIError {
         APIError(
             .notFound, reason: .unknownDevice,
-            message: "nothing is known of device '\(id)': report locations or visits for it first")
+            message: "nothing is known of device '\(DeviceRoutes.shown(id))': report locations or visits for it first")
     }
 
     func register(on router: RouteRecorder) {
@@ -95,20 +107,23 @@ struct LocationRoutes {
             case .failure(let problem):
                 throw APIError.invalid(.invalidRegion, problem.description, field: problem.field)
             }
-            let created = try await location.putRegion(region)
+            var stored = region
+            stored.id = AppScope.current.key(region.id)
+            let created = try await location.putRegion(stored)
             return JSONIO.response(region, status: created ? .created : .ok)
         }
         router.get("/v1/regions") { _, _ in
-            JSONIO.response(RegionList(regions: try await location.regions()))
+            JSONIO.response(RegionList(regions: Self.visible(try await location.regions())))
         }
         router.delete("/v1/regions/:regionId") { _, context in
             let raw = try context.parameters.require("regionId")
             let id = raw.removingPercentEncoding ?? raw
-            guard try await location.deleteRegion(id: id) else {
+            let stored = id.hasPrefix("custom_") ? id : "custom_\(id)"
+            guard try await location.deleteRegion(id: AppScope.current.key(stored)) else {
                 throw APIError(
                     .notFound, reason: .unknownRegion, message: "no region '\(id)'; GET /v1/regions lists them")
             }
-            return JSONIO.response(Deleted(id: id.hasPrefix("custom_") ? id : "custom_\(id)"))
+            return JSONIO.response(Deleted(id: stored))
         }
     }
 }

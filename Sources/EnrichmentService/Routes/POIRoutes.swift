@@ -19,7 +19,7 @@ struct POIRoutes {
 
     func register(on router: RouteRecorder) {
         let imports = AsyncGate()
-        router.post("/v1/pois") { request, _ in
+        router.post("/v1/pois", permission: .admin) { request, _ in
             let started = ContinuousClock.now
             let format = try Self.format(of: request)
             // One import at a time: the body is read only when it is this request's turn, so concurrent uploads
@@ -36,14 +36,14 @@ struct POIRoutes {
             return JSONIO.response(report)
         }
 
-        router.get("/v1/pois/:storeId") { _, context in
+        router.get("/v1/pois/:storeId", permission: .readOrSend) { _, context in
             let id = try Self.storeId(context)
             guard let poi = try await state.pois.poi(storeId: id) else {
                 throw APIError(.notFound, reason: .unknownPOI, message: "no POI with store id '\(id)'")
             }
             return JSONIO.response(bytes: WoosmapFormat.feature(poi))
         }
-        router.delete("/v1/pois/:storeId") { _, context in
+        router.delete("/v1/pois/:storeId", permission: .admin) { _, context in
             let id = try Self.storeId(context)
             guard try await state.importer.deletePOIs(storeIds: [id]) > 0 else {
                 throw APIError(.notFound, reason: .unknownPOI, message: "no POI with store id '\(id)'")
@@ -52,7 +52,7 @@ struct POIRoutes {
                 bytes: JSONWriter.bytes(.object(["deleted": .bool(true), "store_id": .string(id)])))
         }
 
-        router.get("/stores/search") { request, _ in
+        router.get("/stores/search", permission: .readOrSend) { request, _ in
             let search = try StoreSearchRequest(request)
             let result = state.index.search(
                 near: search.point, query: search.query, page: search.page,

@@ -40,7 +40,7 @@ struct PreviewRoutes {
                 PreviewPage.render(nil, context: context, error: "the payload is not valid: \(error)"),
                 .badRequest)
         }
-        let result = try await state.enricher.enrich(deviceId: deviceId, payload: payload)
+        let result = try await state.enricher.enrich(deviceId: AppScope.current.key(deviceId), payload: payload)
         context.deviceId = deviceId
         return Self.html(PreviewPage.render(PreviewPage.View(result), context: context))
     }
@@ -67,33 +67,35 @@ struct PreviewRoutes {
     }
 
     func register(on router: RouteRecorder) {
-        router.get("/preview") { request, _ in
+        router.get("/preview", permission: .admin) { request, _ in
             let query = try request.formQuery()
             return try await page(deviceId: query["device_id"], payloadText: query["payload"])
         }
         router.post(Self.signInPath) { request, _ in
-            guard let apiKey = state.configuration.apiKey else {
-                // No key: there is nothing to sign in to.
+            guard let secret = state.keys.previewSecret else {
+                // No admin key: there is nothing to sign in to.
                 return Self.redirectToPreview(setCookie: PreviewSession.signOutCookie)
             }
             let body = try await JSONIO.readBody(request, limit: 16 << 10)
             let form = try Request.form(String(decoding: body, as: UTF8.self))
-            let presented = form["key"] ?? ""
-            // Compared by digest, as the bearer key is, so the time does not say how much of it matched.
-            guard SHA256.hash(data: Data(presented.utf8)) == SHA256.hash(data: Data(apiKey.exposed.utf8)) else {
+            // Compared by digest in constant time, as the bearer key is.
+            guard state.keys.isAdmin(form["key"] ?? "") else {
                 return Self.html(
                     PreviewPage.renderSignIn(
-                        action: Self.signInPath, error: "That is not the service's API key (ENRICH_API_KEY)."),
+                        action: Self.signInPath,
+                        error:
+                            "That is not one of the service's admin keys (ENRICH_API_KEY or an admin key of the apps file)."
+                    ),
                     .unauthorized)
             }
             return Self.redirectToPreview(
-                setCookie: PreviewSession(apiKey: apiKey).signInCookie(
+                setCookie: PreviewSession(apiKey: secret).signInCookie(
                     now: state.clock.now().timeIntervalSince1970, secure: PreviewSession.cameOverHTTPS(request)))
         }
         router.post(Self.signOutPath) { _, _ in
             Self.redirectToPreview(setCookie: PreviewSession.signOutCookie)
         }
-        router.post("/preview") { request, _ in
+        router.post("/preview", permission: .admin) { request, _ in
             let body = try await JSONIO.readBody(request, limit: state.maxBodyBytes)
             let form = try Request.form(String(decoding: body, as: UTF8.self))
             return try await page(deviceId: form["device_id"], payloadText: form["payload"])

@@ -14,9 +14,10 @@ struct PushRoutes {
     static let waitDefaultLimit = 100
 
     func register(on router: RouteRecorder) {
-        router.post("/v1/push") { request, _ in
+        router.post("/v1/push", permission: .send) { request, _ in
             let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
-            let input = try PushRequest(document, now: state.clock.now().timeIntervalSince1970)
+            let input = try PushRequest(
+                document, now: state.clock.now().timeIntervalSince1970, apps: state.configuration.delivery.apps)
             let receipt = try await state.delivery.submit(input.push)
             let pushId = receipt.push.id
             if input.wait, receipt.deliveries > 0 {
@@ -32,13 +33,16 @@ struct PushRoutes {
             }
             return JSONIO.response(AcceptedView(receipt: receipt), status: .accepted)
         }
-        router.get("/v1/push/:pushId") { _, context in
+        router.get("/v1/push/:pushId", permission: .readOrSend) { _, context in
             let id = try context.parameters.require("pushId")
-            // Progress is a count by state (cheap to poll); the per-delivery results come once every one is final.
-            guard let counts = try await state.delivery.outbox.counts(pushId: id) else {
+            // A push belongs to the app of its devices: another app's push is answered as one that does not exist.
+            guard let push = try await state.delivery.outbox.push(id: id), Self.isVisible(push),
+                let counts = try await state.delivery.outbox.counts(pushId: id)
+            else {
                 throw APIError(.notFound, reason: .pushNotFound, message: "no push has the id '\(id)'")
             }
-            if counts[.pending, default: 0] > 0, let push = try await state.delivery.outbox.push(id: id) {
+            // Progress is a count by state (cheap to poll); the per-delivery results come once every one is final.
+            if counts[.pending, default: 0] > 0 {
                 return JSONIO.response(ProgressView(push: push, counts: counts))
             }
             guard let report = try await state.delivery.outbox.report(pushId: id) else {
@@ -46,6 +50,12 @@ struct PushRoutes {
             }
             return JSONIO.response(ReportView(report: report, withResults: report.isDone))
         }
+    }
+
+    /// True when the push is the request's app's (its devices are stored under the app, `AppNamespace`).
+    static func isVisible(_ push: PushDefinition) -> Bool {
+        guard let first = push.deviceIds.first else { return AppScope.current.app == AppNamespace.defaultApp }
+        return AppNamespace.app(of: first) == AppScope.current.app
     }
 
     struct AcceptedView: JSONObjectRepresentable {
@@ -64,7 +74,7 @@ struct PushRoutes {
         var outcome: DeviceOutcome
 
         func writeJSON(into object: inout JSONObjectWriter) {
-            object.field("device_id", outcome.deviceId)
+            object.field("device_id", DeviceRoutes.shown(outcome.deviceId))
             object.field("outcome", outcome.outcome)
             object.field("rule", outcome.rule)
         }
@@ -102,7 +112,7 @@ struct PushRoutes {
                 var byDevice: [String: [DeliveryReport]] = [:]
                 for delivery in report.deliveries { byDevice[delivery.deviceId, default: []].append(delivery) }
                 object.array("devices", report.devices) { device, d in
-                    d.field("device_id", device.deviceId)
+                    d.field("device_id", DeviceRoutes.shown(device.deviceId))
                     d.field("outcome", device.outcome ?? "pending")
                     d.field("rule", device.rule)
                     d.array("deliveries", byDevice[device.deviceId] ?? []) { delivery, o in
@@ -137,7 +147,7 @@ struct PushRequest {
         "wait",
     ]
 
-    init(_ document: JSONValue, now: Double) throws {
+    init(_ document: JSONValue, now: Double, apps: AppsConfiguration?) throws {
         let body = try BodyMembers(
             document, allowed: Self.members, shape: "{\"device_ids\": [...], \"payload\": {...}, ...}")
         let deviceIds = try Self.deviceIds(body.value("device_ids"))
@@ -167,6 +177,7 @@ struct PushRequest {
         let collapseId = try body.string("collapse_id")
         let topic = try body.string("topic")
         if let topic, let problem = APNsValidator.topicProblem(topic) { throw body.invalid("topic", problem) }
+        if let topic { try AppScope.current.requireOwnTopic(topic, field: "topic", apps: apps) }
         if let collapseId, let problem = APNsValidator.collapseIDProblem(collapseId) {
             throw body.invalid("collapse_id", problem)
         }
@@ -240,7 +251,7 @@ struct PushRequest {
                     .invalidRequest, "device_ids[\(index)] '\(id)' is listed twice; name each device once",
                     field: "device_ids")
             }
-            return id
+            return AppScope.current.key(id)
         }
     }
 }

@@ -15,7 +15,7 @@ struct TokenRoutes {
 
         func writeJSON(into object: inout JSONObjectWriter) {
             object.field("active", registration.active)
-            object.field("device_id", registration.deviceId)
+            object.field("device_id", DeviceRoutes.shown(registration.deviceId))
             object.field("environment", registration.environment.rawValue)
             object.field("invalidated_at", registration.invalidatedAt)
             object.field("reason", registration.reason)
@@ -30,7 +30,7 @@ struct TokenRoutes {
         var registrations: [TokenRegistration]
 
         func writeJSON(into object: inout JSONObjectWriter) {
-            object.field("device_id", deviceId)
+            object.field("device_id", DeviceRoutes.shown(deviceId))
             object.field("tokens", objects: registrations.map(RegistrationView.init))
         }
     }
@@ -41,7 +41,7 @@ struct TokenRoutes {
 
         func writeJSON(into object: inout JSONObjectWriter) {
             object.field("deleted", true)
-            object.field("device_id", deviceId)
+            object.field("device_id", DeviceRoutes.shown(deviceId))
             object.field("token", token)
         }
     }
@@ -55,12 +55,15 @@ struct TokenRoutes {
     }
 
     /// The registration body: `{"topic": "com.example.app", "environment": "sandbox" | "production"}`.
-    static func registration(_ document: JSONValue) throws -> (topic: String, environment: APNsEnvironmentName) {
+    static func registration(_ document: JSONValue, apps: AppsConfiguration?) throws -> (
+        topic: String, environment: APNsEnvironmentName
+    ) {
         let body = try BodyMembers(
             document, allowed: ["topic", "environment"],
             shape: "{\"topic\", \"environment\": \"sandbox\"|\"production\"}")
         let topic = try body.requiredString("topic", "the app's bundle id")
         if let problem = APNsValidator.topicProblem(topic) { throw body.invalid("topic", problem) }
+        try AppScope.current.requireOwnTopic(topic, field: "topic", apps: apps)
         guard
             let environment = try body.choice("environment", APNsEnvironmentName.self)
         else {
@@ -75,7 +78,8 @@ struct TokenRoutes {
         devices.put(":deviceId/apns-tokens/:token") { request, context in
             let id = try DeviceRoutes.deviceId(context)
             let token = try Self.token(context)
-            let body = try Self.registration(try await JSONIO.readJSON(request, limit: state.maxBodyBytes))
+            let body = try Self.registration(
+                try await JSONIO.readJSON(request, limit: state.maxBodyBytes), apps: state.configuration.delivery.apps)
             let registration = TokenRegistration(
                 deviceId: id, token: token, topic: body.topic, environment: body.environment,
                 registeredAt: state.clock.now().timeIntervalSince1970)
@@ -93,7 +97,9 @@ struct TokenRoutes {
             guard try await state.tokens.remove(deviceId: id, token: token) else {
                 throw APIError(
                     .notFound, reason: .tokenNotFound,
-                    message: "device '\(id)' has no registration for token \(DeviceTokenFormat.redacted(token))")
+                    message:
+                        "device '\(DeviceRoutes.shown(id))' has no registration for token \(DeviceTokenFormat.redacted(token))"
+                )
             }
             return JSONIO.response(RemovedView(deviceId: id, token: token))
         }

@@ -20,6 +20,13 @@ public enum APIReason: String, Sendable, CaseIterable {
     case headersTooLarge = "headers_too_large"
     /// No valid API key (401).
     case unauthorized
+    /// The key is valid but its scope does not allow this route (403): a read-only key writing, a send-only key
+    /// registering a device, an app's key on what only an admin key may do (POIs).
+    case forbidden
+    /// The `Enrich-App` header names no app this key can reach (404, as if it did not exist).
+    case appNotFound = "app_not_found"
+    /// A topic (bundle id) that is not the app's own (422).
+    case topicNotOfApp = "topic_not_of_app"
     /// No such endpoint (404).
     case notFound = "not_found"
     /// The endpoint exists, not with this method (405, with `Allow`).

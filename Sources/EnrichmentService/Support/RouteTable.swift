@@ -5,9 +5,17 @@ import Synchronization
 /// (Hummingbird's router answers 404 for it).
 final class RouteTable: Sendable {
     private let routes = Mutex<[(segments: [Substring], methods: Set<String>)]>([])
+    /// Every route with its method and the permission it needs (the scoped-key tests walk it).
+    private let registered = Mutex<[(path: String, method: HTTPRequest.Method, permission: AppScope.Permission)]>([])
+
+    /// The routes as registered: path pattern, method, permission.
+    var all: [(path: String, method: HTTPRequest.Method, permission: AppScope.Permission)] {
+        registered.withLock { $0 }
+    }
 
     /// Records `method` for a path pattern (`:name` segments match any one segment).
-    func add(_ path: String, method: HTTPRequest.Method) {
+    func add(_ path: String, method: HTTPRequest.Method, permission: AppScope.Permission = .read) {
+        registered.withLock { $0.append((path, method, permission)) }
         let segments = Self.segments(path)
         routes.withLock { routes in
             if let index = routes.firstIndex(where: { $0.segments == segments }) {
@@ -51,29 +59,47 @@ struct RouteRecorder {
         RouteRecorder(router: router, table: table, prefix: prefix + path)
     }
 
-    /// Adds a handler for `method` on `path` (relative to the prefix).
+    /// Adds a handler for `method` on `path` (relative to the prefix), run only for a key whose scope allows
+    /// `permission` (by default: GET reads, every other method writes).
     func on(
-        _ path: String, method: HTTPRequest.Method,
+        _ path: String, method: HTTPRequest.Method, permission: AppScope.Permission? = nil,
         use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response
     ) {
         let full = path.isEmpty ? prefix : prefix + (path.hasPrefix("/") ? path : "/" + path)
-        table.add(full, method: method)
-        router.on(RouterPath(full), method: method, use: handler)
+        table.add(full, method: method, permission: permission ?? (method == .get ? .read : .write))
+        let needed = permission ?? (method == .get ? .read : .write)
+        router.on(RouterPath(full), method: method) { request, context in
+            let scope = AppScope.current
+            guard scope.allows(needed) else { throw scope.forbidden(needed) }
+            return try await handler(request, context)
+        }
     }
 
-    func get(_ path: String, use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response) {
-        on(path, method: .get, use: handler)
+    func get(
+        _ path: String, permission: AppScope.Permission? = nil,
+        use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response
+    ) {
+        on(path, method: .get, permission: permission, use: handler)
     }
 
-    func post(_ path: String, use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response) {
-        on(path, method: .post, use: handler)
+    func post(
+        _ path: String, permission: AppScope.Permission? = nil,
+        use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response
+    ) {
+        on(path, method: .post, permission: permission, use: handler)
     }
 
-    func put(_ path: String, use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response) {
-        on(path, method: .put, use: handler)
+    func put(
+        _ path: String, permission: AppScope.Permission? = nil,
+        use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response
+    ) {
+        on(path, method: .put, permission: permission, use: handler)
     }
 
-    func delete(_ path: String, use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response) {
-        on(path, method: .delete, use: handler)
+    func delete(
+        _ path: String, permission: AppScope.Permission? = nil,
+        use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response
+    ) {
+        on(path, method: .delete, permission: permission, use: handler)
     }
 }

@@ -1,0 +1,42 @@
+/// How data of several apps shares one database: a device (and a custom region) of app `courier` is stored under
+/// `courier/<id>`, the `default` app's under its bare `<id>`.
+///
+/// Device ids cannot hold `/` (`DeviceID`), so the two never meet: the same device id in two apps is two devices,
+/// and a database written before apps existed is the `default` app's without one row rewritten (docs/APPS.md).
+public enum AppNamespace {
+    /// The app of the `ENRICH_APNS_*` settings and of every row written before apps existed.
+    public static let defaultApp = "default"
+
+    /// The stored key of `id` in `app`.
+    public static func key(app: String, id: String) -> String {
+        app == defaultApp ? id : app + "/" + id
+    }
+
+    /// The app and the id a stored key names.
+    public static func split(_ key: String) -> (app: String, id: String) {
+        guard let slash = key.firstIndex(of: "/") else { return (defaultApp, key) }
+        return (String(key[..<slash]), String(key[key.index(after: slash)...]))
+    }
+
+    /// The app a stored key belongs to.
+    public static func app(of key: String) -> String {
+        guard let slash = key.firstIndex(of: "/") else { return defaultApp }
+        return String(key[..<slash])
+    }
+
+    /// The id as its app knows it (the stored key without its app).
+    public static func id(of key: String) -> String { split(key).id }
+
+    /// The app of a custom region's stored id: `custom_<id>` is the default app's (a region id may hold `/`, an
+    /// app id never holds `_`), `<app>/custom_<id>` the app's.
+    public static func app(ofRegion key: String) -> String {
+        key.hasPrefix("custom_") ? defaultApp : app(of: key)
+    }
+
+    /// A stored id as `app` knows it, or nil when it is another app's (regions and devices alike).
+    public static func visible(_ key: String, in app: String) -> String? {
+        if app == defaultApp { return key.hasPrefix("custom_") || !key.contains("/") ? key : nil }
+        let prefix = app + "/"
+        return key.hasPrefix(prefix) ? String(key.dropFirst(prefix.count)) : nil
+    }
+}

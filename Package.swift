@@ -175,6 +175,7 @@ let package = Package(
                 "Essentials",
                 "LocationCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "OTel", package: "swift-otel"),
@@ -332,6 +333,7 @@ let package = Package(
             name: "EnrichmentServiceTests",
             dependencies: [
                 "APNsCore",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 "Delivery",
                 "EnrichmentService",
                 "MockAPNs",

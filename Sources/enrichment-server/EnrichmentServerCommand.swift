@@ -10,6 +10,6 @@ struct EnrichmentServerCommand: AsyncParsableCommand {
         discussion:
             "Every setting can be given as a flag or as the ENRICH_* variable shown in `serve --help`; flags win.",
         version: BuildInfo.version,
-        subcommands: [Serve.self, ImportPOIs.self, ReplayZOIs.self],
+        subcommands: [Serve.self, ImportPOIs.self, ReplayZOIs.self, NewAPIKey.self],
         defaultSubcommand: Serve.self)
 }

@@ -21,6 +21,7 @@ struct AppScopeTests {
         ("consumer-reader", "consumer-read-81b2", "read", "consumer"),
         ("consumer-sender", "consumer-send-a7e0", "send", "consumer"),
         ("courier-backend", "courier-all-3d9c", "all", "courier"),
+        ("legacy-backend", "default-all-6b21", "all", "default"),
     ]
 
     static func bearer(_ key: String) -> [String: String] { ["Authorization": "Bearer \(key)"] }
@@ -45,9 +46,10 @@ struct AppScopeTests {
         return path
     }
 
-    func withScopedApps<T: Sendable>(_ body: @Sendable (ServiceClient, MockAPNsState) async throws -> T)
-        async throws -> T
-    {
+    func withScopedApps<T: Sendable>(
+        _ adjust: @escaping @Sendable (inout ServiceConfiguration) -> Void = { _ in },
+        _ body: @Sendable (ServiceClient, MockAPNsState) async throws -> T
+    ) async throws -> T {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("scoped-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let appsFile = try Self.writeApps(into: directory)
@@ -61,6 +63,7 @@ struct AppScopeTests {
                 configuration.delivery.productionURL = sandboxURL
                 configuration.delivery.channelsSandboxURL = sandboxURL
                 configuration.delivery.broadcastSandboxURL = sandboxURL
+                adjust(&configuration)
             }) { client in try await body(client, sandbox) }
         }
     }
@@ -379,6 +382,99 @@ struct AppScopeTests {
             #expect(
                 try await client.get("/v1/devices/p1/apns-tokens", headers: Self.bearer("consumer-all-55ab")).status
                     == 401)
+        }
+    }
+
+    @Test(
+        "a database written before apps upgrades in place to the default app: nothing lost, nothing seen by other apps",
+        arguments: Backend.allCases)
+    func upgradeToDefaultApp(backend: Backend) async throws {
+        let url = backend == .postgres ? try await PostgresTestDatabase.makeURL() : nil
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("upgrade-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let databasePath = directory.appendingPathComponent("db.sqlite").path
+        let (keyFile, caFile) = try writeMockCredentials(into: directory.appendingPathComponent("single"))
+        let legacyKey = ["Authorization": "Bearer admin-key-0c1f"]
+        let now = Int64(Date().timeIntervalSince1970)
+        // 1. As a service before apps: one key that does everything, the ENRICH_APNS_* credentials, no apps file.
+        let pushID: String = try await withMock { mock, _ in
+            try await withService({ configuration in
+                configuration.databasePath = databasePath
+                configuration.databaseURL = url.map { Secret($0) }
+                configuration.apiKey = Secret("admin-key-0c1f")
+                deliverToMock(&configuration, keyFile: keyFile, caFile: caFile, sandbox: mock, production: mock)
+            }) { client in
+                let fix = try await client.post(
+                    "/v1/devices/legacy-phone/locations",
+                    json: #"{"locations":[{"latitude":45.75,"longitude":4.85,"utc_timestamp":\#(now - 5)}]}"#,
+                    headers: legacyKey)
+                #expect(fix.status == 200)
+                #expect(try await register(client, "legacy-phone", deviceToken(7), headers: legacyKey).status == 201)
+                let region = try await client.post(
+                    "/v1/regions", json: #"{"id":"old-shop","latitude":45.75,"longitude":4.85,"radius":200}"#,
+                    headers: legacyKey)
+                #expect(region.status == 201)
+                let push = try await client.post(
+                    "/v1/push",
+                    json: pushBody(
+                        devices: ["legacy-phone"], payload: #"{"aps":{"alert":"hi","timestamp":\#(now)}}"#,
+                        extra: #""enrich":false"#), headers: legacyKey)
+                #expect(push.json?["counts"]?["delivered"] == .int(1), "\(push.text)")
+                return try #require(push.json?["push_id"]?.stringValue)
+            }
+        }
+        // 2. The same database under an apps file with scoped keys: all of it is the default app's.
+        try await withScopedApps({ configuration in
+            configuration.databasePath = databasePath
+            configuration.databaseURL = url.map { Secret($0) }
+            configuration.apiKey = Secret("admin-key-0c1f")
+        }) { client, _ in
+            for key in ["admin-key-0c1f", "default-all-6b21"] {
+                let h = Self.bearer(key)
+                let location = try await client.get("/v1/devices/legacy-phone/location", headers: h)
+                #expect(location.json?["latitude"] == .double(45.75), "\(location.text)")
+                let tokens = try await client.get("/v1/devices/legacy-phone/apns-tokens", headers: h)
+                #expect(tokens.json?["tokens"]?[0]?["token"] == .string(deviceToken(7)), "\(tokens.text)")
+                let regions = try await client.get("/v1/regions", headers: h)
+                #expect(regions.json?["regions"]?[0]?["id"] == .string("custom_old-shop"), "\(regions.text)")
+                let push = try await client.get("/v1/push/\(pushID)", headers: h)
+                #expect(push.json?["counts"]?["delivered"] == .int(1), "\(push.text)")
+            }
+            // Another app's key sees none of it.
+            #expect(try await client.get("/v1/devices/legacy-phone/location", headers: Self.consumer).status == 404)
+            #expect(try await client.get("/v1/push/\(pushID)", headers: Self.consumer).status == 404)
+            #expect(try await client.get("/v1/regions", headers: Self.consumer).json?["regions"] == .array([]))
+        }
+    }
+}
+
+@Suite("API keys in the apps file")
+struct APIKeyFileTests {
+    @Test("a key the file gets wrong stops the start with a message naming the key")
+    func keyProblems() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keys-bad-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let good = AppScopeTests.hex("k")
+        let cases: [(String, String)] = [
+            (#"{"name":"a","sha256":"abc","access":"all","app":"consumer"}"#, "key 'a': sha256 is required"),
+            (#"{"name":"b","sha256":"\#(good)","access":"admin","app":"consumer"}"#, "key 'b': an admin key"),
+            (#"{"name":"c","sha256":"\#(good)","access":"all","app":"shop"}"#, "key 'c' names app 'shop'"),
+            (#"{"name":"d","sha256":"\#(good)","access":"write","app":"consumer"}"#, "key 'd': access is required"),
+            (#"{"name":"e","sha256":"\#(good)","access":"read"}"#, "key 'e': a key with access read names its app"),
+            (#"{"name":"f","key":"plain","sha256":"\#(good)","access":"admin"}"#, "'key' is unknown"),
+        ]
+        for (item, expected) in cases {
+            let path = try AppsTests.writeApps(into: directory)
+            var text = try String(contentsOfFile: path, encoding: .utf8)
+            text = String(text.dropLast(text.hasSuffix("\n") ? 2 : 1)) + #","keys":[\#(item)]}"#
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+            do {
+                _ = try AppsConfiguration.load(path: path)
+                Issue.record("accepted: \(item)")
+            } catch {
+                #expect(error.description.contains(expected), "\(error.description)")
+                #expect(!error.description.contains(good), "the message shows the digest: \(error.description)")
+            }
         }
     }
 }

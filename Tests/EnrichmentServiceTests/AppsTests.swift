@@ -167,3 +167,20 @@ struct AppsTests {
         #expect(good.credentials["team-a"]?.usesToken == true)
     }
 }
+
+@Suite("The example apps file")
+struct AppsExampleTests {
+    @Test("certs.example/apps.example.json is read as documented: three apps, two credentials, four scoped keys")
+    func exampleLoads() throws {
+        let path = ContractTests.root.appendingPathComponent("certs.example/apps.example.json").path
+        let apps = try AppsConfiguration.load(path: path)
+        #expect(apps.apps.map(\.id) == ["consumer", "consumer-white-label", "courier"])
+        #expect(apps.credentials.keys.sorted() == ["acme-team", "courier-cert"])
+        #expect(apps.keys.map(\.access) == [.admin, .all, .read, .send])
+        #expect(apps.keys.map(\.app) == [nil, "consumer", "consumer", "courier"])
+        // The file holds each key's SHA-256 only.
+        let digest = Array(SHA256.hash(data: Data("example-consumer-key".utf8)))
+        #expect(apps.keys[1].digest == digest)
+        #expect(!"\(apps.keys[1])".contains("sha"))
+    }
+}

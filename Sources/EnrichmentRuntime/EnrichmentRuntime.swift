@@ -40,6 +40,13 @@ public struct EnrichmentRuntime: Sendable {
     public let map: StaticMapBuilder?
     public let template: BodyTemplate
     public let enricher: Enricher
+    /// The enrichers of apps with their own enrichment settings (apps file), by app id.
+    public let appEnrichers: [String: Enricher]
+
+    /// The enricher for a device (by its stored key): its app's own, else the service's.
+    public func enricher(forDevice key: String) -> Enricher {
+        appEnrichers.isEmpty ? enricher : appEnrichers[AppNamespace.app(of: key)] ?? enricher
+    }
     /// Writes POIs to the store, then to the index.
     public let importer: POIImporter
     public let clock: any WallClock
@@ -189,13 +196,14 @@ public struct EnrichmentRuntime: Sendable {
         let enricher = Enricher(
             settings: configuration.enrichmentSettings, fixes: fixes, places: places, map: map, template: template,
             clock: clock, contexts: contexts, snapshots: snapshots, tracer: tracer)
+        let appEnrichers = try configuration.appEnrichers(base: enricher)
         // Read once: the push senders and the channel clients share each key's token manager.
         let credentials =
             scope == .full
             ? try configuration.delivery.loadCredentials() : LoadedCredentials(credentials: [], trust: nil)
         let delivery = DeliveryEngine(
             tokens: tokens, outbox: outbox, activities: activities, settings: configuration.delivery,
-            enricher: enricher,
+            enricher: enricher, appEnrichers: appEnrichers,
             senders: try configuration.delivery.makeSenders(credentials), clock: clock, logger: logger,
             observer: deliveryObserver, exclusiveStore: postgres == nil, pollInterval: poll)
         let location = try await LocationEngine(
@@ -205,7 +213,7 @@ public struct EnrichmentRuntime: Sendable {
             deviceMemory: configuration.deviceMemory)
         return EnrichmentRuntime(
             configuration: configuration, postgres: postgres, fixes: fixes, pois: pois, index: index, places: places,
-            map: map, template: template, enricher: enricher,
+            map: map, template: template, enricher: enricher, appEnrichers: appEnrichers,
             importer: POIImporter(store: pois, index: scope == .full ? index : nil), clock: clock, tokens: tokens,
             outbox: outbox, activities: activities,
             channels: BroadcastChannels(
@@ -232,6 +240,31 @@ public struct EnrichmentRuntime: Sendable {
 }
 
 extension ServiceConfiguration {
+    /// One enricher per app whose apps-file entry has `"enrichment"`: the service's, with what the app sets
+    /// (templates, places search, map style) in place of the service's.
+    func appEnrichers(base: Enricher) throws -> [String: Enricher] {
+        var enrichers: [String: Enricher] = [:]
+        for app in delivery.apps?.apps ?? [] {
+            guard let own = app.enrichment else { continue }
+            var settings = enrichmentSettings
+            let query = try own.placesQuery.map { text in try PlaceFilter.parse(text) } ?? placesQuery
+            settings.placesQuery = PlacesQuery(
+                limit: own.placesLimit ?? placesLimit, radius: own.placesRadius ?? placesRadius,
+                filter: PlaceFilter.combining(
+                    types: own.placesTypes ?? placesTypes, tags: own.placesTags ?? placesTags, query: query))
+            let template = try BodyTemplate(
+                poi: own.bodyTemplate ?? bodyTemplate, location: own.locationTemplate ?? locationTemplate)
+            var map: StaticMapBuilder?? = nil
+            if let style = own.mapStyle, mapEnabled {
+                map = .some(
+                    try StaticMapBuilder(
+                        style: style, baseURL: mapBaseURL, apiKey: mapKey, signingSecret: mapSigningSecret))
+            }
+            enrichers[app.id] = base.adapted(settings: settings, template: template, map: map)
+        }
+        return enrichers
+    }
+
     /// The enricher's settings (mode, staleness rule, fix age, places query, deadline).
     public var enrichmentSettings: EnrichmentSettings {
         EnrichmentSettings(

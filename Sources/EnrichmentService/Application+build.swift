@@ -31,6 +31,12 @@ struct ServiceState: Sendable {
     let storageHealth: StorageHealthCheck
     let placesLoading: PlacesLoading
     let keys: APIKeyRing
+    let appEnrichers: [String: Enricher]
+
+    /// The enricher for a device (by its stored key): its app's own settings, else the service's.
+    func enricher(forDevice key: String) -> Enricher {
+        appEnrichers.isEmpty ? enricher : appEnrichers[AppNamespace.app(of: key)] ?? enricher
+    }
 
     init(runtime: EnrichmentRuntime, metrics: ServiceMetrics) {
         placesLoading = runtime.placesLoading
@@ -49,6 +55,7 @@ struct ServiceState: Sendable {
         location = runtime.location
         storageHealth = runtime.storageHealth
         keys = APIKeyRing(configuration: runtime.configuration)
+        appEnrichers = runtime.appEnrichers
         self.metrics = metrics
     }
 }

@@ -33,39 +33,21 @@ struct AppScopeTests {
         SHA256.hash(data: Data(key.utf8)).map { String(format: "%02x", $0) }.joined()
     }
 
-    /// The two-team apps file of `AppsTests` with the keys above (each stored as its SHA-256).
-    static func writeApps(into directory: URL) throws -> String {
-        let keyItems = keys.map { key in
+    /// The apps file's `keys` member: the keys above, each stored as its SHA-256.
+    static var keysMember: String {
+        let items = keys.map { key in
             #"{"name":"\#(key.name)","sha256":"\#(hex(key.key))","access":"\#(key.access)""#
                 + (key.app.map { #","app":"\#($0)""# } ?? "") + "}"
         }
-        let path = try AppsTests.writeApps(into: directory)
-        var text = try String(contentsOfFile: path, encoding: .utf8)
-        text = String(text.dropLast(text.hasSuffix("\n") ? 2 : 1)) + #","keys":[\#(keyItems.joined(separator: ","))]}"#
-        try text.write(toFile: path, atomically: true, encoding: .utf8)
-        return path
+        return #""keys":[\#(items.joined(separator: ","))]"#
     }
 
+    /// The two-team apps of `AppsTests`, with the keys above.
     func withScopedApps<T: Sendable>(
         _ adjust: @escaping @Sendable (inout ServiceConfiguration) -> Void = { _ in },
         _ body: @Sendable (ServiceClient, MockAPNsState) async throws -> T
     ) async throws -> T {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("scoped-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let appsFile = try Self.writeApps(into: directory)
-        let caFile = directory.appendingPathComponent("ca.pem").path
-        try authority.caCertificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
-        return try await withMock(teams: AppsTests.teams) { sandboxURL, sandbox in
-            try await withService({ configuration in
-                configuration.delivery.appsFile = appsFile
-                configuration.delivery.caFile = caFile
-                configuration.delivery.sandboxURL = sandboxURL
-                configuration.delivery.productionURL = sandboxURL
-                configuration.delivery.channelsSandboxURL = sandboxURL
-                configuration.delivery.broadcastSandboxURL = sandboxURL
-                adjust(&configuration)
-            }) { client in try await body(client, sandbox) }
-        }
+        try await AppsTests().withApps(members: Self.keysMember, adjust, body)
     }
 
     /// What the courier app owns, made with its own key: the ids the consumer app's key then names.
@@ -303,7 +285,8 @@ struct AppScopeTests {
             #expect(regions.json?["regions"]?[0]?["latitude"] == .double(48.8584))
             #expect(regions.json?["regions"]?[1] == nil)
             #expect(try await client.get("/v1/push/\(data.pushID)", headers: h).status == 200)
-            #expect(try await client.get("/v1/channels/\(data.channelID)", headers: h).status == 200)
+            let channelPath = data.channelID.addingPercentEncoding(withAllowedCharacters: Self.unreserved) ?? ""
+            #expect(try await client.get("/v1/channels/\(channelPath)", headers: h).status == 200)
 
             // The same device id in the consumer app is another device: its own fix, its own token.
             let own = try await client.get("/v1/devices/\(Self.device)/location", headers: Self.consumer)
@@ -464,10 +447,7 @@ struct APIKeyFileTests {
             (#"{"name":"f","key":"plain","sha256":"\#(good)","access":"admin"}"#, "'key' is unknown"),
         ]
         for (item, expected) in cases {
-            let path = try AppsTests.writeApps(into: directory)
-            var text = try String(contentsOfFile: path, encoding: .utf8)
-            text = String(text.dropLast(text.hasSuffix("\n") ? 2 : 1)) + #","keys":[\#(item)]}"#
-            try text.write(toFile: path, atomically: true, encoding: .utf8)
+            let path = try AppsTests.writeApps(into: directory, members: #""keys":[\#(item)]"#)
             do {
                 _ = try AppsConfiguration.load(path: path)
                 Issue.record("accepted: \(item)")

@@ -24,9 +24,10 @@ struct AppsTests {
     }
 
     /// Writes the keys and an apps file; `keyBFile` may be a key APNs does not know (a revoked one).
-    static func writeApps(into directory: URL, keyB: P256.Signing.PrivateKey = keyB, extra: String = "") throws
-        -> String
-    {
+    /// `extra` follows the two apps in `apps`; `members` follows `apps` in the file (e.g. `"keys": [...]`).
+    static func writeApps(
+        into directory: URL, keyB: P256.Signing.PrivateKey = keyB, extra: String = "", members: String = ""
+    ) throws -> String {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try keyA.pemRepresentation.write(
             to: directory.appendingPathComponent("AuthKey_A.p8"), atomically: true, encoding: .utf8)
@@ -38,18 +39,19 @@ struct AppsTests {
            "team-a": {"key_file": "AuthKey_A.p8", "key_id": "KEYAAAAAAA", "team_id": "TEAMAAAAAA"},
            "team-b": {"key_file": "AuthKey_B.p8", "key_id": "KEYBBBBBBB", "team_id": "TEAMBBBBBB"}},
          "apps": [{"id": "consumer", "bundle_id": "com.a", "credential": "team-a"},
-                  {"id": "courier", "bundle_id": "com.b", "credential": "team-b"}\#(extra)]}
+                  {"id": "courier", "bundle_id": "com.b", "credential": "team-b"}\#(extra)]\#(members.isEmpty ? "" : ", " + members)}
         """#.write(to: file, atomically: true, encoding: .utf8)
         return file.path
     }
 
     func withApps<T: Sendable>(
-        keyB: P256.Signing.PrivateKey = keyB,
+        keyB: P256.Signing.PrivateKey = keyB, members: String = "",
+        _ adjust: @escaping @Sendable (inout ServiceConfiguration) -> Void = { _ in },
         _ body: @Sendable (ServiceClient, MockAPNsState) async throws -> T
     ) async throws -> T {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apps-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let appsFile = try Self.writeApps(into: directory, keyB: keyB)
+        let appsFile = try Self.writeApps(into: directory, keyB: keyB, members: members)
         let caFile = directory.appendingPathComponent("ca.pem").path
         try authority.caCertificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
         return try await withMock(teams: Self.teams) { sandboxURL, sandbox in
@@ -60,6 +62,9 @@ struct AppsTests {
                 configuration.delivery.productionURL = sandboxURL
                 configuration.delivery.retryDelay = 0.05
                 configuration.delivery.probeInterval = 0.2
+                configuration.delivery.channelsSandboxURL = sandboxURL
+                configuration.delivery.broadcastSandboxURL = sandboxURL
+                adjust(&configuration)
             }) { client in try await body(client, sandbox) }
         }
     }

@@ -61,6 +61,17 @@ public struct Enricher: Sendable {
         self.clock = clock
     }
 
+    /// This enricher with other settings, template, map and (for a batch) fixes: an app's own enrichment.
+    public func adapted(
+        settings: EnrichmentSettings? = nil, template: BodyTemplate? = nil, map: StaticMapBuilder?? = nil,
+        fixes: (any FixStore)? = nil, keepSnapshots: Bool = true
+    ) -> Enricher {
+        Enricher(
+            settings: settings ?? self.settings, fixes: fixes ?? self.fixes, places: places, map: map ?? self.map,
+            template: template ?? self.template, clock: clock, contexts: contexts,
+            snapshots: keepSnapshots ? snapshots : nil, tracer: spans.tracer)
+    }
+
     /// The top-level key that carries the map URL for the device (the extension downloads and attaches it).
     public static let attachmentKey = "attachment-url"
 

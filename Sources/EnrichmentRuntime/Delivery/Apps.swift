@@ -47,11 +47,96 @@ public struct AppCredential: Sendable, Equatable {
     }
 }
 
-/// One app the service sends for: its id, its bundle id, and the credential it sends with.
+/// One app the service sends for: its id, its bundle id, the credential it sends with, and its own enrichment
+/// settings when it has some.
 public struct AppDefinition: Sendable, Equatable {
     public var id: String
     public var bundleID: String
     public var credential: String
+    public var enrichment: AppEnrichment? = nil
+}
+
+/// An app's own enrichment settings (the apps file's `"enrichment"`): what it leaves out is the service's
+/// (`ENRICH_BODY_TEMPLATE`, `ENRICH_PLACES_*`, `ENRICH_MAP_STYLE`).
+public struct AppEnrichment: Sendable, Equatable {
+    public var bodyTemplate: String?
+    public var locationTemplate: String?
+    public var placesLimit: Int?
+    public var placesRadius: Double?
+    public var placesTypes: [String]?
+    public var placesTags: [String]?
+    public var placesQuery: String?
+    public var mapStyle: StaticMapBuilder.Style?
+
+    static let members = [
+        "body_template", "location_template", "places_limit", "places_radius", "places_types", "places_tags",
+        "places_query", "map_style",
+    ]
+
+    /// Reads and checks `"enrichment"` of app `app` (templates compiled, the query parsed).
+    static func load(_ value: JSONValue, app: String, fail: (String) -> ConfigurationError)
+        throws(ConfigurationError) -> AppEnrichment
+    {
+        guard case .object(let members) = value else {
+            throw fail("app '\(app)': enrichment must be an object (\(members.joined(separator: ", ")))")
+        }
+        if let unknown = members.keys.sorted().first(where: { !Self.members.contains($0) }) {
+            throw fail(
+                "app '\(app)': enrichment member '\(unknown)' is unknown (allowed: \(Self.members.joined(separator: ", ")))"
+            )
+        }
+        func string(_ key: String) throws(ConfigurationError) -> String? {
+            guard let member = members[key] else { return nil }
+            guard let text = member.stringValue, !text.isEmpty else {
+                throw fail("app '\(app)': enrichment \(key) must be a non-empty string")
+            }
+            return text
+        }
+        func strings(_ key: String) throws(ConfigurationError) -> [String]? {
+            guard let member = members[key] else { return nil }
+            guard case .array(let items) = member, let texts = Optional(items.compactMap(\.stringValue)),
+                texts.count == items.count, texts.allSatisfy({ !$0.isEmpty })
+            else { throw fail("app '\(app)': enrichment \(key) must be an array of non-empty strings") }
+            return texts
+        }
+        var settings = AppEnrichment()
+        settings.bodyTemplate = try string("body_template")
+        settings.locationTemplate = try string("location_template")
+        do {
+            _ = try BodyTemplate(
+                poi: settings.bodyTemplate ?? BodyTemplate.defaultPOITemplate,
+                location: settings.locationTemplate ?? BodyTemplate.defaultLocationTemplate)
+        } catch {
+            throw fail("app '\(app)': enrichment template: \(error)")
+        }
+        if let member = members["places_limit"] {
+            guard case .int(let limit) = member, (1...300).contains(limit) else {
+                throw fail("app '\(app)': enrichment places_limit must be an integer 1-300")
+            }
+            settings.placesLimit = Int(limit)
+        }
+        if let member = members["places_radius"] {
+            guard let radius = member.lenientDouble, member.stringValue == nil, radius > 0, radius.isFinite else {
+                throw fail("app '\(app)': enrichment places_radius must be metres > 0")
+            }
+            settings.placesRadius = radius
+        }
+        settings.placesTypes = try strings("places_types")
+        settings.placesTags = try strings("places_tags")
+        settings.placesQuery = try string("places_query")
+        if let query = settings.placesQuery {
+            do { _ = try PlaceFilter.parse(query) } catch {
+                throw fail("app '\(app)': enrichment places_query: \(error)")
+            }
+        }
+        if let style = try string("map_style") {
+            guard let known = StaticMapBuilder.Style(rawValue: style) else {
+                throw fail("app '\(app)': enrichment map_style must be current or legacy")
+            }
+            settings.mapStyle = known
+        }
+        return settings
+    }
 }
 
 /// An API key declared in the apps file: its name, the SHA-256 of the key (the key itself is never in the file),
@@ -201,8 +286,10 @@ public struct AppsConfiguration: Sendable, Equatable {
         var apps: [AppDefinition] = []
         for (index, item) in appItems.enumerated() {
             guard case .object(let members) = item else { throw fail("apps[\(index)] must be an object") }
-            if let unknown = members.keys.sorted().first(where: { !["id", "bundle_id", "credential"].contains($0) }) {
-                throw fail("apps[\(index)]: '\(unknown)' is unknown (allowed: id, bundle_id, credential)")
+            let allowedMembers = ["id", "bundle_id", "credential", "enrichment"]
+            if let unknown = members.keys.sorted().first(where: { !allowedMembers.contains($0) }) {
+                throw fail(
+                    "apps[\(index)]: '\(unknown)' is unknown (allowed: \(allowedMembers.joined(separator: ", ")))")
             }
             guard let id = members["id"]?.stringValue, isValidName(id) else {
                 throw fail("apps[\(index)]: id is required, 1 to 64 lower-case letters, digits and '-'")
@@ -226,7 +313,10 @@ public struct AppsConfiguration: Sendable, Equatable {
             if let twin = apps.first(where: { $0.bundleID == bundle }) {
                 throw fail("apps '\(twin.id)' and '\(id)' have the same bundle_id '\(bundle)'")
             }
-            apps.append(AppDefinition(id: id, bundleID: bundle, credential: credential))
+            let enrichment = try members["enrichment"].map { value throws(ConfigurationError) in
+                try AppEnrichment.load(value, app: id, fail: fail)
+            }
+            apps.append(AppDefinition(id: id, bundleID: bundle, credential: credential, enrichment: enrichment))
         }
         let keys = try loadKeys(root["keys"], apps: apps, fail: fail)
         return AppsConfiguration(credentials: credentials, apps: apps, keys: keys, path: path)

@@ -59,6 +59,8 @@ public final class DeliveryEngine: Sendable {
     let activities: (any ActivityStore)?
     public let settings: DeliverySettings
     let enricher: Enricher
+    /// Apps with their own enrichment settings: their deliveries are enriched with these.
+    let appEnrichers: [String: Enricher]
     /// One sender per credential and APNs environment: the HTTP/2 client in service, any `APNsBatchSending` in a
     /// test.
     let senders: [SenderKey: any APNsBatchSending]
@@ -93,7 +95,7 @@ public final class DeliveryEngine: Sendable {
 
     init(
         tokens: any DeviceTokenStore, outbox: any OutboxStore, activities: (any ActivityStore)? = nil,
-        settings: DeliverySettings, enricher: Enricher,
+        settings: DeliverySettings, enricher: Enricher, appEnrichers: [String: Enricher] = [:],
         senders: [SenderKey: any APNsBatchSending], clock: any WallClock, logger: Logger,
         observer: (any DeliveryObserver)?, exclusiveStore: Bool, lanes: Int = 2, batchSize: Int? = nil,
         lease: Double? = nil, pollInterval: Duration = .seconds(1)
@@ -104,6 +106,7 @@ public final class DeliveryEngine: Sendable {
         self.activities = activities
         self.settings = settings
         self.enricher = enricher
+        self.appEnrichers = appEnrichers
         self.senders = senders
         self.clock = clock
         self.logger = logger
@@ -374,11 +377,11 @@ public final class DeliveryEngine: Sendable {
         var attempts: [SenderKey: [Attempt]] = [:]
         let groups = DeliveryPlanner.groups(claimed)
         // Every device's last fix in one read, so enriching the batch makes no trip to storage per device.
-        let batchEnricher = Enricher(
-            settings: enricher.settings,
-            fixes: PrefetchedFixes(try await enricher.fixes.latestFixes(deviceIds: claimed.map(\.delivery.deviceId))),
-            places: enricher.places, map: enricher.map, template: enricher.template, clock: enricher.clock,
-            contexts: enricher.contexts, tracer: enricher.spans.tracer)
+        let prefetched = PrefetchedFixes(
+            try await enricher.fixes.latestFixes(deviceIds: claimed.map(\.delivery.deviceId)))
+        let batchEnricher = enricher.adapted(fixes: prefetched, keepSnapshots: false)
+        // An app with its own enrichment settings: the same prefetched fixes, its templates and places search.
+        let batchApps = appEnrichers.mapValues { $0.adapted(fixes: prefetched, keepSnapshots: false) }
         var pushes: [String: PushDefinition] = [:]
         var unreadable: [String: String] = [:]
         for id in Set(claimed.map(\.pushId)) {
@@ -401,7 +404,7 @@ public final class DeliveryEngine: Sendable {
             case .send(let push): work.append((index, push, claims[0].delivery.deviceId))
             }
         }
-        let preparedByGroup = await prepareAll(work, with: batchEnricher)
+        let preparedByGroup = await prepareAll(work, with: batchEnricher, apps: batchApps)
         for (index, push, deviceId) in work {
             let claims = groups[index]
             let prepared: Prepared
@@ -652,12 +655,19 @@ public final class DeliveryEngine: Sendable {
     /// Enriches each (push, device) of a batch: one after another when places answer at once (the local index),
     /// else up to 32 at a time, so a remote places API's latency is not paid once per device in turn.
     private func prepareAll(
-        _ work: [(group: Int, push: PushDefinition, deviceId: String)], with enricher: Enricher
+        _ work: [(group: Int, push: PushDefinition, deviceId: String)], with base: Enricher,
+        apps: [String: Enricher]
     ) async -> [Int: Result<Prepared, any Error>] {
         var results: [Int: Result<Prepared, any Error>] = [:]
+        let enricherOf: @Sendable (String) -> Enricher = { device in
+            apps.isEmpty ? base : apps[AppNamespace.app(of: device)] ?? base
+        }
+        let enricher = base
         if enricher.places?.answersImmediately ?? true {
             for (group, push, deviceId) in work {
-                do { results[group] = .success(try await prepare(push, deviceId: deviceId, with: enricher)) } catch {
+                do {
+                    results[group] = .success(try await prepare(push, deviceId: deviceId, with: enricherOf(deviceId)))
+                } catch {
                     results[group] = .failure(error)
                 }
             }
@@ -671,7 +681,10 @@ public final class DeliveryEngine: Sendable {
                 next += 1
                 group.addTask {
                     do {
-                        return (index, .success(try await self.prepare(push, deviceId: deviceId, with: enricher)))
+                        return (
+                            index,
+                            .success(try await self.prepare(push, deviceId: deviceId, with: enricherOf(deviceId)))
+                        )
                     } catch { return (index, .failure(error)) }
                 }
             }

@@ -251,7 +251,7 @@ struct ActivityRoutes {
         var enrichment: LiveActivityContent.Filled?
         if input.enrich {
             let filled = try await LiveActivityContent.fill(
-                contentState, deviceId: deviceId, enricher: state.enricher, at: now)
+                contentState, deviceId: deviceId, enricher: state.enricher(forDevice: deviceId), at: now)
             contentState = filled.contentState
             enrichment = filled
         }

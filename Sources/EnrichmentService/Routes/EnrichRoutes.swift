@@ -20,7 +20,7 @@ struct EnrichRoutes {
                 : StalenessPolicy(
                     window: input.window ?? rules.window,
                     maxFutureSkew: input.maxFutureSkew.map { $0 } ?? rules.maxFutureSkew)
-            let result = try await state.enricher.enrich(
+            let result = try await state.enricher(forDevice: input.deviceId).enrich(
                 deviceId: input.deviceId, payload: input.payload,
                 at: input.at, mode: input.mode, staleness: policy,
                 fix: input.fix.map { fix in

@@ -40,7 +40,8 @@ struct PreviewRoutes {
                 PreviewPage.render(nil, context: context, error: "the payload is not valid: \(error)"),
                 .badRequest)
         }
-        let result = try await state.enricher.enrich(deviceId: AppScope.current.key(deviceId), payload: payload)
+        let key = AppScope.current.key(deviceId)
+        let result = try await state.enricher(forDevice: key).enrich(deviceId: key, payload: payload)
         context.deviceId = deviceId
         return Self.html(PreviewPage.render(PreviewPage.View(result), context: context))
     }

@@ -75,6 +75,7 @@ public func buildApplication(
     let metrics = ServiceMetrics()
     let runtime = try await EnrichmentRuntime.open(
         configuration, clock: clock, logger: logger, deliveryObserver: metrics, placesInBackground: true)
+    try APIKeyRing.check(runtime.configuration)
     let state = ServiceState(runtime: runtime, metrics: metrics)
 
     let router = buildRouter(state)

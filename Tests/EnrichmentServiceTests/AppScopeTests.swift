@@ -377,14 +377,14 @@ struct AppScopeTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let databasePath = directory.appendingPathComponent("db.sqlite").path
         let (keyFile, caFile) = try writeMockCredentials(into: directory.appendingPathComponent("single"))
-        let legacyKey = ["Authorization": "Bearer admin-key-0c1f"]
+        let legacyKey = ["Authorization": "Bearer legacy-admin-1e"]
         let now = Int64(Date().timeIntervalSince1970)
         // 1. As a service before apps: one key that does everything, the ENRICH_APNS_* credentials, no apps file.
         let pushID: String = try await withMock { mock, _ in
             try await withService({ configuration in
                 configuration.databasePath = databasePath
                 configuration.databaseURL = url.map { Secret($0) }
-                configuration.apiKey = Secret("admin-key-0c1f")
+                configuration.apiKey = Secret("legacy-admin-1e")
                 deliverToMock(&configuration, keyFile: keyFile, caFile: caFile, sandbox: mock, production: mock)
             }) { client in
                 let fix = try await client.post(
@@ -410,9 +410,9 @@ struct AppScopeTests {
         try await withScopedApps({ configuration in
             configuration.databasePath = databasePath
             configuration.databaseURL = url.map { Secret($0) }
-            configuration.apiKey = Secret("admin-key-0c1f")
+            configuration.apiKey = Secret("legacy-admin-1e")
         }) { client, _ in
-            for key in ["admin-key-0c1f", "default-all-6b21"] {
+            for key in ["legacy-admin-1e", "admin-key-0c1f", "default-all-6b21"] {
                 let h = Self.bearer(key)
                 let location = try await client.get("/v1/devices/legacy-phone/location", headers: h)
                 #expect(location.json?["latitude"] == .double(45.75), "\(location.text)")
@@ -429,10 +429,73 @@ struct AppScopeTests {
             #expect(try await client.get("/v1/regions", headers: Self.consumer).json?["regions"] == .array([]))
         }
     }
+
+    @Test(
+        "an app's region is entered, left and entered again by its devices; events, context and template show its own ids"
+    )
+    func regionsPerApp() async throws {
+        try await withScopedApps { client, _ in
+            let h = Self.courier
+            let region = try await client.post(
+                "/v1/regions", json: #"{"id":"depot","latitude":48,"longitude":2,"radius":100}"#, headers: h)
+            #expect(region.status == 201)
+            let t = Date().timeIntervalSince1970 - 600
+            func at(_ seconds: Double, metres: Double) -> String {
+                fixItem(t + seconds, lat: 48 + metres / 111_195, lng: 2)
+            }
+            // In, far out (beyond the search around the fix: only the entered record brings the region back), in.
+            for (seconds, metres) in [(0.0, 20.0), (60, 5_000), (120, 20)] {
+                let reply = try await client.post(
+                    "/v1/devices/van-7/locations", json: #"{"locations":[\#(at(seconds, metres: metres))]}"#,
+                    headers: h)
+                #expect(reply.status == 200, "\(reply.text)")
+            }
+            let events = try await client.get("/v1/devices/van-7/events", headers: h)
+            guard case .array(let items)? = events.json?["events"] else {
+                Issue.record("no events: \(events.text)")
+                return
+            }
+            let custom = items.filter { $0["region_id"]?.stringValue?.contains("depot") == true }
+            #expect(custom.map { $0["type"]?.stringValue ?? "" } == ["region_enter", "region_exit", "region_enter"])
+            #expect(custom.allSatisfy { $0["region_id"] == .string("custom_depot") }, "\(custom)")
+            #expect(custom.allSatisfy { $0["device_id"] == .string("van-7") })
+            #expect(!events.text.contains("courier/"), "\(events.text)")
+            // Inside now: the context names the region by the id the app knows, and so does the template.
+            let enriched = try await client.post(
+                "/v1/enrich",
+                json: enrichBody(
+                    device: "van-7", payload: locationPayload(timestamp: "\(Int64(Date().timeIntervalSince1970))")),
+                headers: h)
+            #expect(enriched.json?["device_context"]?["regions"]?[0] == .string("custom_depot"), "\(enriched.text)")
+            #expect(enriched.json?["device_context"]?["region"] == .string("depot"), "\(enriched.text)")
+            #expect(!enriched.text.contains("courier/"))
+        }
+    }
 }
 
 @Suite("API keys in the apps file")
 struct APIKeyFileTests {
+    @Test("ENRICH_API_KEY that is also a key of the apps file stops the start, without showing the key")
+    func duplicateAdminKey() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keys-twin-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = try AppsTests.writeApps(
+            into: directory,
+            members:
+                #""keys":[{"name":"twin","sha256":"\#(AppScopeTests.hex("same-key-9f"))","access":"read","app":"consumer"}]"#
+        )
+        do {
+            try await withService({
+                $0.delivery.appsFile = path
+                $0.apiKey = Secret("same-key-9f")
+            }) { _ in }
+            Issue.record("the service started")
+        } catch let error as ConfigurationError {
+            #expect(error.description.contains("key 'twin'"), "\(error.description)")
+            #expect(!error.description.contains("same-key-9f"))
+        }
+    }
+
     @Test("a key the file gets wrong stops the start with a message naming the key")
     func keyProblems() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keys-bad-\(UUID().uuidString)")

@@ -33,6 +33,26 @@ public enum AppNamespace {
         key.hasPrefix("custom_") ? defaultApp : app(of: key)
     }
 
+    /// The app of a stored custom region id (`custom_<id>`: default; `<app>/custom_<id>`: the app), or nil when the
+    /// id is not a custom region's (a POI or zone region's, whose ids never start with an app).
+    public static func customRegionApp(_ key: String) -> String? {
+        if key.hasPrefix("custom_") { return defaultApp }
+        guard let slash = key.firstIndex(of: "/"), key[key.index(after: slash)...].hasPrefix("custom_") else {
+            return nil
+        }
+        let app = key[..<slash]
+        let valid =
+            !app.isEmpty
+            && app.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }
+        return valid ? String(app) : nil
+    }
+
+    /// A custom region's id as its app knows it (`custom_<id>`); other ids unchanged.
+    public static func shownRegion(_ key: String) -> String {
+        guard let app = customRegionApp(key), app != defaultApp else { return key }
+        return String(key.dropFirst(app.count + 1))
+    }
+
     /// A stored id as `app` knows it, or nil when it is another app's (regions and devices alike).
     public static func visible(_ key: String, in app: String) -> String? {
         if app == defaultApp { return key.hasPrefix("custom_") || !key.contains("/") ? key : nil }

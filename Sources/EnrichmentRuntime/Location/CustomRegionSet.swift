@@ -80,10 +80,8 @@ extension LocationEvent {
         let app = AppNamespace.app(of: deviceId)
         guard case .object(var object) = json else { return json }
         object["device_id"] = .string(AppNamespace.id(of: deviceId))
-        if case .string(let region)? = object["region_id"], AppNamespace.app(ofRegion: region) == app,
-            let shown = AppNamespace.visible(region, in: app)
-        {
-            object["region_id"] = .string(shown)
+        if case .string(let region)? = object["region_id"], AppNamespace.customRegionApp(region) == app {
+            object["region_id"] = .string(AppNamespace.shownRegion(region))
         }
         return .object(object)
     }

@@ -43,7 +43,8 @@ public final class DeviceContexts: DeviceContextProvider, Sendable {
     /// The device's context from its region state and classified zones.
     static func context(_ state: DeviceRegionState, zones: [ZoneOfInterest]) -> DeviceContext {
         let inside = state.inside
-        let ids = inside.sorted { a, b in
+        // Custom regions as their app knows them (`custom_<id>`, without the app: AppNamespace).
+        let ids = inside.map(AppNamespace.shownRegion).sorted { a, b in
             let ra = a.hasPrefix("custom_") ? 0 : (a.hasPrefix("poi_") ? 1 : 2)
             let rb = b.hasPrefix("custom_") ? 0 : (b.hasPrefix("poi_") ? 1 : 2)
             return ra != rb ? ra < rb : a < b

@@ -24,7 +24,7 @@ struct PreviewRoutes {
         let text = payloadText ?? Self.samplePayload(now: now)
         var context = PreviewPage.Context(
             deviceId: deviceId ?? "", payloadText: text, formAction: "/preview",
-            radius: state.enricher.settings.placesQuery.radius)
+            radius: state.enricher(forDevice: AppScope.current.key("preview")).settings.placesQuery.radius)
         guard let deviceId, !deviceId.isEmpty else {
             return Self.html(PreviewPage.render(nil, context: context))
         }

@@ -45,12 +45,6 @@ struct AppScope: Sendable {
     /// The stored key of a device (or region) id of this app.
     func key(_ id: String) -> String { AppNamespace.key(app: app, id: id) }
 
-    /// The id as this app knows it, or nil when the stored key is another app's.
-    func visibleID(_ key: String) -> String? {
-        let (owner, id) = AppNamespace.split(key)
-        return owner == app ? id : nil
-    }
-
     /// Refuses (422 `topic_not_of_app`) a topic (a bundle id, with a push type's suffix or without) that is not this
     /// app's: an app sends only to its own bundle id, and the `default` app only to bundle ids no app declares, so
     /// one app's key never sends with another app's credential.
@@ -114,6 +108,19 @@ struct APIKeyRing: Sendable {
     }
 
     var isEmpty: Bool { keys.isEmpty }
+
+    /// Refuses an `ENRICH_API_KEY` that is also a key of the apps file: which scope it has would be a guess.
+    static func check(_ configuration: ServiceConfiguration) throws(ConfigurationError) {
+        guard let key = configuration.apiKey else { return }
+        let digest = Array(SHA256.hash(data: Data(key.exposed.utf8)))
+        if let twin = configuration.delivery.apps?.keys.first(where: { $0.digest == digest }) {
+            throw ConfigurationError(
+                setting: "ENRICH_API_KEY", value: "(not shown)",
+                allowed: "a key of its own",
+                problem:
+                    "ENRICH_API_KEY (an admin key) is also key '\(twin.name)' of the apps file: give each its own key")
+        }
+    }
 
     /// What signs the preview pages' session cookies: derived from the admin keys' digests (a changed admin key
     /// signs every browser out); nil without an admin key.

@@ -42,6 +42,8 @@ public struct Region: Sendable, Equatable {
 
     /// Which family the id names (the SDK's substring test, in its order).
     public var kind: String {
+        // Judged on the id its app knows (an app's id is no part of the SDK's test).
+        let id = AppNamespace.shownRegion(self.id)
         if id.contains("position") { return "position" }
         if id.contains("custom") { return "custom" }
         if id.hasPrefix("zoi_") { return "zoi" }

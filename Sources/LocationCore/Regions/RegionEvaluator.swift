@@ -108,7 +108,8 @@ public struct RegionEvaluator: Sendable {
                 if !monitored.contains(where: { $0.id == region.id }) { monitored.append(region) }
             }
             custom(observation).forEach(add)
-            for (id, log) in state.logs.sorted(by: { $0.key < $1.key }) where log.didEnter && id.hasPrefix("custom_") {
+            for (id, log) in state.logs.sorted(by: { $0.key < $1.key })
+            where log.didEnter && AppNamespace.customRegionApp(id) != nil {
                 if let region = customById(id) { add(region) }
             }
             poiRegions.forEach(add)

@@ -105,7 +105,7 @@ public struct VisitDetector: Sendable {
         let meanAccuracy = accuracyCount > 0 ? accuracySum / Double(accuracyCount) : 0
         let arrival = stay.first!.fixTime
         return VisitIntake.Item(
-            id: "fixes-\(deviceId)-\(Int(arrival.rounded(.towardZero)))", arrival: arrival,
+            id: "fixes-\(AppNamespace.id(of: deviceId))-\(Int(arrival.rounded(.towardZero)))", arrival: arrival,
             departure: stay.last!.fixTime, latitude: latitude, longitude: longitude,
             horizontalAccuracy: max(rms, meanAccuracy, 1), source: "detected")
     }

@@ -197,7 +197,8 @@ public struct VisitIntake: Sendable {
                 continue
             }
             let visit = Visit(
-                id: item.id ?? "visit-\(deviceId)-\(Int(item.arrival))-\(state.visits.count + change.newVisits.count)",
+                id: item.id
+                    ?? "visit-\(AppNamespace.id(of: deviceId))-\(Int(item.arrival))-\(state.visits.count + change.newVisits.count)",
                 deviceId: deviceId, arrival: item.arrival, departure: departure, latitude: item.latitude,
                 longitude: item.longitude, horizontalAccuracy: item.horizontalAccuracy, recordedAt: now,
                 source: item.source)

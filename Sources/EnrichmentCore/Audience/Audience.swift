@@ -44,12 +44,13 @@ public indirect enum Audience: Sendable, Equatable {
         guard depth < maximumDepth else {
             throw Problem(path: path, message: "nests deeper than \(maximumDepth) levels")
         }
-        guard case .object(let members) = value, members.count == 1, let (kind, body) = members.first else {
+        guard case .object(let members) = value, members.count == 1, let only = members.first else {
             throw Problem(
                 path: path,
                 message: "must be an object with exactly one of \(kinds.joined(separator: ", ")), e.g. "
                     + #"{"near": {"latitude": 48.85, "longitude": 2.29, "radius_m": 500}}"#)
         }
+        let (kind, body) = (only.key, only.value)
         let here = "\(path).\(kind)"
         switch kind {
         case "near":
@@ -78,8 +79,10 @@ public indirect enum Audience: Sendable, Equatable {
                 }
                 return .all(parts)
             }
-            if parts.contains(where: { if case .not = $0 { true } else { false } }) {
-                throw Problem(path: here, message: "'not' takes devices away, so it belongs in 'all', not in 'any'")
+            if let index = parts.firstIndex(where: { if case .not = $0 { true } else { false } }) {
+                throw Problem(
+                    path: "\(here)[\(index)].not",
+                    message: "'not' takes devices away, so it belongs in 'all', not in 'any'")
             }
             return .any(parts)
         case "not":

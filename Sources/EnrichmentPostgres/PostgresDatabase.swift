@@ -493,5 +493,29 @@ enum PostgresSchema {
                 "ALTER TABLE activity_tokens ADD COLUMN invalid_reason TEXT",
             ]
         ),
+        (
+            // Every device's last fix on a grid of 0.01° cells (LastFixCells), for audiences; filled from the fixes.
+            "v10-last-fixes",
+            [
+                """
+                CREATE TABLE last_fixes (
+                    device_id TEXT PRIMARY KEY,
+                    fix_time DOUBLE PRECISION NOT NULL,
+                    latitude DOUBLE PRECISION NOT NULL,
+                    longitude DOUBLE PRECISION NOT NULL,
+                    horizontal_accuracy DOUBLE PRECISION,
+                    cell BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX last_fixes_by_cell ON last_fixes (cell)",
+                """
+                INSERT INTO last_fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, cell)
+                SELECT DISTINCT ON (device_id) device_id, fix_time, latitude, longitude, horizontal_accuracy,
+                       LEAST(17999, GREATEST(0, floor((latitude + 90) * 100)))::bigint * 36000
+                           + LEAST(35999, GREATEST(0, floor((longitude + 180) * 100)))::bigint
+                FROM fixes ORDER BY device_id, fix_time DESC
+                """,
+            ]
+        ),
     ]
 }

@@ -26,20 +26,57 @@ public struct PostgresFixStore: FixStore {
         let hasContext = fixes.map { $0.context != nil }
         let received = fixes.map(\.receivedAt)
         let extras = fixes.map { $0.extras.map { String(decoding: JSONWriter.bytes($0), as: UTF8.self) } ?? "" }
+        let cells = fixes.map {
+            LastFixCells.cell(latitude: $0.coordinate.latitude, longitude: $0.coordinate.longitude)
+        }
+        // The fixes, and each device's newest of the batch into last_fixes (the audiences' index), in one
+        // statement; a fix older than the device's last one leaves it in place. Rows locked in device order.
         try await database.client.query(
             """
-            INSERT INTO fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at,
-                               extras)
-            SELECT d, t, la, lo, NULLIF(a, '')::float8, CASE WHEN hc THEN c END, r, NULLIF(x, '')
-            FROM unnest(\(devices)::text[], \(times)::float8[], \(latitudes)::float8[], \(longitudes)::float8[],
-                        \(accuracies)::text[], \(contexts)::text[], \(hasContext)::bool[], \(received)::float8[],
-                        \(extras)::text[])
-                 AS u(d, t, la, lo, a, c, hc, r, x)
-            ON CONFLICT (device_id, fix_time) DO UPDATE SET
-                latitude = excluded.latitude, longitude = excluded.longitude,
-                horizontal_accuracy = excluded.horizontal_accuracy, context = excluded.context,
-                received_at = excluded.received_at, extras = excluded.extras
+            WITH u AS (
+                SELECT * FROM unnest(\(devices)::text[], \(times)::float8[], \(latitudes)::float8[],
+                                     \(longitudes)::float8[], \(accuracies)::text[], \(contexts)::text[],
+                                     \(hasContext)::bool[], \(received)::float8[], \(extras)::text[], \(cells)::int8[])
+                     AS u(d, t, la, lo, a, c, hc, r, x, cell)
+            ), written AS (
+                INSERT INTO fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at,
+                                   extras)
+                SELECT d, t, la, lo, NULLIF(a, '')::float8, CASE WHEN hc THEN c END, r, NULLIF(x, '') FROM u
+                ON CONFLICT (device_id, fix_time) DO UPDATE SET
+                    latitude = excluded.latitude, longitude = excluded.longitude,
+                    horizontal_accuracy = excluded.horizontal_accuracy, context = excluded.context,
+                    received_at = excluded.received_at, extras = excluded.extras
+            )
+            INSERT INTO last_fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, cell)
+            SELECT DISTINCT ON (d) d, t, la, lo, NULLIF(a, '')::float8, cell FROM u ORDER BY d, t DESC
+            ON CONFLICT (device_id) DO UPDATE SET
+                fix_time = excluded.fix_time, latitude = excluded.latitude, longitude = excluded.longitude,
+                horizontal_accuracy = excluded.horizontal_accuracy, cell = excluded.cell
+            WHERE excluded.fix_time >= last_fixes.fix_time
             """)
+    }
+
+    /// Every device's last fix in the given cells (audiences), in one query.
+    public func lastFixes(inCells ranges: [ClosedRange<Int64>]) async throws -> [LocationFix] {
+        guard !ranges.isEmpty else { return [] }
+        let lows = ranges.map(\.lowerBound)
+        let highs = ranges.map(\.upperBound)
+        let rows = try await database.client.query(
+            """
+            SELECT l.device_id, l.fix_time, l.latitude, l.longitude, l.horizontal_accuracy
+            FROM unnest(\(lows)::int8[], \(highs)::int8[]) AS r(lo, hi)
+            JOIN last_fixes l ON l.cell BETWEEN r.lo AND r.hi
+            """)
+        var found: [LocationFix] = []
+        for try await (id, time, latitude, longitude, accuracy) in rows.decode(
+            (String, Double, Double, Double, Double?).self)
+        {
+            found.append(
+                LocationFix(
+                    deviceId: id, coordinate: Coordinate(latitude: latitude, longitude: longitude), fixTime: time,
+                    horizontalAccuracy: accuracy, receivedAt: 0))
+        }
+        return found
     }
 
     public func latestFix(deviceId: String) async throws -> LocationFix? {
@@ -105,14 +142,22 @@ public struct PostgresFixStore: FixStore {
 
     public func expireFixes(takenAtOrBefore cutoff: Double) async throws -> Int {
         let rows = try await database.client.query(
-            "WITH gone AS (DELETE FROM fixes WHERE fix_time <= \(cutoff) RETURNING 1) SELECT count(*) FROM gone")
+            """
+            WITH last AS (DELETE FROM last_fixes WHERE fix_time <= \(cutoff)),
+                 gone AS (DELETE FROM fixes WHERE fix_time <= \(cutoff) RETURNING 1)
+            SELECT count(*) FROM gone
+            """)
         return try await rows.decode(Int.self).first { _ in true } ?? 0
     }
 
     public func deleteDevice(_ deviceId: String) async throws -> Int {
         try await database.client.withConnection { connection in
             let rows = try await connection.query(
-                "WITH gone AS (DELETE FROM fixes WHERE device_id = \(deviceId) RETURNING 1) SELECT count(*) FROM gone",
+                """
+                WITH last AS (DELETE FROM last_fixes WHERE device_id = \(deviceId)),
+                     gone AS (DELETE FROM fixes WHERE device_id = \(deviceId) RETURNING 1)
+                SELECT count(*) FROM gone
+                """,
                 logger: database.logger)
             return try await rows.decode(Int.self).first { _ in true } ?? 0
         }

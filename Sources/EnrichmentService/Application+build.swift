@@ -130,6 +130,7 @@ func buildRouter(_ state: ServiceState, table: RouteTable = RouteTable()) -> Rou
     ChannelRoutes(state: state).register(on: routes)
     PushRoutes(state: state).register(on: routes)
     LocationRoutes(state: state).register(on: routes)
+    AudienceRoutes(state: state).register(on: routes)
     PreviewRoutes(state: state).register(on: routes)
     return router
 }

@@ -231,6 +231,27 @@ public final class SQLiteDatabase: Sendable {
                     ) WITHOUT ROWID
                     """)
         }
+        // Every device's last fix on a grid of 0.01° cells (LastFixCells), for audiences; filled from the fixes.
+        migrator.registerMigration("v8-last-fixes") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE last_fixes (
+                        device_id TEXT PRIMARY KEY,
+                        fix_time REAL NOT NULL,
+                        latitude REAL NOT NULL,
+                        longitude REAL NOT NULL,
+                        horizontal_accuracy REAL,
+                        cell INTEGER NOT NULL
+                    ) WITHOUT ROWID;
+                    CREATE INDEX last_fixes_by_cell ON last_fixes (cell);
+                    INSERT INTO last_fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, cell)
+                    SELECT device_id, fix_time, latitude, longitude, horizontal_accuracy,
+                           min(17999, max(0, CAST((latitude + 90) * 100 AS INTEGER))) * 36000
+                               + min(35999, max(0, CAST((longitude + 180) * 100 AS INTEGER)))
+                    FROM fixes f
+                    WHERE fix_time = (SELECT max(fix_time) FROM fixes g WHERE g.device_id = f.device_id);
+                    """)
+        }
         return migrator
     }
 

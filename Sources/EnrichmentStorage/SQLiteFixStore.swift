@@ -37,7 +37,53 @@ public struct SQLiteFixStore: FixStore {
         }
     }
 
+    /// Every device's last fix in the given cells (audiences).
+    public func lastFixes(inCells ranges: [ClosedRange<Int64>]) async throws -> [LocationFix] {
+        try await database.pool.read { db in
+            let statement = try db.cachedStatement(
+                sql: """
+                    SELECT device_id, fix_time, latitude, longitude, horizontal_accuracy FROM last_fixes
+                    WHERE cell BETWEEN ? AND ?
+                    """)
+            var found: [LocationFix] = []
+            for range in ranges {
+                let rows = try Row.fetchCursor(statement, arguments: [range.lowerBound, range.upperBound])
+                while let row = try rows.next() {
+                    found.append(
+                        LocationFix(
+                            deviceId: row[0], coordinate: Coordinate(latitude: row[2], longitude: row[3]),
+                            fixTime: row[1], horizontalAccuracy: row[4], receivedAt: 0))
+                }
+            }
+            return found
+        }
+    }
+
+    /// Keeps `last_fixes` on each device's newest fix of the batch (a late fix leaves a newer one in place).
+    static func writeLastFixes(_ db: Database, _ fixes: [LocationFix]) throws {
+        var newest: [String: LocationFix] = [:]
+        for fix in fixes where fix.fixTime >= (newest[fix.deviceId]?.fixTime ?? -Double.infinity) {
+            newest[fix.deviceId] = fix
+        }
+        let statement = try db.cachedStatement(
+            sql: """
+                INSERT INTO last_fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, cell)
+                VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT (device_id) DO UPDATE SET
+                    fix_time = excluded.fix_time, latitude = excluded.latitude, longitude = excluded.longitude,
+                    horizontal_accuracy = excluded.horizontal_accuracy, cell = excluded.cell
+                WHERE excluded.fix_time >= last_fixes.fix_time
+                """)
+        for fix in newest.values {
+            try statement.execute(arguments: [
+                fix.deviceId, fix.fixTime, fix.coordinate.latitude, fix.coordinate.longitude, fix.horizontalAccuracy,
+                LastFixCells.cell(latitude: fix.coordinate.latitude, longitude: fix.coordinate.longitude),
+            ])
+        }
+    }
+
     static func write(_ db: Database, _ fixes: [LocationFix]) throws {
+        try writeLastFixes(db, fixes)
         let statement = try db.cachedStatement(
             sql: """
                 INSERT INTO fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at,
@@ -110,6 +156,7 @@ public struct SQLiteFixStore: FixStore {
 
     public func expireFixes(takenAtOrBefore cutoff: Double) async throws -> Int {
         try await database.pool.write { db in
+            try db.execute(sql: "DELETE FROM last_fixes WHERE fix_time <= ?", arguments: [cutoff])
             try db.execute(sql: "DELETE FROM fixes WHERE fix_time <= ?", arguments: [cutoff])
             return db.changesCount
         }
@@ -117,6 +164,7 @@ public struct SQLiteFixStore: FixStore {
 
     public func deleteDevice(_ deviceId: String) async throws -> Int {
         try await database.pool.write { db in
+            try db.execute(sql: "DELETE FROM last_fixes WHERE device_id = ?", arguments: [deviceId])
             try db.execute(sql: "DELETE FROM fixes WHERE device_id = ?", arguments: [deviceId])
             return db.changesCount
         }

@@ -122,6 +122,10 @@ struct AppScopeTests {
             Probe(
                 method: "POST", pattern: "/v1/enrich",
                 body: #"{"device_id":"{deviceId}","payload":\#(locationPayload(timestamp: "\(now)"))}"#),
+            // The courier's device is right there: the consumer's audience holds nobody.
+            Probe(
+                method: "POST", pattern: "/v1/audiences/preview",
+                body: #"{"audience":{"near":{"latitude":48.8584,"longitude":2.2945,"radius_m":500}},"sample":10}"#),
             Probe(
                 method: "POST", pattern: "/v1/push",
                 body: #"{"device_ids":["{deviceId}"],"payload":\#(payload),"enrich":false}"#),

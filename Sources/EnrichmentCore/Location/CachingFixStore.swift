@@ -82,6 +82,11 @@ public final class CachingFixStore: FixStore {
         return fix
     }
 
+    /// Straight from the store, which keeps the last-fix index.
+    public func lastFixes(inCells ranges: [ClosedRange<Int64>]) async throws -> [LocationFix] {
+        try await base.lastFixes(inCells: ranges)
+    }
+
     public func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix] {
         var found: [String: LocationFix] = [:]
         var missing: [(id: String, stripe: Int, generation: UInt64)] = []

@@ -21,6 +21,11 @@ public struct CoalescedFixStore: FixStore {
 
     public func deleteDevice(_ deviceId: String) async throws -> Int { try await base.deleteDevice(deviceId) }
 
+    /// Straight from the store, which keeps the last-fix index.
+    public func lastFixes(inCells ranges: [ClosedRange<Int64>]) async throws -> [LocationFix] {
+        try await base.lastFixes(inCells: ranges)
+    }
+
     public func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix] {
         try await base.latestFixes(deviceIds: deviceIds)
     }

@@ -52,6 +52,14 @@ public protocol FixStore: Sendable {
     /// first one of that device (nil: it had none): what region evaluation and the visit detector would otherwise
     /// read back. Nil when the store does not tell.
     func insertReportingPrior(_ fixes: [LocationFix]) async throws -> PriorFixes?
+    /// Every device's last fix whose cell (`LastFixCells`) lies in one of `ranges`: the candidates of a `near`
+    /// audience (device id, position, fix time and accuracy; no context or extras).
+    func lastFixes(inCells ranges: [ClosedRange<Int64>]) async throws -> [LocationFix]
+}
+
+/// A store that keeps no last-fix index cannot resolve audiences.
+public struct AudiencesUnsupported: Error, CustomStringConvertible {
+    public var description: String { "this store keeps no index of last fixes: audiences need SQLite or PostgreSQL" }
 }
 
 /// For each device of a batch just stored, its newest fix before the batch (nil: none).
@@ -61,6 +69,11 @@ public struct PriorFixes: Sendable {
 }
 
 extension FixStore {
+    /// Test doubles and read-only views keep no last-fix index.
+    public func lastFixes(inCells ranges: [ClosedRange<Int64>]) async throws -> [LocationFix] {
+        throw AudiencesUnsupported()
+    }
+
     /// Stores that keep nothing for long (test doubles, read-only views) have nothing to expire.
     public func expireFixes(takenAtOrBefore cutoff: Double) async throws -> Int { 0 }
 

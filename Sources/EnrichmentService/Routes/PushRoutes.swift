@@ -16,8 +16,27 @@ struct PushRoutes {
     func register(on router: RouteRecorder) {
         router.post("/v1/push", permission: .send) { request, _ in
             let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
-            let input = try PushRequest(
+            var input = try PushRequest(
                 document, now: state.clock.now().timeIntervalSince1970, apps: state.configuration.delivery.apps)
+            if let audience = input.audience {
+                // Resolved now, against each device's last fix: the push lists who the audience held.
+                let members = try await AudienceRoutes.resolve(audience, state: state)
+                guard !members.isEmpty else {
+                    throw APIError(
+                        .unprocessableContent, reason: .audienceEmpty,
+                        message: "the audience holds no device now: nothing was sent "
+                            + "(POST /v1/audiences/preview shows who it holds)")
+                }
+                guard members.count <= AudienceRoutes.maximumPushAudience else {
+                    throw APIError(
+                        .unprocessableContent, reason: .invalidAudience,
+                        message: "the audience holds \(members.count) devices; one push reaches at most "
+                            + "\(AudienceRoutes.maximumPushAudience): narrow it (a smaller radius, an 'all')",
+                        details: ["field": .string("audience")])
+                }
+                input.push.deviceIds = members.sorted()
+                input.wait = input.explicitWait ?? (members.count <= PushRoutes.waitDefaultLimit)
+            }
             let receipt = try await state.delivery.submit(input.push)
             let pushId = receipt.push.id
             if input.wait, receipt.deliveries > 0 {
@@ -141,16 +160,25 @@ struct PushRequest {
 
     var push: PushDefinition
     var wait: Bool
+    /// `"wait"` as the request gave it.
+    var explicitWait: Bool?
+    /// The audience the devices come from (instead of `device_ids`), resolved by the route.
+    var audience: JSONValue?
 
     static let members = [
         "device_ids", "payload", "push_type", "priority", "expiration", "collapse_id", "topic", "enrich", "mode",
-        "wait",
+        "wait", "audience",
     ]
 
     init(_ document: JSONValue, now: Double, apps: AppsConfiguration?) throws {
         let body = try BodyMembers(
             document, allowed: Self.members, shape: "{\"device_ids\": [...], \"payload\": {...}, ...}")
-        let deviceIds = try Self.deviceIds(body.value("device_ids"))
+        audience = body.value("audience")
+        if audience != nil, body.contains("device_ids") {
+            throw APIError.invalid(
+                .invalidRequest, "give device_ids or audience, not both", field: "audience")
+        }
+        let deviceIds = audience == nil ? try Self.deviceIds(body.value("device_ids")) : []
         let payload: NotificationPayload
         do {
             payload = try NotificationPayload(json: try body.required("payload", "the APNs payload, a JSON object"))
@@ -183,7 +211,8 @@ struct PushRequest {
         }
         let enrich = try body.bool("enrich") ?? true
         let mode = try body.choice("mode", BodyMode.self)
-        wait = try body.bool("wait") ?? (deviceIds.count <= PushRoutes.waitDefaultLimit)
+        explicitWait = try body.bool("wait")
+        wait = explicitWait ?? (deviceIds.count <= PushRoutes.waitDefaultLimit)
 
         if enrich, payload.encodedSize > NotificationPayload.maximumSize {
             throw APIError(
@@ -223,7 +252,9 @@ struct PushRequest {
 
     static func deviceIds(_ value: JSONValue?) throws -> [String] {
         guard let value else {
-            throw APIError.invalid(.invalidRequest, "device_ids is required (1 to \(maximumDevices) device ids)")
+            throw APIError.invalid(
+                .invalidRequest,
+                "device_ids (1 to \(maximumDevices) device ids) or audience (docs/AUDIENCES.md) is required")
         }
         guard case .array(let items) = value else {
             throw APIError.invalid(

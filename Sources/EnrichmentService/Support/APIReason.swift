@@ -71,6 +71,11 @@ public enum APIReason: String, Sendable, CaseIterable {
     case invalidVisits = "invalid_visits"
     /// A region definition that breaks a rule.
     case invalidRegion = "invalid_region"
+    /// An audience that breaks a rule (`error.field` is the path of the member at fault), or one too large for a
+    /// push.
+    case invalidAudience = "invalid_audience"
+    /// An audience that holds no device now: nothing was sent (422).
+    case audienceEmpty = "audience_empty"
     /// A POI import that cannot be read.
     case invalidImport = "invalid_import"
     /// A POI import with more rows than allowed (413).

@@ -1,0 +1,152 @@
+public import Essentials
+
+/// Who a push goes to, described instead of listed (issue 30): devices near a point or in a region, combined with
+/// `all`, `any` and `not`. Resolved within one app against each device's last fix.
+public indirect enum Audience: Sendable, Equatable {
+    /// Devices whose last fix lies within `radius` metres of `center`, no older than `maxFixAge` seconds and no
+    /// coarser than `maxAccuracy` metres (an old or coarse fix is not "near").
+    case near(center: Coordinate, radius: Double, maxFixAge: Double, maxAccuracy: Double)
+    /// Devices in every one of the parts (`not` parts are taken away).
+    case all([Audience])
+    /// Devices in any of the parts.
+    case any([Audience])
+    /// Devices not in the part: only inside `all`, which says what it is taken from.
+    case not(Audience)
+
+    /// Default maximum fix age (seconds) and accuracy (metres) of `near`.
+    public static let defaultMaxFixAge = 3_600.0
+    public static let defaultMaxAccuracy = 500.0
+    /// Largest `near` radius, metres.
+    public static let maximumRadius = 100_000.0
+    /// Deepest nesting of all / any / not.
+    public static let maximumDepth = 8
+
+    /// A problem with an audience document: the path of the member at fault and what is allowed.
+    public struct Problem: Error, Sendable, CustomStringConvertible {
+        public var path: String
+        public var message: String
+        public var description: String { "\(path): \(message)" }
+    }
+
+    /// What a `near` or `in_region` needs resolved from elsewhere: a POI's position, a region's circle.
+    public protocol Places: Sendable {
+        func poiPosition(_ id: String) async throws -> Coordinate?
+        /// A custom region of the request's app: its centre and radius (nil: no such region).
+        func region(_ id: String) async throws -> (center: Coordinate, radius: Double)?
+    }
+
+    static let kinds = ["near", "in_region", "all", "any", "not", "zoi", "visited", "tags"]
+
+    /// Reads an audience document, resolving POI ids and region ids through `places`.
+    public static func parse(_ value: JSONValue, places: any Places, path: String = "audience", depth: Int = 0)
+        async throws -> Audience
+    {
+        guard depth < maximumDepth else {
+            throw Problem(path: path, message: "nests deeper than \(maximumDepth) levels")
+        }
+        guard case .object(let members) = value, members.count == 1, let only = members.first else {
+            throw Problem(
+                path: path,
+                message: "must be an object with exactly one of \(kinds.joined(separator: ", ")), e.g. "
+                    + #"{"near": {"latitude": 48.85, "longitude": 2.29, "radius_m": 500}}"#)
+        }
+        let (kind, body) = (only.key, only.value)
+        let here = "\(path).\(kind)"
+        switch kind {
+        case "near":
+            return try await near(body, places: places, path: here)
+        case "in_region":
+            guard let id = body.stringValue, !id.isEmpty else {
+                throw Problem(path: here, message: "must be a custom region's id (GET /v1/regions lists them)")
+            }
+            guard let region = try await places.region(id) else {
+                throw Problem(path: here, message: "no region '\(id)' (GET /v1/regions lists them)")
+            }
+            return .near(
+                center: region.center, radius: region.radius, maxFixAge: defaultMaxFixAge,
+                maxAccuracy: defaultMaxAccuracy)
+        case "all", "any":
+            guard case .array(let items) = body, !items.isEmpty, items.count <= 32 else {
+                throw Problem(path: here, message: "must be an array of 1 to 32 audiences")
+            }
+            var parts: [Audience] = []
+            for (index, item) in items.enumerated() {
+                parts.append(try await parse(item, places: places, path: "\(here)[\(index)]", depth: depth + 1))
+            }
+            if kind == "all" {
+                guard parts.contains(where: { if case .not = $0 { false } else { true } }) else {
+                    throw Problem(path: here, message: "needs at least one part that is not a 'not'")
+                }
+                return .all(parts)
+            }
+            if let index = parts.firstIndex(where: { if case .not = $0 { true } else { false } }) {
+                throw Problem(
+                    path: "\(here)[\(index)].not",
+                    message: "'not' takes devices away, so it belongs in 'all', not in 'any'")
+            }
+            return .any(parts)
+        case "not":
+            guard depth > 0, path.hasSuffix("]") else {
+                throw Problem(
+                    path: here,
+                    message: "'not' takes devices away from the other parts of an 'all': "
+                        + #"{"all": [{"near": ...}, {"not": {"near": ...}}]}"#)
+            }
+            return .not(try await parse(body, places: places, path: here, depth: depth + 1))
+        case "zoi", "visited", "tags":
+            throw Problem(
+                path: here,
+                message: "'\(kind)' audiences are not built yet (near, in_region, all, any and not are); "
+                    + "docs/AUDIENCES.md says what is planned")
+        default:
+            throw Problem(path: here, message: "unknown audience kind (allowed: \(kinds.joined(separator: ", ")))")
+        }
+    }
+
+    static func near(_ body: JSONValue, places: any Places, path: String) async throws -> Audience {
+        guard case .object(let members) = body else {
+            throw Problem(
+                path: path, message: "must be an object: {latitude, longitude, radius_m} or {poi_id, radius_m}")
+        }
+        let allowed = ["latitude", "longitude", "poi_id", "radius_m", "max_fix_age_s", "max_accuracy_m"]
+        if let unknown = members.keys.sorted().first(where: { !allowed.contains($0) }) {
+            throw Problem(path: "\(path).\(unknown)", message: "unknown (allowed: \(allowed.joined(separator: ", ")))")
+        }
+        func number(_ key: String, in range: ClosedRange<Double>) throws -> Double? {
+            guard let value = members[key] else { return nil }
+            guard value.stringValue == nil, let number = value.lenientDouble, range.contains(number) else {
+                throw Problem(
+                    path: "\(path).\(key)",
+                    message: "must be a number from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return number
+        }
+        let center: Coordinate
+        if let poi = members["poi_id"] {
+            guard members["latitude"] == nil, members["longitude"] == nil else {
+                throw Problem(path: path, message: "give poi_id or latitude and longitude, not both")
+            }
+            guard let id = poi.stringValue, !id.isEmpty else {
+                throw Problem(path: "\(path).poi_id", message: "must be a POI's store id")
+            }
+            guard let position = try await places.poiPosition(id) else {
+                throw Problem(path: "\(path).poi_id", message: "no POI '\(id)' (GET /v1/pois/{id})")
+            }
+            center = position
+        } else {
+            guard let latitude = try number("latitude", in: -90...90),
+                let longitude = try number("longitude", in: -180...180)
+            else {
+                throw Problem(path: path, message: "needs latitude and longitude (or poi_id)")
+            }
+            center = Coordinate(latitude: latitude, longitude: longitude)
+        }
+        guard let radius = try number("radius_m", in: 1...maximumRadius) else {
+            throw Problem(path: "\(path).radius_m", message: "is required: metres from 1 to \(Int(maximumRadius))")
+        }
+        return .near(
+            center: center, radius: radius,
+            maxFixAge: try number("max_fix_age_s", in: 1...31_536_000) ?? defaultMaxFixAge,
+            maxAccuracy: try number("max_accuracy_m", in: 1...100_000) ?? defaultMaxAccuracy)
+    }
+}

@@ -1,0 +1,88 @@
+import EnrichmentCore
+import EnrichmentRuntime
+import Essentials
+import Foundation
+import Hummingbird
+import LocationCore
+
+/// Location audiences (issue 30): `POST /v1/audiences/preview` answers who an audience holds now, without
+/// sending; `POST /v1/push` takes the same `audience` instead of `device_ids`.
+struct AudienceRoutes {
+    let state: ServiceState
+
+    /// Most devices one push may reach through an audience (a push lists its devices in one transaction).
+    static let maximumPushAudience = 10_000
+    /// Most device ids a preview lists.
+    static let maximumSample = 1_000
+
+    /// POIs and the request's app's custom regions, for `near` by POI and `in_region`.
+    struct Places: Audience.Places {
+        let state: ServiceState
+        let app: String
+
+        func poiPosition(_ id: String) async throws -> Coordinate? {
+            try await state.pois.poi(storeId: id)?.coordinate
+        }
+
+        func region(_ id: String) async throws -> (center: Coordinate, radius: Double)? {
+            let stored = AppNamespace.key(app: app, id: id.hasPrefix("custom_") ? id : "custom_\(id)")
+            guard let region = try await state.location.regions().first(where: { $0.id == stored }) else {
+                return nil
+            }
+            return (region.centre, region.radius)
+        }
+    }
+
+    /// Reads and resolves `audience` in the request's app: the stored keys of its devices.
+    static func resolve(_ value: JSONValue, state: ServiceState) async throws -> Set<String> {
+        let app = AppScope.current.app
+        let audience: Audience
+        do {
+            audience = try await Audience.parse(value, places: Places(state: state, app: app))
+        } catch let problem as Audience.Problem {
+            throw APIError(
+                .badRequest, reason: .invalidAudience, message: problem.description,
+                details: ["field": .string(problem.path)])
+        }
+        do {
+            return try await AudienceResolver(fixes: state.fixes).resolve(
+                audience, app: app, now: state.clock.now().timeIntervalSince1970)
+        } catch let unsupported as AudiencesUnsupported {
+            throw APIError(.serviceUnavailable, reason: .internalError, message: unsupported.description)
+        }
+    }
+
+    struct PreviewView: JSONObjectRepresentable {
+        var count: Int
+        var sample: [String]
+        var milliseconds: Double
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("app", AppScope.current.app)
+            object.field("count", count)
+            object.field("elapsed_ms", milliseconds)
+            object.field("sample", strings: sample)
+        }
+    }
+
+    func register(on router: RouteRecorder) {
+        router.post("/v1/audiences/preview", permission: .readOrSend) { request, _ in
+            let started = ContinuousClock.now
+            let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
+            let body = try BodyMembers(
+                document, allowed: ["audience", "sample"], shape: "{\"audience\": {...}, \"sample\"?: 20}")
+            let audience = try body.required("audience", "the audience, e.g. {\"near\": {...}}")
+            var sampleSize = 20
+            if let raw = try body.integer("sample") {
+                guard (0...Int64(Self.maximumSample)).contains(raw) else {
+                    throw body.invalid("sample", "must be an integer from 0 to \(Self.maximumSample)")
+                }
+                sampleSize = Int(raw)
+            }
+            let members = try await Self.resolve(audience, state: state)
+            let sample = members.map(DeviceRoutes.shown).sorted().prefix(sampleSize)
+            let elapsed = Double((ContinuousClock.now - started) / .microseconds(1)) / 1000
+            return JSONIO.response(PreviewView(count: members.count, sample: Array(sample), milliseconds: elapsed))
+        }
+    }
+}

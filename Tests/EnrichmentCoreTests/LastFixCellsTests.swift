@@ -1,0 +1,50 @@
+import EnrichmentCore
+import Foundation
+import TestSupport
+import Testing
+
+@Suite("The last-fix cell grid (audiences)")
+struct LastFixCellsTests {
+    /// A point `metres` from `center` towards `bearing` (radians), on the sphere distances are measured on.
+    static func destination(_ center: Coordinate, metres: Double, bearing: Double) -> Coordinate {
+        let d = metres / Coordinate.earthRadius
+        let lat1 = center.latitude * .pi / 180
+        let lng1 = center.longitude * .pi / 180
+        let lat2 = asin(sin(lat1) * cos(d) + cos(lat1) * sin(d) * cos(bearing))
+        let lng2 = lng1 + atan2(sin(bearing) * sin(d) * cos(lat1), cos(d) - sin(lat1) * sin(lat2))
+        return Coordinate(latitude: lat2 * 180 / .pi, longitude: lng2 * 180 / .pi)
+    }
+
+    @Test("every point within the radius lies in one of the circle's cell ranges, at every latitude and size")
+    func coversTheCircle() {
+        var generator = SeededGenerator(seed: 11)
+        for _ in 0..<2_000 {
+            let center = Coordinate(
+                latitude: Double.random(in: -85...85, using: &generator),
+                longitude: Double.random(in: -179...179, using: &generator))
+            let radius = [50.0, 500, 5_000, 50_000].randomElement(using: &generator)!
+            let ranges = LastFixCells.ranges(center: center, radius: radius)
+            for _ in 0..<20 {
+                // Mostly on the edge, where a bounding box too small would lose the point.
+                let metres = radius * (Bool.random(using: &generator) ? 1 : Double.random(in: 0...1, using: &generator))
+                let point = Self.destination(
+                    center, metres: metres * 0.999_999, bearing: Double.random(in: 0..<(2 * .pi), using: &generator))
+                guard center.distance(to: point) <= radius, abs(point.longitude) < 180 else { continue }
+                let cell = LastFixCells.cell(latitude: point.latitude, longitude: point.longitude)
+                #expect(ranges.contains { $0.contains(cell) }, "\(center) r=\(radius): \(point) in cell \(cell)")
+            }
+        }
+    }
+
+    @Test("cells are numbered row by row from the south-west; a row of the circle is one range")
+    func numbering() {
+        #expect(LastFixCells.cell(latitude: -90, longitude: -180) == 0)
+        #expect(LastFixCells.cell(latitude: -90, longitude: -179.995) == 0)
+        #expect(LastFixCells.cell(latitude: -90, longitude: -179.985) == 1)
+        #expect(LastFixCells.cell(latitude: -89.985, longitude: -180) == 36_000)
+        #expect(LastFixCells.cell(latitude: 90, longitude: 180) == 17_999 * 36_000 + 35_999)
+        let ranges = LastFixCells.ranges(center: Coordinate(latitude: 48.8566, longitude: 2.3522), radius: 500)
+        #expect(ranges.count == 2)
+        #expect(ranges.allSatisfy { $0.count <= 3 })
+    }
+}

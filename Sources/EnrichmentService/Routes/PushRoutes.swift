@@ -174,6 +174,9 @@ struct PushRequest {
         let body = try BodyMembers(
             document, allowed: Self.members, shape: "{\"device_ids\": [...], \"payload\": {...}, ...}")
         audience = body.value("audience")
+        if body.contains("audience"), audience == nil || audience == .null {
+            throw body.invalid("audience", "must be an audience object, e.g. {\"near\": {...}} (docs/AUDIENCES.md)")
+        }
         if audience != nil, body.contains("device_ids") {
             throw APIError.invalid(
                 .invalidRequest, "give device_ids or audience, not both", field: "audience")

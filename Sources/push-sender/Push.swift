@@ -27,6 +27,12 @@ struct Push: AsyncParsableCommand {
     @Option(help: "Base URL of the running enrichment service.") var server = "http://127.0.0.1:8080"
     @Option(name: .customLong("device"), help: "A device id; repeat for several (1 to 1000).") var devices: [String] =
         []
+    @Option(
+        help: ArgumentHelp(
+            "Send to an audience instead of --device: JSON such as '{\"near\":{\"poi_id\":\"s1\",\"radius_m\":500}}', or @FILE (docs/AUDIENCES.md).",
+            valueName: "json"))
+    var audience: String?
+    @Option(help: "The app to act in (Enrich-App; an admin key's choice, an app's key has its own).") var app: String?
     @Option(help: "apns-push-type (alert, background, voip, ...).") var pushType: String?
     @Option(help: "apns-priority: 10, 5 or 1 (background defaults to 5).") var priority: Int?
     @Option(help: "apns-expiration, epoch seconds (0: deliver once, do not store).") var expiration: Int64?
@@ -42,7 +48,11 @@ struct Push: AsyncParsableCommand {
     @Flag(help: "Print the service's answer as JSON.") var json = false
 
     func validate() throws {
-        guard !devices.isEmpty else { throw ValidationError("name at least one --device") }
+        if audience != nil {
+            guard devices.isEmpty else { throw ValidationError("give --device or --audience, not both") }
+        } else {
+            guard !devices.isEmpty else { throw ValidationError("name at least one --device, or an --audience") }
+        }
         guard devices.count <= 1000 else { throw ValidationError("at most 1000 --device per push") }
         for device in devices {
             if let problem = DeviceID.problem(with: device) { throw ValidationError("--device \(device): \(problem)") }
@@ -61,17 +71,34 @@ struct Push: AsyncParsableCommand {
             printError("\(error)")
             throw ExitCode(3)
         }
-        var body: [String: JSONValue] = [
-            "device_ids": .array(devices.map(JSONValue.string)), "payload": payload, "wait": .bool(wait),
-            "enrich": .bool(!noEnrich),
-        ]
+        var body: [String: JSONValue] = ["payload": payload, "wait": .bool(wait), "enrich": .bool(!noEnrich)]
+        if let audience {
+            let text: String
+            if audience.hasPrefix("@") {
+                guard let data = FileManager.default.contents(atPath: String(audience.dropFirst())) else {
+                    throw ValidationError("--audience: cannot read \(audience.dropFirst())")
+                }
+                text = String(decoding: data, as: UTF8.self)
+            } else {
+                text = audience
+            }
+            guard let parsed = try? JSONParser.parse(Array(text.utf8)), case .object = parsed else {
+                throw ValidationError(
+                    "--audience must be a JSON object, e.g. '{\"near\":{\"latitude\":48.85,\"longitude\":2.29,\"radius_m\":500}}'"
+                )
+            }
+            body["audience"] = parsed
+        } else {
+            body["device_ids"] = .array(devices.map(JSONValue.string))
+        }
         if let pushType { body["push_type"] = .string(pushType) }
         if let priority { body["priority"] = .int(Int64(priority)) }
         if let expiration { body["expiration"] = .int(expiration) }
         if let collapseId { body["collapse_id"] = .string(collapseId) }
         if let topic { body["topic"] = .string(topic) }
         if let mode { body["mode"] = .string(mode.rawValue) }
-        let (status, answer) = try await ServiceCall.post(server: server, path: "/v1/push", body: .object(body))
+        let (status, answer) = try await ServiceCall.post(
+            server: server, path: "/v1/push", body: .object(body), headers: app.map { ["Enrich-App": $0] } ?? [:])
         guard status == 200 || status == 202 else {
             let message = answer["error"]?["message"]?.stringValue ?? "HTTP \(status)"
             if answer["error"]?["reason"]?.stringValue == "invalid_payload" || status == 413 {
@@ -157,12 +184,13 @@ enum PushView {
 
 /// JSON requests to the enrichment service, with its API key and errors that say what to do.
 enum ServiceCall {
-    static func post(server: String, path: String, body: JSONValue, timeout: Int64 = 660) async throws -> (
-        Int, JSONValue
-    ) {
+    static func post(
+        server: String, path: String, body: JSONValue, headers: [String: String] = [:], timeout: Int64 = 660
+    ) async throws -> (Int, JSONValue) {
         var request = HTTPClientRequest(url: server.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + path)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let key = ProcessInfo.processInfo.environment["ENRICH_API_KEY"] {
             request.headers.add(name: "Authorization", value: "Bearer \(key)")
         }

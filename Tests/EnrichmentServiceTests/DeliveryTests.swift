@@ -572,6 +572,23 @@ struct PushCommandTests {
             #expect(queued.status == 0, "\(queued.err)")
             #expect(queued.out.contains("accepted: 1 queued"))
             #expect(queued.out.contains("/v1/push/"))
+
+            // To whoever is near the Eiffel Tower now: cli-1 (its fix is there), not a device elsewhere.
+            try await reportFix(client, "cli-far", lat: 45.76, lng: 4.83)
+            _ = try await register(client, "cli-far", deviceToken(92))
+            let near = try await runPushSender([
+                "push", "--server", client.base, "--app", "default", "--json", "--audience",
+                #"{"near":{"latitude":48.8584,"longitude":2.2945,"radius_m":300}}"#, "payloads/location.json",
+            ])
+            #expect(near.status == 0, "\(near.err) \(near.out)")
+            let reached = try JSONValue.decode(Data(near.out.utf8))
+            #expect(reached["devices"]?[0]?["device_id"] == .string("cli-1"), "\(near.out)")
+            #expect(reached["devices"]?[1] == nil)
+            let both = try await runPushSender([
+                "push", "--server", client.base, "--device", "cli-1", "--audience", "{}", "payloads/location.json",
+            ])
+            #expect(both.status != 0)
+            #expect(both.err.contains("--device or --audience"))
         }
     }
 }

@@ -507,7 +507,11 @@ enum PostgresSchema {
                     cell BIGINT NOT NULL
                 )
                 """,
-                "CREATE INDEX last_fixes_by_cell ON last_fixes (cell)",
+                // Covering: a range of cells is read from the index (see the SQLite migration).
+                """
+                CREATE INDEX last_fixes_by_cell ON last_fixes (cell)
+                    INCLUDE (device_id, fix_time, latitude, longitude, horizontal_accuracy)
+                """,
                 """
                 INSERT INTO last_fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, cell)
                 SELECT DISTINCT ON (device_id) device_id, fix_time, latitude, longitude, horizontal_accuracy,

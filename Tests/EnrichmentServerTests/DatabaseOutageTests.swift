@@ -85,8 +85,10 @@ struct DatabaseOutageTests {
                 state.script(
                     FailureScript(status: 200, delayMilliseconds: 100), for: DeliveryDurabilityTests.token(index, 0))
             }
+            let log = setup.directory.appendingPathComponent("server.log")
             let server = try ServerProcess.start(
-                database: setup.directory.appendingPathComponent("unused.sqlite").path, environment: environment)
+                database: setup.directory.appendingPathComponent("unused.sqlite").path, environment: environment,
+                logFile: log)
             defer { server.kill9() }
             let client = ServiceClient(base: "http://127.0.0.1:\(server.port)")
             for index in 0..<count {
@@ -110,7 +112,8 @@ struct DatabaseOutageTests {
                 try await Task.sleep(for: .milliseconds(200))
                 report = try await client.get("/v1/push/\(pushId)")
             }
-            #expect(report.json?["done"] == .bool(true), "\(report.text.prefix(500))")
+            let logTail = String(((try? String(contentsOf: log, encoding: .utf8)) ?? "").suffix(3000))
+            #expect(report.json?["done"] == .bool(true), "\(report.text.prefix(500))\nserver log:\n\(logTail)")
             #expect(report.json?["counts"]?["delivered"] == .int(Int64(count)))
             #expect(report.json?["counts"]?["failed"] == .int(0))
             let received = Set(state.receivedPushes.map(\.deviceToken))

@@ -45,7 +45,7 @@ public struct EnrichmentRuntime: Sendable {
 
     /// The enricher for a device (by its stored key): its app's own, else the service's.
     public func enricher(forDevice key: String) -> Enricher {
-        appEnrichers.isEmpty ? enricher : appEnrichers[AppNamespace.app(of: key)] ?? enricher
+        AppNamespace.pick(key, base: enricher, byApp: appEnrichers)
     }
     /// Writes POIs to the store, then to the index.
     public let importer: POIImporter

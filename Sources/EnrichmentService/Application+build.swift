@@ -35,7 +35,7 @@ struct ServiceState: Sendable {
 
     /// The enricher for a device (by its stored key): its app's own settings, else the service's.
     func enricher(forDevice key: String) -> Enricher {
-        appEnrichers.isEmpty ? enricher : appEnrichers[AppNamespace.app(of: key)] ?? enricher
+        AppNamespace.pick(key, base: enricher, byApp: appEnrichers)
     }
 
     init(runtime: EnrichmentRuntime, metrics: ServiceMetrics) {

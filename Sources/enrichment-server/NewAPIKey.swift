@@ -1,5 +1,6 @@
 import ArgumentParser
 import Crypto
+import EnrichmentCore
 import Foundation
 
 /// `enrichment-server new-api-key`: a new random API key and the `keys` entry of the apps file that holds its
@@ -26,8 +27,7 @@ struct NewAPIKey: ParsableCommand {
         }
         if access == "admin", app != nil { throw ValidationError("an admin key reaches every app: drop --app") }
         if access != "admin", app == nil { throw ValidationError("a key with access \(access) needs --app") }
-        let allowed = name.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }
-        guard !name.isEmpty, name.utf8.count <= 64, allowed else {
+        guard AppNamespace.isValidName(name) else {
             throw ValidationError("--name is 1 to 64 lower-case letters, digits and '-'")
         }
     }

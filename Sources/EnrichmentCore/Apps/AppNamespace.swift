@@ -7,6 +7,17 @@ public enum AppNamespace {
     /// The app of the `ENRICH_APNS_*` settings and of every row written before apps existed.
     public static let defaultApp = "default"
 
+    /// An app id (and a credential's or key's name): 1 to 64 lower-case letters, digits and `-`.
+    public static func isValidName<S: StringProtocol>(_ text: S) -> Bool {
+        !text.isEmpty && text.utf8.count <= 64
+            && text.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }
+    }
+
+    /// For a stored device key, its app's own value when there is one (an app's enricher), else `base`.
+    public static func pick<T>(_ key: String, base: T, byApp: [String: T]) -> T {
+        byApp.isEmpty ? base : byApp[app(of: key)] ?? base
+    }
+
     /// The stored key of `id` in `app`.
     public static func key(app: String, id: String) -> String {
         app == defaultApp ? id : app + "/" + id
@@ -41,10 +52,7 @@ public enum AppNamespace {
             return nil
         }
         let app = key[..<slash]
-        let valid =
-            !app.isEmpty
-            && app.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }
-        return valid ? String(app) : nil
+        return isValidName(app) ? String(app) : nil
     }
 
     /// A custom region's id as its app knows it (`custom_<id>`); other ids unchanged.

@@ -203,10 +203,7 @@ public struct AppsConfiguration: Sendable, Equatable {
     /// The app with this id.
     public func app(id: String) -> AppDefinition? { apps.first { $0.id == id } }
 
-    static func isValidName(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 64
-            && text.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }
-    }
+    static func isValidName(_ text: String) -> Bool { AppNamespace.isValidName(text) }
 
     /// Reads and checks the file; every problem names the file, the app or credential, and what is allowed.
     public static func load(path: String) throws(ConfigurationError) -> AppsConfiguration {

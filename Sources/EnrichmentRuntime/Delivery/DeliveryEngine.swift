@@ -659,9 +659,7 @@ public final class DeliveryEngine: Sendable {
         apps: [String: Enricher]
     ) async -> [Int: Result<Prepared, any Error>] {
         var results: [Int: Result<Prepared, any Error>] = [:]
-        let enricherOf: @Sendable (String) -> Enricher = { device in
-            apps.isEmpty ? base : apps[AppNamespace.app(of: device)] ?? base
-        }
+        let enricherOf: @Sendable (String) -> Enricher = { AppNamespace.pick($0, base: base, byApp: apps) }
         let enricher = base
         if enricher.places?.answersImmediately ?? true {
             for (group, push, deviceId) in work {

@@ -3,6 +3,7 @@ import EnrichmentCore
 import EnrichmentRuntime
 import Essentials
 import Foundation
+import HTTPTypes
 import Hummingbird
 
 /// What a request may reach: one app's data (the key's app, or the app an admin key names in `Enrich-App`) and
@@ -10,6 +11,8 @@ import Hummingbird
 struct AppScope: Sendable {
     /// The header an admin key (or a service without keys) names an app with; absent: `default`.
     static let header = "Enrich-App"
+    /// The same, as a field name made once (it is read on every request).
+    static let headerName = HTTPField.Name(header)!
 
     enum Permission: Sendable {
         /// Reading the app's data (GET).

@@ -3,7 +3,6 @@ import EnrichmentCore
 import EnrichmentRuntime
 import Essentials
 import Foundation
-import HTTPTypes
 import Hummingbird
 
 /// Finds the request's key (`Authorization: Bearer <key>`, or for the SDK-compatible search `private_key`/`key` in
@@ -33,7 +32,7 @@ struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
         // Compared as the router matches paths: `/health/` and `//health` are `/health`.
         let path = "/" + RouteTable.segments(request.uri.path).joined(separator: "/")
         if Self.openPaths.contains(path) { return try await next(request, context) }
-        let requested = request.headers[HTTPField.Name(AppScope.header)!]
+        let requested = request.headers[AppScope.headerName]
         guard !keys.isEmpty else {
             let scope = try keys.scope(key: nil, requested: requested)
             return try await AppScope.$current.withValue(scope) { try await next(request, context) }

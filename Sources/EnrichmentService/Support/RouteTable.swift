@@ -66,8 +66,8 @@ struct RouteRecorder {
         use handler: @Sendable @escaping (Request, ServiceContext) async throws -> Response
     ) {
         let full = path.isEmpty ? prefix : prefix + (path.hasPrefix("/") ? path : "/" + path)
-        table.add(full, method: method, permission: permission ?? (method == .get ? .read : .write))
         let needed = permission ?? (method == .get ? .read : .write)
+        table.add(full, method: method, permission: needed)
         router.on(RouterPath(full), method: method) { request, context in
             let scope = AppScope.current
             guard scope.allows(needed) else { throw scope.forbidden(needed) }

@@ -11,7 +11,8 @@ public struct PostgresActivityStore: ActivityStore {
     static let columns =
         "device_id, kind, key, activity_type, token, topic, environment, frequent_pushes, registered_at, last_timestamp, ended_at, invalidated_at, invalid_reason"
 
-    static func registrations(_ rows: PostgresRowSequence) async throws -> [ActivityRegistration] {
+    static func registrations(_ rows: some AsyncSequence<PostgresRow, any Error>) async throws -> [ActivityRegistration]
+    {
         var found: [ActivityRegistration] = []
         for try await row in rows {
             let (device, kindText, key, type, token, topic, environment) = try row.decode(
@@ -33,7 +34,7 @@ public struct PostgresActivityStore: ActivityStore {
 
     public func register(_ registration: ActivityRegistration) async throws -> Bool {
         // xmax = 0 only for a row this statement inserted.
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             """
             INSERT INTO activity_tokens (device_id, kind, key, activity_type, token, topic, environment,
                 frequent_pushes, registered_at)
@@ -52,7 +53,7 @@ public struct PostgresActivityStore: ActivityStore {
 
     public func registrations(deviceId: String) async throws -> [ActivityRegistration] {
         try await Self.registrations(
-            database.client.query(
+            database.query(
                 """
                 SELECT \(unescaped: Self.columns) FROM activity_tokens WHERE device_id = \(deviceId)
                 ORDER BY kind COLLATE "C", key COLLATE "C"
@@ -63,7 +64,7 @@ public struct PostgresActivityStore: ActivityStore {
         -> ActivityRegistration?
     {
         try await Self.registrations(
-            database.client.query(
+            database.query(
                 """
                 SELECT \(unescaped: Self.columns) FROM activity_tokens
                 WHERE device_id = \(deviceId) AND kind = \(kind.rawValue) AND key = \(key)
@@ -76,7 +77,7 @@ public struct PostgresActivityStore: ActivityStore {
     ) async throws -> ActivitySendDecision {
         // One statement decides and records (the row lock orders two nodes' sends); a refusal reads why.
         let endedAt: Double? = ends ? now : nil
-        let updated = try await database.client.query(
+        let updated = try await database.query(
             """
             UPDATE activity_tokens SET last_timestamp = \(timestamp), ended_at = \(endedAt)
             WHERE device_id = \(deviceId) AND kind = \(kind.rawValue) AND key = \(key) AND ended_at IS NULL
@@ -94,7 +95,7 @@ public struct PostgresActivityStore: ActivityStore {
     public func invalidate(
         deviceId: String, token: String, reason: String, at: Double, unlessRegisteredAfter: Double?
     ) async throws -> Int {
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             """
             WITH marked AS (
                 UPDATE activity_tokens SET invalidated_at = \(at), invalid_reason = \(reason)
@@ -107,7 +108,7 @@ public struct PostgresActivityStore: ActivityStore {
     }
 
     public func removeDevice(_ deviceId: String) async throws -> Int {
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             """
             WITH gone AS (DELETE FROM activity_tokens WHERE device_id = \(deviceId) RETURNING 1)
             SELECT count(*) FROM gone
@@ -118,7 +119,7 @@ public struct PostgresActivityStore: ActivityStore {
     public func revertSend(
         deviceId: String, kind: ActivityTokenKind, key: String, timestamp: Int64, previous: Int64?
     ) async throws -> Bool {
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             """
             UPDATE activity_tokens SET last_timestamp = \(previous), ended_at = NULL
             WHERE device_id = \(deviceId) AND kind = \(kind.rawValue) AND key = \(key) AND last_timestamp = \(timestamp)
@@ -128,7 +129,7 @@ public struct PostgresActivityStore: ActivityStore {
     }
 
     public func remove(deviceId: String, kind: ActivityTokenKind, key: String) async throws -> Bool {
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             """
             DELETE FROM activity_tokens WHERE device_id = \(deviceId) AND kind = \(kind.rawValue) AND key = \(key)
             RETURNING 1
@@ -143,7 +144,7 @@ public struct PostgresChannelStore: ChannelStore {
 
     public init(database: PostgresBackend) { self.database = database }
 
-    static func channels(_ rows: PostgresRowSequence) async throws -> [BroadcastChannel] {
+    static func channels(_ rows: some AsyncSequence<PostgresRow, any Error>) async throws -> [BroadcastChannel] {
         var found: [BroadcastChannel] = []
         for try await (id, bundle, environment, policy, created) in rows.decode(
             (String, String, String, Int, Double).self)
@@ -158,7 +159,7 @@ public struct PostgresChannelStore: ChannelStore {
     }
 
     public func add(_ channel: BroadcastChannel) async throws {
-        try await database.client.query(
+        try await database.query(
             """
             INSERT INTO broadcast_channels (channel_id, bundle_id, environment, storage_policy, created_at)
             VALUES (\(channel.channelID), \(channel.bundleID), \(channel.environment.rawValue),
@@ -169,7 +170,7 @@ public struct PostgresChannelStore: ChannelStore {
 
     public func channels(bundleID: String?, environment: APNsEnvironmentName?) async throws -> [BroadcastChannel] {
         try await Self.channels(
-            database.client.query(
+            database.query(
                 """
                 SELECT channel_id, bundle_id, environment, storage_policy, created_at FROM broadcast_channels
                 WHERE (\(bundleID)::text IS NULL OR bundle_id = \(bundleID)::text)
@@ -180,7 +181,7 @@ public struct PostgresChannelStore: ChannelStore {
 
     public func channel(id: String) async throws -> BroadcastChannel? {
         try await Self.channels(
-            database.client.query(
+            database.query(
                 """
                 SELECT channel_id, bundle_id, environment, storage_policy, created_at FROM broadcast_channels
                 WHERE channel_id = \(id)
@@ -189,7 +190,7 @@ public struct PostgresChannelStore: ChannelStore {
     }
 
     public func remove(id: String) async throws -> Bool {
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             "DELETE FROM broadcast_channels WHERE channel_id = \(id) RETURNING 1")
         return try await rows.decode(Int.self).first { _ in true } != nil
     }

@@ -33,19 +33,19 @@ public final class PostgresChangeFeed: Sendable {
 
     /// Tells every listening node (this one too) at commit that `kind` changed.
     public static func notify(_ kind: Kind, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("SELECT pg_notify(\(channel), \(kind.rawValue))", logger: logger)
+        try await connection.run("SELECT pg_notify(\(channel), \(kind.rawValue))", logger: logger)
     }
 
     /// `notify` outside a transaction.
     public static func notify(_ kind: Kind, database: PostgresBackend) async throws {
-        try await database.client.query("SELECT pg_notify(\(channel), \(kind.rawValue))", logger: database.logger)
+        try await database.query("SELECT pg_notify(\(channel), \(kind.rawValue))", logger: database.logger)
     }
 
     /// Listens until cancelled, reconnecting after a second when the connection is lost.
     public func run() async {
         while !Task.isCancelled {
             do {
-                try await database.client.withConnection { connection in
+                try await database.withConnection { connection in
                     try await connection.listen(on: Self.channel) { notifications in
                         logger.debug("listening for changes", metadata: ["channel": "\(Self.channel)"])
                         // Anything may have changed while nobody listened: every consumer reads again.

@@ -189,6 +189,7 @@ public final class PostgresBackend: Sendable {
     /// True for a failure that a database starting beside us shows: the connection refused or cut, a timeout,
     /// or the server saying it is starting up (57P03).
     public static func isTransient(_ error: any Error) -> Bool {
+        if error is PostgresConnectionLost { return true }
         guard let error = error as? PSQLError else { return false }
         if error.serverInfo?[.sqlState] == "57P03" { return true }
         switch error.code {
@@ -204,7 +205,7 @@ public final class PostgresBackend: Sendable {
     /// readiness.
     public func storageProblem() async -> (problem: String, reason: String)? {
         do {
-            let rows = try await client.query("SELECT pg_is_in_recovery()", logger: logger)
+            let rows = try await query("SELECT pg_is_in_recovery()")
             for try await inRecovery in rows.decode(Bool.self) where inRecovery {
                 return ("PostgreSQL is a standby (in recovery): it cannot take writes", "database_unavailable")
             }

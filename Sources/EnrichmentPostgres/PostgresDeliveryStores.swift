@@ -15,7 +15,7 @@ public struct PostgresTokenStore: DeviceTokenStore {
     static let columns =
         "device_id, token, topic, environment, registered_at, active, invalidated_at, reason"
 
-    static func registrations(_ rows: PostgresRowSequence) async throws -> [TokenRegistration] {
+    static func registrations(_ rows: some AsyncSequence<PostgresRow, any Error>) async throws -> [TokenRegistration] {
         var found: [TokenRegistration] = []
         for try await (device, token, topic, environment, registered, active, invalidated, reason) in rows.decode(
             (String, String, String, String, Double, Bool, Double?, String?).self)
@@ -31,7 +31,7 @@ public struct PostgresTokenStore: DeviceTokenStore {
 
     public func register(_ registration: TokenRegistration) async throws -> Bool {
         // xmax = 0 only for a row this statement inserted (an update sets it): created, or refreshed.
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             """
             INSERT INTO apns_tokens (device_id, token, topic, environment, registered_at, active)
             VALUES (\(registration.deviceId), \(registration.token), \(registration.topic),
@@ -46,7 +46,7 @@ public struct PostgresTokenStore: DeviceTokenStore {
 
     public func registrations(deviceId: String) async throws -> [TokenRegistration] {
         try await Self.registrations(
-            database.client.query(
+            database.query(
                 """
                 SELECT \(unescaped: Self.columns) FROM apns_tokens WHERE device_id = \(deviceId)
                 ORDER BY registered_at, token
@@ -57,7 +57,7 @@ public struct PostgresTokenStore: DeviceTokenStore {
         let ids = Array(Set(deviceIds))
         guard !ids.isEmpty else { return [:] }
         let found = try await Self.registrations(
-            database.client.query(
+            database.query(
                 """
                 SELECT \(unescaped: Self.columns) FROM apns_tokens WHERE device_id = ANY(\(ids)::text[]) AND active
                 ORDER BY device_id, registered_at, token
@@ -66,20 +66,20 @@ public struct PostgresTokenStore: DeviceTokenStore {
     }
 
     public func remove(deviceId: String, token: String) async throws -> Bool {
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             "DELETE FROM apns_tokens WHERE device_id = \(deviceId) AND token = \(token) RETURNING 1")
         return try await rows.decode(Int.self).first { _ in true } != nil
     }
 
     public func removeDevice(_ deviceId: String) async throws -> Int {
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             "WITH gone AS (DELETE FROM apns_tokens WHERE device_id = \(deviceId) RETURNING 1) SELECT count(*) FROM gone"
         )
         return try await rows.decode(Int.self).first { _ in true } ?? 0
     }
 
     public func deactivate(_ deactivation: TokenDeactivation) async throws -> TokenRegistration? {
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             """
             UPDATE apns_tokens SET active = false, invalidated_at = \(deactivation.invalidatedAt),
                 reason = \(deactivation.reason)
@@ -105,8 +105,8 @@ public struct PostgresOutbox: OutboxStore {
     public func enqueue(_ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery]) async throws {
         let payload = String(decoding: push.payload.encodedData(), as: UTF8.self)
         let known = Dictionary(outcomes.map { ($0.deviceId, $0) }, uniquingKeysWith: { first, _ in first })
-        try await database.client.withTransaction(logger: database.logger) { connection in
-            try await connection.query(
+        try await database.withTransaction { connection in
+            try await connection.run(
                 """
                 INSERT INTO pushes (id, created_at, payload, push_type, priority, expiration, collapse_id, topic,
                     enrich, mode)
@@ -114,7 +114,7 @@ public struct PostgresOutbox: OutboxStore {
                         \(push.priority?.rawValue), \(push.expiration?.epochSeconds), \(push.collapseId), \(push.topic), \(push.enrich), \(push.mode?.rawValue))
                 """, logger: database.logger)
             let ids = push.deviceIds
-            try await connection.query(
+            try await connection.run(
                 """
                 INSERT INTO push_devices (push_id, position, device_id, outcome, rule)
                 SELECT \(push.id), p - 1, d, NULLIF(o, ''), NULLIF(r, '')
@@ -122,7 +122,7 @@ public struct PostgresOutbox: OutboxStore {
                             \(ids.map { known[$0]?.rule ?? "" })::text[]) WITH ORDINALITY AS u(d, o, r, p)
                 """, logger: database.logger)
             guard !deliveries.isEmpty else { return }
-            try await connection.query(
+            try await connection.run(
                 """
                 INSERT INTO deliveries (push_id, device_id, token, topic, environment, apns_id, next_attempt_at)
                 SELECT \(push.id), d, t, tp, e, a, \(push.createdAt)
@@ -137,7 +137,7 @@ public struct PostgresOutbox: OutboxStore {
     }
 
     public func claim(owner: String, limit: Int, now: Double, lease: Double) async throws -> [ClaimedDelivery] {
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             """
             UPDATE deliveries SET lease_owner = \(owner), lease_until = \(now + lease),
                 -- An expired lease: the node that held it stopped, perhaps after sending it.
@@ -170,12 +170,12 @@ public struct PostgresOutbox: OutboxStore {
         _ updates: [DeliveryUpdate], outcomes: [(pushId: String, outcome: DeviceOutcome)], owner: String
     ) async throws -> Int {
         guard !updates.isEmpty || !outcomes.isEmpty else { return 0 }
-        return try await database.client.withTransaction(logger: database.logger) { connection in
+        return try await database.withTransaction { connection in
             var written = 0
             if !updates.isEmpty {
                 let text = { (values: [String?]) in values.map { $0 ?? "" } }
                 let present = { (values: [String?]) in values.map { $0 != nil } }
-                let rows = try await connection.query(
+                let rows = try await connection.run(
                     """
                     UPDATE deliveries AS d SET state = u.state, attempts = u.attempts,
                         next_attempt_at = COALESCE(CASE WHEN u.hn THEN u.next END, d.next_attempt_at),
@@ -205,7 +205,7 @@ public struct PostgresOutbox: OutboxStore {
                 for try await _ in rows { written += 1 }
             }
             if !outcomes.isEmpty {
-                try await connection.query(
+                try await connection.run(
                     """
                     UPDATE push_devices AS p SET outcome = u.outcome, rule = u.rule
                     FROM unnest(\(outcomes.map(\.pushId))::text[], \(outcomes.map(\.outcome.deviceId))::text[],
@@ -219,7 +219,7 @@ public struct PostgresOutbox: OutboxStore {
     }
 
     public func releaseClaims(owner: String?) async throws -> Int {
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             """
             WITH released AS (
                 UPDATE deliveries SET lease_owner = NULL, lease_until = NULL
@@ -231,7 +231,7 @@ public struct PostgresOutbox: OutboxStore {
     }
 
     public func push(id: String) async throws -> PushDefinition? {
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             """
             SELECT id, created_at, payload, push_type, priority, expiration, collapse_id, topic, enrich, mode
             FROM pushes WHERE id = \(id)
@@ -243,7 +243,7 @@ public struct PostgresOutbox: OutboxStore {
                 ).first(where: { _ in true })
         else { return nil }
         var devices: [String] = []
-        for try await device in try await database.client.query(
+        for try await device in try await database.query(
             "SELECT device_id FROM push_devices WHERE push_id = \(id) ORDER BY position"
         ).decode(String.self) {
             devices.append(device)
@@ -259,14 +259,14 @@ public struct PostgresOutbox: OutboxStore {
     public func report(pushId: String) async throws -> PushReport? {
         guard let push = try await push(id: pushId) else { return nil }
         var devices: [(deviceId: String, outcome: String?, rule: String?)] = []
-        for try await (device, outcome, rule) in try await database.client.query(
+        for try await (device, outcome, rule) in try await database.query(
             "SELECT device_id, outcome, rule FROM push_devices WHERE push_id = \(pushId) ORDER BY position"
         ).decode((String, String?, String?).self) {
             devices.append((device, outcome, rule))
         }
         var deliveries: [DeliveryReport] = []
         for try await (device, token, environment, state, status, reason, apnsId, timestamp, attempts, error, takenOver)
-            in try await database.client.query(
+            in try await database.query(
                 """
                 SELECT device_id, token, environment, state, status, reason, apns_id, apns_timestamp, attempts, error,
                        taken_over
@@ -285,11 +285,11 @@ public struct PostgresOutbox: OutboxStore {
     }
 
     public func counts(pushId: String) async throws -> [DeliveryState: Int]? {
-        let exists = try await database.client.query("SELECT 1 FROM pushes WHERE id = \(pushId)").decode(Int.self)
+        let exists = try await database.query("SELECT 1 FROM pushes WHERE id = \(pushId)").decode(Int.self)
             .first { _ in true }
         guard exists != nil else { return nil }
         var counts = Dictionary(uniqueKeysWithValues: DeliveryState.allCases.map { ($0, 0) })
-        for try await (state, count) in try await database.client.query(
+        for try await (state, count) in try await database.query(
             "SELECT state, count(*) FROM deliveries WHERE push_id = \(pushId) GROUP BY state"
         ).decode((String, Int).self) {
             if let state = DeliveryState(rawValue: state) { counts[state] = count }
@@ -298,18 +298,18 @@ public struct PostgresOutbox: OutboxStore {
     }
 
     public func pendingCount(pushId: String) async throws -> Int {
-        try await database.client.query(
+        try await database.query(
             "SELECT count(*) FROM deliveries WHERE push_id = \(pushId) AND state = 'pending'"
         ).decode(Int.self).first { _ in true } ?? 0
     }
 
     public func depth() async throws -> Int {
-        try await database.client.query("SELECT count(*) FROM deliveries WHERE state = 'pending'").decode(Int.self)
+        try await database.query("SELECT count(*) FROM deliveries WHERE state = 'pending'").decode(Int.self)
             .first { _ in true } ?? 0
     }
 
     public func nextDue() async throws -> Double? {
-        try await database.client.query(
+        try await database.query(
             """
             SELECT min(t) FROM (
                 SELECT min(next_attempt_at) AS t FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL

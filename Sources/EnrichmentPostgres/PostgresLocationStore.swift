@@ -22,7 +22,7 @@ public final class PostgresLocationStore: LocationStore {
     var logger: Logger { database.logger }
 
     static func visits(_ connection: PostgresConnection, deviceId: String, logger: Logger) async throws -> [Visit] {
-        let rows = try await connection.query(
+        let rows = try await connection.run(
             """
             SELECT id, arrival, departure, latitude, longitude, horizontal_accuracy, recorded_at, source
             FROM visits WHERE device_id = \(deviceId) ORDER BY seq
@@ -42,7 +42,7 @@ public final class PostgresLocationStore: LocationStore {
     static func zois(_ connection: PostgresConnection, deviceId: String, logger: Logger) async throws
         -> [ZoneOfInterest]
     {
-        let rows = try await connection.query(
+        let rows = try await connection.run(
             "SELECT body FROM zois WHERE device_id = \(deviceId) ORDER BY position", logger: logger)
         var zois: [ZoneOfInterest] = []
         for try await body in rows.decode(String.self) { zois.append(try LocationCodec.zoi(body)) }
@@ -52,10 +52,10 @@ public final class PostgresLocationStore: LocationStore {
     static func replaceZOIs(
         _ connection: PostgresConnection, deviceId: String, _ zois: [ZoneOfInterest], logger: Logger
     ) async throws {
-        try await connection.query("DELETE FROM zois WHERE device_id = \(deviceId)", logger: logger)
+        try await connection.run("DELETE FROM zois WHERE device_id = \(deviceId)", logger: logger)
         guard !zois.isEmpty else { return }
         let periods = zois.map { $0.period ?? "" }
-        try await connection.query(
+        try await connection.run(
             """
             INSERT INTO zois (device_id, position, id, period, body)
             SELECT \(deviceId), n - 1, i, NULLIF(p, ''), b
@@ -66,7 +66,7 @@ public final class PostgresLocationStore: LocationStore {
 
     static func append(_ connection: PostgresConnection, _ events: [LocationEvent], logger: Logger) async throws {
         guard !events.isEmpty else { return }
-        try await connection.query(
+        try await connection.run(
             """
             INSERT INTO location_events (device_id, date, body)
             SELECT d, t, b FROM unnest(\(events.map(\.deviceId))::text[], \(events.map(\.date))::float8[],
@@ -79,17 +79,12 @@ public final class PostgresLocationStore: LocationStore {
     func transaction<T: Sendable>(
         isolation: isolated (any Actor)? = #isolation, _ body: (PostgresConnection) async throws -> sending T
     ) async throws -> sending T {
-        do {
-            return try await database.client.withTransaction(logger: logger, isolation: isolation, body)
-        } catch let error as PostgresTransactionError {
-            if let inner = error.closureError { throw inner }
-            throw error
-        }
+        try await database.withTransaction(isolation: isolation, body)
     }
 
     /// Holds `key` until the transaction ends.
     static func lock(_ connection: PostgresConnection, _ key: String, logger: Logger) async throws {
-        try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(key)))", logger: logger)
+        try await connection.run("SELECT pg_advisory_xact_lock(hashtext(\(key)))", logger: logger)
     }
 
     public func updateVisits<T: Sendable>(
@@ -103,7 +98,7 @@ public final class PostgresLocationStore: LocationStore {
             let (change, result) = try body(state)
             let v = change.newVisits
             if !v.isEmpty {
-                try await connection.query(
+                try await connection.run(
                     """
                     INSERT INTO visits (device_id, id, arrival, departure, latitude, longitude, horizontal_accuracy,
                                         recorded_at, source)
@@ -124,15 +119,15 @@ public final class PostgresLocationStore: LocationStore {
     }
 
     public func visits(deviceId: String) async throws -> [Visit] {
-        try await database.client.withConnection { try await Self.visits($0, deviceId: deviceId, logger: logger) }
+        try await database.withConnection { try await Self.visits($0, deviceId: deviceId, logger: logger) }
     }
 
     public func zois(deviceId: String) async throws -> [ZoneOfInterest] {
-        try await database.client.withConnection { try await Self.zois($0, deviceId: deviceId, logger: logger) }
+        try await database.withConnection { try await Self.zois($0, deviceId: deviceId, logger: logger) }
     }
 
     public func knowsDevice(_ deviceId: String) async throws -> Bool {
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             """
             SELECT EXISTS (SELECT 1 FROM visits WHERE device_id = \(deviceId))
                 OR EXISTS (SELECT 1 FROM zois WHERE device_id = \(deviceId))
@@ -144,7 +139,7 @@ public final class PostgresLocationStore: LocationStore {
     }
 
     public func putRegion(_ region: Region) async throws -> Bool {
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             """
             INSERT INTO regions (id, body) VALUES (\(region.id), \(LocationCodec.encode(region)))
             ON CONFLICT (id) DO UPDATE SET body = excluded.body
@@ -156,14 +151,14 @@ public final class PostgresLocationStore: LocationStore {
     }
 
     public func regions() async throws -> [Region] {
-        let rows = try await database.client.query("SELECT body FROM regions ORDER BY id")
+        let rows = try await database.query("SELECT body FROM regions ORDER BY id")
         var regions: [Region] = []
         for try await body in rows.decode(String.self) { regions.append(try LocationCodec.region(body)) }
         return regions
     }
 
     public func deleteRegion(id: String) async throws -> Bool {
-        let rows = try await database.client.query("DELETE FROM regions WHERE id = \(id) RETURNING 1")
+        let rows = try await database.query("DELETE FROM regions WHERE id = \(id) RETURNING 1")
         var removed = false
         for try await _ in rows { removed = true }
         if removed { try await PostgresChangeFeed.notify(.regions, database: database) }
@@ -181,20 +176,20 @@ public final class PostgresLocationStore: LocationStore {
         return try await transaction { connection in
             // Every device's lock in one statement, in sorted order (two batches over the same devices take them in
             // one order); then the reads, in a statement of their own so that they see what the lock waited for.
-            try await connection.query(
+            try await connection.run(
                 """
                 SELECT pg_advisory_xact_lock(hashtext('regions:' || id))
                 FROM unnest(\(ids)::text[]) WITH ORDINALITY AS u(id, n) ORDER BY n
                 """, logger: logger)
             let (stored, zones) = try await Self.readRegionStates(
-                connection.query(Self.regionStatesQuery(ids), logger: logger))
+                connection.run(Self.regionStatesQuery(ids), logger: logger))
             // The in-memory times over what is stored.
             let states = volatile.merged(stored, ids: ids)
             let (updated, events, result) = try body(states, zones)
             let plan = RegionStateWrites(
                 stored: stored, read: states, updated: updated, eventDevices: Set(events.map(\.deviceId)))
             if !plan.upserts.isEmpty {
-                try await connection.query(
+                try await connection.run(
                     """
                     INSERT INTO region_state (device_id, body)
                     SELECT * FROM unnest(\(plan.upserts.map(\.0))::text[], \(plan.upserts.map { LocationCodec.encode($0.1) })::text[])
@@ -202,7 +197,7 @@ public final class PostgresLocationStore: LocationStore {
                     """, logger: logger)
             }
             if !plan.deletes.isEmpty {
-                try await connection.query(
+                try await connection.run(
                     "DELETE FROM region_state WHERE device_id = ANY(\(plan.deletes)::text[])", logger: logger)
             }
             volatile.apply(plan)
@@ -217,7 +212,7 @@ public final class PostgresLocationStore: LocationStore {
         let ids = Array(Set(deviceIds))
         guard !ids.isEmpty else { return ([:], [:]) }
         // One statement, no transaction and no lock.
-        return try await Self.readRegionStates(database.client.query(Self.regionStatesQuery(ids), logger: logger))
+        return try await Self.readRegionStates(database.query(Self.regionStatesQuery(ids), logger: logger))
     }
 
     /// The last fix, the region state and the home/work zones of each device, in one statement (what one
@@ -227,26 +222,29 @@ public final class PostgresLocationStore: LocationStore {
     ) {
         let ids = Array(Set(deviceIds))
         guard !ids.isEmpty else { return ([:], [:], [:]) }
-        let rows = try await database.client.execute(SnapshotStatement(ids: ids), logger: logger)
-        var fixes: [String: LocationFix] = [:]
-        var states: [String: DeviceRegionState] = [:]
-        var zones: [String: [ZoneOfInterest]] = [:]
-        for try await (id, kind, body, _, time, lat, lng, accuracy, context, received, extras) in rows {
-            switch kind {
-            case 2:
-                guard let time, let lat, let lng, let received else { continue }
-                fixes[id] = PostgresFixStore.fix(
-                    id: id, time: time, latitude: lat, longitude: lng, accuracy: accuracy, context: context,
-                    received: received, extras: extras)
-            case 0: states[id] = try LocationCodec.regionState(body ?? "")
-            default: zones[id, default: []].append(try LocationCodec.zoi(body ?? ""))
+        let logger = self.logger
+        return try await database.withConnection { connection in
+            let rows = try await connection.execute(SnapshotStatement(ids: ids), logger: logger)
+            var fixes: [String: LocationFix] = [:]
+            var states: [String: DeviceRegionState] = [:]
+            var zones: [String: [ZoneOfInterest]] = [:]
+            for try await (id, kind, body, _, time, lat, lng, accuracy, context, received, extras) in rows {
+                switch kind {
+                case 2:
+                    guard let time, let lat, let lng, let received else { continue }
+                    fixes[id] = PostgresFixStore.fix(
+                        id: id, time: time, latitude: lat, longitude: lng, accuracy: accuracy, context: context,
+                        received: received, extras: extras)
+                case 0: states[id] = try LocationCodec.regionState(body ?? "")
+                default: zones[id, default: []].append(try LocationCodec.zoi(body ?? ""))
+                }
             }
+            return (fixes, states, zones)
         }
-        return (fixes, states, zones)
     }
 
     public func storedRegionStateCount() async throws -> Int {
-        let rows = try await database.client.query("SELECT count(*)::int8 FROM region_state", logger: logger)
+        let rows = try await database.query("SELECT count(*)::int8 FROM region_state", logger: logger)
         return try await rows.decode(Int.self).first { _ in true } ?? 0
     }
 
@@ -262,7 +260,7 @@ public final class PostgresLocationStore: LocationStore {
         """
     }
 
-    static func readRegionStates(_ rows: PostgresRowSequence) async throws -> (
+    static func readRegionStates(_ rows: some AsyncSequence<PostgresRow, any Error>) async throws -> (
         states: [String: DeviceRegionState], zones: [String: [ZoneOfInterest]]
     ) {
         var states: [String: DeviceRegionState] = [:]
@@ -278,7 +276,7 @@ public final class PostgresLocationStore: LocationStore {
     }
 
     public func events(deviceId: String, limit: Int) async throws -> [LocationEvent] {
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             "SELECT body FROM location_events WHERE device_id = \(deviceId) ORDER BY date, seq LIMIT \(limit)")
         var events: [LocationEvent] = []
         for try await body in rows.decode(String.self) { events.append(try LocationCodec.event(body)) }
@@ -289,7 +287,7 @@ public final class PostgresLocationStore: LocationStore {
         recordedAtOrBefore cutoff: Double,
         _ apply: @Sendable ([ZoneOfInterest], Set<String>, [Visit]) -> [ZoneOfInterest]
     ) async throws -> (visits: Int, events: Int) {
-        let deviceRows = try await database.client.query(
+        let deviceRows = try await database.query(
             "SELECT DISTINCT device_id FROM visits WHERE recorded_at <= \(cutoff)")
         var devices: [String] = []
         for try await id in deviceRows.decode(String.self) { devices.append(id) }
@@ -303,7 +301,7 @@ public final class PostgresLocationStore: LocationStore {
                 let zois = try await Self.zois(connection, deviceId: device, logger: logger)
                 try await Self.replaceZOIs(
                     connection, deviceId: device, apply(zois, expiring, remaining), logger: logger)
-                let rows = try await connection.query(
+                let rows = try await connection.run(
                     "DELETE FROM visits WHERE device_id = \(device) AND recorded_at <= \(cutoff) RETURNING 1",
                     logger: logger)
                 var count = 0
@@ -311,7 +309,7 @@ public final class PostgresLocationStore: LocationStore {
                 return count
             }
         }
-        let eventRows = try await database.client.query(
+        let eventRows = try await database.query(
             "WITH gone AS (DELETE FROM location_events WHERE date <= \(cutoff) RETURNING 1) SELECT count(*) FROM gone")
         let events = try await eventRows.decode(Int.self).first { _ in true } ?? 0
         return (removed, events)
@@ -321,7 +319,7 @@ public final class PostgresLocationStore: LocationStore {
         try await transaction { connection in
             var removed = 0
             for table in ["visits", "zois", "region_state", "location_events"] {
-                let rows = try await connection.query(
+                let rows = try await connection.run(
                     PostgresQuery(
                         unsafeSQL:
                             "WITH gone AS (DELETE FROM \(table) WHERE device_id = $1 RETURNING 1) SELECT count(*) FROM gone",

@@ -31,7 +31,7 @@ public struct PostgresFixStore: FixStore {
         }
         // The fixes, and each device's newest of the batch into last_fixes (the audiences' index), in one
         // statement; a fix older than the device's last one leaves it in place. Rows locked in device order.
-        try await database.client.query(
+        try await database.query(
             """
             WITH u AS (
                 SELECT * FROM unnest(\(devices)::text[], \(times)::float8[], \(latitudes)::float8[],
@@ -61,7 +61,7 @@ public struct PostgresFixStore: FixStore {
         guard !ranges.isEmpty else { return [] }
         let lows = ranges.map(\.lowerBound)
         let highs = ranges.map(\.upperBound)
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             """
             SELECT l.device_id, l.fix_time, l.latitude, l.longitude, l.horizontal_accuracy
             FROM unnest(\(lows)::int8[], \(highs)::int8[]) AS r(lo, hi)
@@ -86,7 +86,7 @@ public struct PostgresFixStore: FixStore {
     public func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix] {
         let ids = Array(Set(deviceIds))
         guard !ids.isEmpty else { return [:] }
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             """
             SELECT DISTINCT ON (device_id) device_id, fix_time, latitude, longitude, horizontal_accuracy, context,
                    received_at, extras
@@ -98,7 +98,7 @@ public struct PostgresFixStore: FixStore {
     }
 
     public func fix(deviceId: String, before: Double) async throws -> LocationFix? {
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             """
             SELECT device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras
             FROM fixes WHERE device_id = \(deviceId) AND fix_time < \(before) ORDER BY fix_time DESC LIMIT 1
@@ -107,7 +107,7 @@ public struct PostgresFixStore: FixStore {
     }
 
     public func fixes(deviceId: String, after: Double, before: Double, limit: Int) async throws -> [LocationFix] {
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             """
             SELECT device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras
             FROM fixes WHERE device_id = \(deviceId) AND fix_time > \(after) AND fix_time < \(before)
@@ -116,7 +116,7 @@ public struct PostgresFixStore: FixStore {
         return try await Self.decode(rows)
     }
 
-    static func decode(_ rows: PostgresRowSequence) async throws -> [LocationFix] {
+    static func decode(_ rows: some AsyncSequence<PostgresRow, any Error>) async throws -> [LocationFix] {
         var fixes: [LocationFix] = []
         for try await (id, time, lat, lng, accuracy, context, received, extras) in rows.decode(
             (String, Double, Double, Double, Double?, String?, Double, String?).self)
@@ -141,7 +141,7 @@ public struct PostgresFixStore: FixStore {
     }
 
     public func expireFixes(takenAtOrBefore cutoff: Double) async throws -> Int {
-        let rows = try await database.client.query(
+        let rows = try await database.query(
             """
             WITH last AS (DELETE FROM last_fixes WHERE fix_time <= \(cutoff)),
                  gone AS (DELETE FROM fixes WHERE fix_time <= \(cutoff) RETURNING 1)
@@ -151,8 +151,8 @@ public struct PostgresFixStore: FixStore {
     }
 
     public func deleteDevice(_ deviceId: String) async throws -> Int {
-        try await database.client.withConnection { connection in
-            let rows = try await connection.query(
+        try await database.withConnection { connection in
+            let rows = try await connection.run(
                 """
                 WITH last AS (DELETE FROM last_fixes WHERE device_id = \(deviceId)),
                      gone AS (DELETE FROM fixes WHERE device_id = \(deviceId) RETURNING 1)
@@ -181,9 +181,9 @@ public struct PostgresPOIStore: POIStore {
         guard !pois.isEmpty else { return 0 }
         let now = Date().timeIntervalSince1970
         // In chunks, all in one transaction (all or nothing, like SQLite's).
-        try await database.client.withTransaction(logger: database.logger) { connection in
+        try await database.withTransaction { connection in
             // One import at a time across nodes, so POI versions become visible in the order they were taken.
-            try await connection.query(
+            try await connection.run(
                 "SELECT pg_advisory_xact_lock(\(Self.importLock))", logger: database.logger)
             try await Self.write(pois, on: connection, at: now, logger: database.logger)
             try await PostgresChangeFeed.notify(.pois, on: connection, logger: database.logger)
@@ -194,8 +194,8 @@ public struct PostgresPOIStore: POIStore {
     public func upsert(chunks: POIChunks) async throws -> Int {
         let now = Date().timeIntervalSince1970
         do {
-            return try await database.client.withTransaction(logger: database.logger) { connection in
-                try await connection.query(
+            return try await database.withTransaction { connection in
+                try await connection.run(
                     "SELECT pg_advisory_xact_lock(\(Self.importLock))", logger: database.logger)
                 var written = 0
                 // `next` waits for the reading thread (never a task of this pool).
@@ -222,7 +222,7 @@ public struct PostgresPOIStore: POIStore {
             let chunk = Array(rows[start..<min(rows.count, start + 5_000)])
             let optional = { (values: [String?]) in values.map { $0 ?? "" } }
             let present = { (values: [String?]) in values.map { $0 != nil } }
-            try await connection.query(
+            try await connection.run(
                 """
                 INSERT INTO pois (store_id, name, latitude, longitude, address_lines, city, zipcode, country_code,
                                   types, tags, contact, user_properties, updated_at)
@@ -261,7 +261,7 @@ public struct PostgresPOIStore: POIStore {
 
     /// The newest POI version written so far, by an upsert or a delete (0 for none).
     public func currentVersion() async throws -> Int64 {
-        try await database.client.query(
+        try await database.query(
             """
             SELECT GREATEST((SELECT COALESCE(max(version), 0) FROM pois),
                             (SELECT COALESCE(max(version), 0) FROM poi_deletions))::int8
@@ -275,14 +275,14 @@ public struct PostgresPOIStore: POIStore {
         changes: [POIChange], version: Int64
     ) {
         let upserts = try await Self.rows(
-            database.client.query(
+            database.query(
                 """
                 SELECT store_id, name, latitude, longitude, address_lines, city, zipcode, country_code, types, tags,
                        contact, user_properties, version FROM pois
                 WHERE version > \(version) ORDER BY version LIMIT \(limit)
                 """))
         var deletes: [(Int64, String)] = []
-        for try await row in try await database.client.query(
+        for try await row in try await database.query(
             "SELECT version, store_id FROM poi_deletions WHERE version > \(version) ORDER BY version LIMIT \(limit)"
         ).decode((Int64, String).self) {
             deletes.append(row)
@@ -298,14 +298,16 @@ public struct PostgresPOIStore: POIStore {
         return (merged.map(\.1), reached)
     }
 
-    static func rows(_ sequence: PostgresRowSequence) async throws -> [(Int64, POI)] {
+    static func rows(_ sequence: some AsyncSequence<PostgresRow, any Error>) async throws -> [(Int64, POI)] {
         var found: [(Int64, POI)] = []
         try await each(sequence) { found.append(($0, $1)) }
         return found
     }
 
     /// Decodes the rows one at a time.
-    static func each(_ sequence: PostgresRowSequence, _ body: (Int64, POI) throws -> Void) async throws {
+    static func each(_ sequence: some AsyncSequence<PostgresRow, any Error>, _ body: (Int64, POI) throws -> Void)
+        async throws
+    {
         for try await row in sequence {
             let (storeId, name, lat, lng, lines, city, zipcode, country, types, tags, contact, user, id) =
                 try row.decode(
@@ -324,29 +326,35 @@ public struct PostgresPOIStore: POIStore {
 
     public func indexBuilder() async throws -> PlacesIndex.Builder {
         var builder = PlacesIndex.Builder(expected: try await count(), uniqueIds: true)
-        try await Self.each(database.client.query("\(unescaped: Self.columns) ORDER BY id")) { builder.add($1) }
+        // Streamed (a catalogue of millions), on one connection.
+        let logger = database.logger
+        try await database.withConnection { connection in
+            try await Self.each(connection.run("\(unescaped: Self.columns) ORDER BY id", logger: logger)) {
+                builder.add($1)
+            }
+        }
         return builder
     }
 
     public func all() async throws -> [POI] {
-        try await Self.rows(database.client.query("\(unescaped: Self.columns) ORDER BY id")).map(\.1)
+        try await Self.rows(database.query("\(unescaped: Self.columns) ORDER BY id")).map(\.1)
     }
 
     public func count() async throws -> Int {
-        try await database.client.query("SELECT count(*) FROM pois").decode(Int.self).first { _ in true } ?? 0
+        try await database.query("SELECT count(*) FROM pois").decode(Int.self).first { _ in true } ?? 0
     }
 
     public func poi(storeId: String) async throws -> POI? {
-        try await Self.rows(database.client.query("\(unescaped: Self.columns) WHERE store_id = \(storeId)")).first?.1
+        try await Self.rows(database.query("\(unescaped: Self.columns) WHERE store_id = \(storeId)")).first?.1
     }
 
     /// Removes POIs by store id, leaving a tombstone per POI with the next version (under the import lock, so
     /// versions become visible in order): every node's follower removes them from its in-memory index.
     public func delete(storeIds: [String]) async throws -> Int {
         let ids = Array(Set(storeIds))
-        return try await database.client.withTransaction(logger: database.logger) { connection in
-            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.importLock))", logger: database.logger)
-            let rows = try await connection.query(
+        return try await database.withTransaction { connection in
+            try await connection.run("SELECT pg_advisory_xact_lock(\(Self.importLock))", logger: database.logger)
+            let rows = try await connection.run(
                 """
                 WITH gone AS (DELETE FROM pois WHERE store_id = ANY(\(ids)::text[]) RETURNING store_id),
                      marked AS (INSERT INTO poi_deletions (version, store_id)
@@ -363,13 +371,13 @@ public struct PostgresPOIStore: POIStore {
     public func nearest(to point: Coordinate, query: PlacesQuery) async throws -> [PlaceMatch] {
         guard query.limit > 0 else { return [] }
         let total = try await count()
-        let client = database.client
+        let database = self.database
         return try await StoredPOI.nearest(
             to: point, query: query, total: total,
             candidates: { box in
                 var found: [StoredPOI.Candidate] = []
                 for range in box.longitudes {
-                    let rows = try await client.query(
+                    let rows = try await database.query(
                         """
                         SELECT id, store_id, latitude, longitude FROM pois
                         WHERE point(longitude, latitude) <@ box(point(\(range.lowerBound), \(box.minLat)),
@@ -382,7 +390,7 @@ public struct PostgresPOIStore: POIStore {
                 return found
             },
             rows: { ids in
-                let rows = try await client.query("\(unescaped: Self.columns) WHERE id = ANY(\(ids)::int8[])")
+                let rows = try await database.query("\(unescaped: Self.columns) WHERE id = ANY(\(ids)::int8[])")
                 return Dictionary(try await Self.rows(rows), uniquingKeysWith: { first, _ in first })
             })
     }

@@ -205,7 +205,8 @@ public struct EnrichmentRuntime: Sendable {
             tokens: tokens, outbox: outbox, activities: activities, settings: configuration.delivery,
             enricher: enricher, appEnrichers: appEnrichers,
             senders: try configuration.delivery.makeSenders(credentials), clock: clock, logger: logger,
-            observer: deliveryObserver, exclusiveStore: postgres == nil, pollInterval: poll)
+            observer: deliveryObserver, exclusiveStore: postgres == nil, pollInterval: poll,
+            databaseTimeout: postgres == nil ? nil : .milliseconds(Int64(configuration.databaseConnectTimeout * 1000)))
         let location = try await LocationEngine(
             store: locationStore, fixes: fixes, settings: configuration.location,
             index: configuration.places == .local ? index : nil, webhookURL: configuration.locationWebhookURL,

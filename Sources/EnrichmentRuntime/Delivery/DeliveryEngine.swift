@@ -79,6 +79,8 @@ public final class DeliveryEngine: Sendable {
     let lease: Double
     /// How often lane 0 looks for due work that no wake-up announced.
     let pollInterval: Duration
+    /// The bound on each of a lane's calls to a database across the network (nil: SQLite, in process).
+    let databaseTimeout: Duration?
     /// How often a lane writes the answers it got while a batch is still sending.
     let recordInterval: Duration = .milliseconds(20)
     /// What becomes of each claimed delivery and each answer (no I/O: this class performs what it decides).
@@ -98,9 +100,10 @@ public final class DeliveryEngine: Sendable {
         settings: DeliverySettings, enricher: Enricher, appEnrichers: [String: Enricher] = [:],
         senders: [SenderKey: any APNsBatchSending], clock: any WallClock, logger: Logger,
         observer: (any DeliveryObserver)?, exclusiveStore: Bool, lanes: Int = 2, batchSize: Int? = nil,
-        lease: Double? = nil, pollInterval: Duration = .seconds(1)
+        lease: Double? = nil, pollInterval: Duration = .seconds(1), databaseTimeout: Duration? = nil
     ) {
         self.pollInterval = pollInterval
+        self.databaseTimeout = databaseTimeout
         self.tokens = tokens
         self.outbox = outbox
         self.activities = activities
@@ -254,7 +257,7 @@ public final class DeliveryEngine: Sendable {
             if probe {
                 // Idle: look at when the next delivery is due before claiming.
                 let now = clock.now().timeIntervalSince1970
-                let due = try? await outbox.nextDue()
+                let due = try? await bounded { try await self.outbox.nextDue() }
                 if index > 0 || due.map({ $0 > now }) ?? true {
                     var wait = index > 0 ? Duration.seconds(60) : pollInterval
                     if index == 0, let due {
@@ -268,8 +271,10 @@ public final class DeliveryEngine: Sendable {
             var claimed: [ClaimedDelivery] = []
             do {
                 let claimStarted = ContinuousClock.now
-                claimed = try await outbox.claim(
-                    owner: owner, limit: batchSize, now: clock.now().timeIntervalSince1970, lease: lease)
+                let (limit, now, lease) = (batchSize, clock.now().timeIntervalSince1970, self.lease)
+                claimed = try await bounded {
+                    try await self.outbox.claim(owner: owner, limit: limit, now: now, lease: lease)
+                }
                 if !claimed.isEmpty {
                     logger.debug(
                         "claimed",
@@ -291,7 +296,8 @@ public final class DeliveryEngine: Sendable {
                 // would wait out their whole lease once the database is back), within the lease.
                 if !claimed.isEmpty {
                     let giveUp = ContinuousClock.now + .milliseconds(Int64(lease * 1000))
-                    while (try? await outbox.releaseClaims(owner: owner)) == nil, ContinuousClock.now < giveUp,
+                    while (try? await bounded({ try await self.outbox.releaseClaims(owner: owner) })) == nil,
+                        ContinuousClock.now < giveUp,
                         !Task.isCancelled
                     {
                         try? await Task.sleep(for: .milliseconds(250))
@@ -307,9 +313,23 @@ public final class DeliveryEngine: Sendable {
         }
     }
 
+    /// A lane's call to the database, bounded by `databaseTimeout` (PostgreSQL): past it the call is left behind
+    /// and the lane goes on (what it claimed is released, or its lease runs out), so a call that is never answered
+    /// cannot stop delivery.
+    private func bounded<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        guard let databaseTimeout else { return try await body() }
+        guard let value = try await withAbandoningTimeout(databaseTimeout, body) else {
+            logger.warning(
+                "a database call did not answer in time; left behind",
+                metadata: ["timeout": "\(databaseTimeout)"])
+            throw DatabaseTimeout(timeout: databaseTimeout)
+        }
+        return value
+    }
+
     private func reportGauges() async {
         guard let observer else { return }
-        if let depth = try? await outbox.depth() { observer.outboxDepth(depth) }
+        if let depth = try? await bounded({ try await self.outbox.depth() }) { observer.outboxDepth(depth) }
         for (environment, sender) in senders {
             let opened = await sender.connectionsOpened()
             let delta = lastConnections.withLock { last in
@@ -323,7 +343,7 @@ public final class DeliveryEngine: Sendable {
 
     private func definition(_ id: String) async throws -> PushDefinition? {
         if let cached = pushCache.withLock({ $0[id] }) { return cached }
-        guard let push = try await outbox.push(id: id) else { return nil }
+        guard let push = try await bounded({ try await self.outbox.push(id: id) }) else { return nil }
         pushCache.withLock { cache in
             if cache.count >= 1024 { cache.removeAll(keepingCapacity: true) }
             cache[id] = push
@@ -377,8 +397,9 @@ public final class DeliveryEngine: Sendable {
         var attempts: [SenderKey: [Attempt]] = [:]
         let groups = DeliveryPlanner.groups(claimed)
         // Every device's last fix in one read, so enriching the batch makes no trip to storage per device.
+        let deviceIds = claimed.map(\.delivery.deviceId)
         let prefetched = PrefetchedFixes(
-            try await enricher.fixes.latestFixes(deviceIds: claimed.map(\.delivery.deviceId)))
+            try await bounded { try await self.enricher.fixes.latestFixes(deviceIds: deviceIds) })
         let batchEnricher = enricher.adapted(fixes: prefetched, keepSnapshots: false)
         // An app with its own enrichment settings: the same prefetched fixes, its templates and places search.
         let batchApps = appEnrichers.mapValues { $0.adapted(fixes: prefetched, keepSnapshots: false) }
@@ -560,7 +581,8 @@ public final class DeliveryEngine: Sendable {
         for (environment, count) in waiting { observer?.waitingForAPNs(count, environment: environment.description) }
         try await enricher.spans.run("db.record_answers", kind: .client) { span in
             span?.attributes["delivery.updates"] = updates.count
-            _ = try await outbox.complete(updates, outcomes: outcomes, owner: owner)
+            let settled = updates
+            _ = try await bounded { try await self.outbox.complete(settled, outcomes: outcomes, owner: owner) }
         }
         reportEnded(updates, pushOf: pushOf)
         for update in updates where !DeliveryPlanner.isWait(update) {
@@ -569,9 +591,11 @@ public final class DeliveryEngine: Sendable {
         for deactivation in activityDeactivations {
             do {
                 let marked =
-                    try await activities?.invalidate(
-                        deviceId: deactivation.deviceId, token: deactivation.token, reason: deactivation.reason,
-                        at: deactivation.invalidatedAt, unlessRegisteredAfter: deactivation.unlessRegisteredAfter) ?? 0
+                    try await bounded {
+                        try await self.activities?.invalidate(
+                            deviceId: deactivation.deviceId, token: deactivation.token, reason: deactivation.reason,
+                            at: deactivation.invalidatedAt, unlessRegisteredAfter: deactivation.unlessRegisteredAfter)
+                    } ?? 0
                 guard marked > 0 else { continue }
                 observer?.deactivated(reason: deactivation.reason)
                 logger.info(
@@ -587,7 +611,9 @@ public final class DeliveryEngine: Sendable {
         }
         for deactivation in deactivations {
             do {
-                guard let registration = try await tokens.deactivate(deactivation) else { continue }
+                guard let registration = try await bounded({ try await self.tokens.deactivate(deactivation) }) else {
+                    continue
+                }
                 observer?.deactivated(reason: deactivation.reason)
                 logger.info(
                     "token deactivated",

@@ -1,5 +1,6 @@
 import EnrichmentPostgres
 import EnrichmentStorage
+import Synchronization
 
 /// Whether the database can be used now, for readiness: reachable and writable, and (SQLite) its disk not full.
 public struct StorageHealth: Sendable, Equatable {
@@ -18,7 +19,7 @@ public struct StorageHealthCheck: Sendable {
     public func check(within timeout: Duration) async -> StorageHealth {
         let run = self.run
         // The check itself never throws; a cancelled one counts as not answering.
-        let answered = try? await withTimeout(timeout) { await run() }
+        let answered = try? await withAbandoningTimeout(timeout) { await run() }
         return answered
             ?? StorageHealth(
                 problem: "the database did not answer within \(timeout.components.seconds) s",
@@ -68,8 +69,9 @@ public struct DatabaseTimeout: Error, CustomStringConvertible {
 }
 
 /// `body`'s value, or nil when it has not finished within `timeout`: it is then cancelled, and this returns once it
-/// has ended (PostgresNIO gives up a wait for a connection when cancelled). One mechanism for every bound on the
-/// database: readiness and the request deadline.
+/// has ended (PostgresNIO gives up a wait for a connection when cancelled). For a body that must not outlive its
+/// caller (a request's handler); elsewhere `withAbandoningTimeout` holds the bound even against a body that
+/// ignores cancellation.
 public func withTimeout<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () async throws -> T)
     async throws -> T?
 {
@@ -81,5 +83,93 @@ public func withTimeout<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sen
         }
         defer { group.cancelAll() }
         return try await group.next() ?? nil
+    }
+}
+
+/// `body`'s value, or nil when it has not finished within `timeout`. The bound on the database for readiness and
+/// the delivery lanes' calls.
+///
+/// At the bound `body` is cancelled and this returns at once, without waiting for it to end: a call that ignores
+/// cancellation (a query that will never be answered) is left behind rather than holding its caller past the
+/// bound. Task-local values (the app, the trace) carry into `body`.
+public func withAbandoningTimeout<T: Sendable>(
+    _ timeout: Duration, _ body: @escaping @Sendable () async throws -> T
+) async throws -> T? {
+    let race = TimeoutRace<T>()
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { continuation in
+            race.begin(continuation)
+            let work = Task {
+                do { race.finish(.success(try await body())) } catch { race.finish(.failure(error)) }
+            }
+            let timer = Task {
+                try? await Task.sleep(for: timeout)
+                if race.finish(.success(nil)) { work.cancel() }
+            }
+            race.onEnd { timer.cancel() }
+            race.onCancel { work.cancel() }
+        }
+    } onCancel: {
+        race.cancel()
+    }
+}
+
+/// Whichever ends first of `withTimeout`'s body and its timer resumes the caller, once.
+private final class TimeoutRace<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<T?, any Error>?
+        var ended = false
+        var cancelled = false
+        var endActions: [@Sendable () -> Void] = []
+        var cancelActions: [@Sendable () -> Void] = []
+    }
+    private let state = Mutex(State())
+
+    func begin(_ continuation: CheckedContinuation<T?, any Error>) {
+        state.withLock { $0.continuation = continuation }
+    }
+
+    /// Resumes the caller unless it has been already; true when this call did.
+    @discardableResult
+    func finish(_ result: Result<T?, any Error>) -> Bool {
+        let taken = state.withLock { state -> (CheckedContinuation<T?, any Error>, [@Sendable () -> Void])? in
+            guard !state.ended, let continuation = state.continuation else { return nil }
+            state.ended = true
+            state.continuation = nil
+            defer { state.endActions = [] }
+            return (continuation, state.endActions)
+        }
+        guard let (continuation, actions) = taken else { return false }
+        for action in actions { action() }
+        continuation.resume(with: result)
+        return true
+    }
+
+    func onEnd(_ action: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            if state.ended { return true }
+            state.endActions.append(action)
+            return false
+        }
+        if now { action() }
+    }
+
+    func onCancel(_ action: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            if state.cancelled { return true }
+            state.cancelActions.append(action)
+            return false
+        }
+        if now { action() }
+    }
+
+    /// The caller was cancelled: so is the body (the timer still bounds the wait).
+    func cancel() {
+        let actions = state.withLock { state -> [@Sendable () -> Void] in
+            state.cancelled = true
+            defer { state.cancelActions = [] }
+            return state.cancelActions
+        }
+        for action in actions { action() }
     }
 }

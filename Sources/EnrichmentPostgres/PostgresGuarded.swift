@@ -1,0 +1,81 @@
+public import Logging
+public import PostgresNIO
+
+/// The connection a query was meant for has closed: nothing was sent. Transient, like the database going away.
+///
+/// postgres-nio 1.33 writes a query to its connection without a promise for the write: on a connection that has
+/// already closed, the write fails unseen and the query is never answered, so its caller would wait forever (a
+/// `ROLLBACK` after the connection broke mid-transaction, or a pooled connection handed out just as it closed).
+/// Every query here looks first and fails at once instead.
+public struct PostgresConnectionLost: Error, Sendable, CustomStringConvertible {
+    public var description: String { "the connection to PostgreSQL was closed; nothing was sent on it" }
+}
+
+extension PostgresConnection {
+    /// `query`, failing with `PostgresConnectionLost` when the connection has closed.
+    @discardableResult
+    func run(
+        _ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line
+    ) async throws -> PostgresRowSequence {
+        guard !isClosed else { throw PostgresConnectionLost() }
+        return try await self.query(query, logger: logger, file: file, line: line)
+    }
+}
+
+/// The rows of one query, read in full before its connection goes back to the pool.
+public struct PostgresRows: AsyncSequence, Sendable {
+    public typealias Element = PostgresRow
+    public typealias Failure = any Error
+    let rows: [PostgresRow]
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: IndexingIterator<[PostgresRow]>
+        public mutating func next() async throws -> PostgresRow? { base.next() }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: rows.makeIterator()) }
+}
+
+extension PostgresBackend {
+    /// One query on a pooled connection, its rows read in full. Fails at once (transient) when the connection
+    /// handed out has closed.
+    @discardableResult
+    public func query(
+        _ query: PostgresQuery, logger: Logger? = nil, file: String = #fileID, line: Int = #line
+    ) async throws -> PostgresRows {
+        let logger = logger ?? self.logger
+        return try await client.withConnection { connection in
+            PostgresRows(rows: try await connection.run(query, logger: logger, file: file, line: line).collect())
+        }
+    }
+
+    /// A pooled connection for `body`; fails at once (transient) when the one handed out has closed.
+    public func withConnection<T>(
+        isolation: isolated (any Actor)? = #isolation, _ body: (PostgresConnection) async throws -> sending T
+    ) async throws -> sending T {
+        try await client.withConnection(isolation: isolation) { connection in
+            guard !connection.isClosed else { throw PostgresConnectionLost() }
+            return try await body(connection)
+        }
+    }
+
+    /// `body` in a transaction: committed when it returns, rolled back when it throws, and its own error comes out
+    /// as thrown. On a connection that broke, nothing more is sent (the server has rolled back already).
+    public func withTransaction<T>(
+        isolation: isolated (any Actor)? = #isolation, _ body: (PostgresConnection) async throws -> sending T
+    ) async throws -> sending T {
+        let logger = self.logger
+        return try await withConnection(isolation: isolation) { connection in
+            try await connection.run("BEGIN", logger: logger)
+            let value: T
+            do {
+                value = try await body(connection)
+            } catch {
+                if !connection.isClosed { _ = try? await connection.run("ROLLBACK", logger: logger) }
+                throw error
+            }
+            try await connection.run("COMMIT", logger: logger)
+            return value
+        }
+    }
+}

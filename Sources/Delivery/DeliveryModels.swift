@@ -85,12 +85,15 @@ public struct PushDefinition: Sendable, Equatable {
     public var mode: BodyMode?
     /// The device ids in request order.
     public var deviceIds: [String]
+    /// When and how often it is sent, and what that did at acceptance (nil: at once, uncapped).
+    public var plan: PushPlan?
 
     public init(
         id: String, createdAt: Double, payload: JSONValue, pushType: PushType, priority: APNsPriority? = nil,
         expiration: APNsExpiration? = nil, collapseId: String? = nil, topic: String? = nil, enrich: Bool = true,
-        mode: BodyMode? = nil, deviceIds: [String]
+        mode: BodyMode? = nil, deviceIds: [String], plan: PushPlan? = nil
     ) {
+        self.plan = plan
         self.id = id
         self.createdAt = createdAt
         self.payload = payload
@@ -118,6 +121,8 @@ public enum DeliveryState: String, Sendable, CaseIterable {
     case failed
     /// Its `apns-expiration` passed before it could be sent; not sent.
     case expired
+    /// Cancelled before it was sent (a scheduled push, `DELETE /v1/push/{id}`).
+    case cancelled
 
     public var isFinal: Bool { self != .pending }
 }
@@ -130,8 +135,14 @@ public struct NewDelivery: Sendable, Equatable {
     public var environment: APNsEnvironmentName
     /// The `apns-id` sent with every attempt, so APNs and the caller can match them.
     public var apnsId: String
+    /// When it is to be sent (epoch seconds); nil: at once. Its maximum age counts from then.
+    public var scheduledAt: Double?
 
-    public init(deviceId: String, token: String, topic: String, environment: APNsEnvironmentName, apnsId: String) {
+    public init(
+        deviceId: String, token: String, topic: String, environment: APNsEnvironmentName, apnsId: String,
+        scheduledAt: Double? = nil
+    ) {
+        self.scheduledAt = scheduledAt
         self.deviceId = deviceId
         self.token = token
         self.topic = topic
@@ -227,12 +238,15 @@ public struct DeliveryReport: Sendable, Equatable {
     /// True when a node took the delivery over from one that stopped (killed, or restarted) while it held it: it
     /// may have been on the wire then, so it was sent again and counted as an attempt.
     public var resentAfterTakeover: Bool
+    /// When it is due (a scheduled delivery), epoch seconds.
+    public var scheduledAt: Double?
 
     public init(
         deviceId: String, token: String, environment: APNsEnvironmentName, state: DeliveryState, status: Int?,
         reason: String?, apnsId: String, apnsTimestamp: Int64?, attempts: Int, error: String?,
-        resentAfterTakeover: Bool = false
+        resentAfterTakeover: Bool = false, scheduledAt: Double? = nil
     ) {
+        self.scheduledAt = scheduledAt
         self.resentAfterTakeover = resentAfterTakeover
         self.deviceId = deviceId
         self.token = token
@@ -312,5 +326,82 @@ extension APNsExpiration {
             throw StoredValueError("a stored push has expiration \(raw), which is not epoch seconds")
         }
         return expiration
+    }
+}
+
+/// When a push is sent and how often a device may get one, as asked, and what that came to at acceptance.
+public struct PushPlan: Sendable, Equatable {
+    public var timing: SendTiming
+    /// Devices whose send time quiet hours moved (sent later, not skipped).
+    public var held: Int
+    /// The earliest and latest send times of its deliveries (epoch seconds), nil when none is scheduled.
+    public var firstSendAt: Double?
+    public var lastSendAt: Double?
+
+    public init(timing: SendTiming, held: Int = 0, firstSendAt: Double? = nil, lastSendAt: Double? = nil) {
+        self.timing = timing
+        self.held = held
+        self.firstSendAt = firstSendAt
+        self.lastSendAt = lastSendAt
+    }
+
+    /// As stored (a JSON object).
+    public var stored: JSONValue {
+        var object: [String: JSONValue] = [
+            "held": .int(Int64(held)), "missing_zone": .string(timing.missingZone.rawValue),
+        ]
+        if let sendAt = timing.sendAt { object["send_at"] = .double(sendAt) }
+        if let localTime = timing.localTime { object["local_time"] = .string(localTime.description) }
+        if let quiet = timing.quietHours {
+            object["quiet_hours"] = .object([
+                "window": .string(quiet.window), "action": .string(quiet.action.rawValue),
+            ])
+        }
+        if let cap = timing.cap {
+            object["cap"] = .object(["max": .int(Int64(cap.max)), "window_s": .double(cap.window)])
+        }
+        if let firstSendAt { object["first_send_at"] = .double(firstSendAt) }
+        if let lastSendAt { object["last_send_at"] = .double(lastSendAt) }
+        return .object(object)
+    }
+
+    /// Reads what `stored` wrote.
+    public init(stored value: JSONValue) throws {
+        guard case .object(let object) = value else { throw StoredValueError("a push plan is not an object") }
+        var timing = SendTiming()
+        timing.sendAt = object["send_at"]?.lenientDouble
+        if let text = object["local_time"]?.stringValue {
+            guard let time = LocalTime(parsing: text) else { throw StoredValueError("stored local_time '\(text)'") }
+            timing.localTime = time
+        }
+        if case .object(let quiet)? = object["quiet_hours"] {
+            guard let window = quiet["window"]?.stringValue,
+                let action = quiet["action"]?.stringValue.flatMap(QuietHours.Action.init(rawValue:)),
+                let hours = QuietHours(window: window, action: action)
+            else { throw StoredValueError("stored quiet_hours") }
+            timing.quietHours = hours
+        }
+        if case .object(let cap)? = object["cap"] {
+            guard let max = cap["max"]?.lenientDouble, let window = cap["window_s"]?.lenientDouble else {
+                throw StoredValueError("stored cap")
+            }
+            timing.cap = FrequencyCap(max: Int(max), window: window)
+        }
+        timing.missingZone =
+            object["missing_zone"]?.stringValue.flatMap(SendTiming.MissingZone.init(rawValue:)) ?? .skip
+        self.init(
+            timing: timing, held: Int(object["held"]?.lenientDouble ?? 0),
+            firstSendAt: object["first_send_at"]?.lenientDouble, lastSendAt: object["last_send_at"]?.lenientDouble)
+    }
+}
+
+/// What a device carries for audiences and timing: its IANA zone and its tags, set at registration.
+public struct DeviceProfile: Sendable, Equatable {
+    public var timeZone: String?
+    public var tags: [String]
+
+    public init(timeZone: String? = nil, tags: [String] = []) {
+        self.timeZone = timeZone
+        self.tags = tags
     }
 }

@@ -19,9 +19,11 @@ public struct DeliveryPlanner: Sendable, Equatable {
     }
 
     /// The instant after which a push's deliveries are not sent any more: its `apns-expiration`, or `maximumAge`
-    /// after it was made.
-    public func deadline(of push: PushDefinition) -> Double {
-        guard let expiration = push.expiration, expiration.epochSeconds > 0 else { return push.createdAt + maximumAge }
+    /// after it was made (after the delivery's scheduled send time, for a scheduled one).
+    public func deadline(of push: PushDefinition, scheduledAt: Double? = nil) -> Double {
+        guard let expiration = push.expiration, expiration.epochSeconds > 0 else {
+            return max(push.createdAt, scheduledAt ?? push.createdAt) + maximumAge
+        }
         return Double(expiration.epochSeconds) + 1
     }
 
@@ -115,7 +117,9 @@ public struct DeliveryPlanner: Sendable, Equatable {
                         finishedAt: now)
                 })
         }
-        if (push.expiration?.epochSeconds ?? 0) == 0, now >= deadline(of: push) {
+        if (push.expiration?.epochSeconds ?? 0) == 0,
+            now >= deadline(of: push, scheduledAt: claims.first?.delivery.scheduledAt)
+        {
             return .settle(
                 claims.map {
                     DeliveryUpdate(

@@ -1,5 +1,7 @@
+public import EnrichmentCore
+
 /// Where devices receive pushes. Implementations: SQLite (embedded), PostgreSQL (scale-out); one contract suite.
-public protocol DeviceTokenStore: Sendable {
+public protocol DeviceTokenStore: DeviceTagSource {
     /// Creates the registration or refreshes it (topic, environment, `registeredAt`, active again); returns true
     /// when it was created.
     func register(_ registration: TokenRegistration) async throws -> Bool
@@ -14,6 +16,11 @@ public protocol DeviceTokenStore: Sendable {
     /// Deactivates a registration when the deactivation's conditions hold; returns the registration as
     /// deactivated, or nil when it was left alone (re-registered after a 410, refreshed, removed, or inactive).
     func deactivate(_ deactivation: TokenDeactivation) async throws -> TokenRegistration?
+    /// Sets what the device carries: its zone when `timeZone` is given (`.some(nil)` clears it), its tags when
+    /// `tags` is given (replacing them). `removeDevice` removes them too.
+    func setProfile(deviceId: String, timeZone: String??, tags: [String]?, at: Double) async throws
+    /// The profiles of the listed devices (devices with neither zone nor tags are absent).
+    func profiles(deviceIds: [String]) async throws -> [String: DeviceProfile]
 }
 
 /// The durable outbox: pushes and their deliveries, committed before the service answers, drained by workers.
@@ -24,6 +31,23 @@ public protocol OutboxStore: Sendable {
     /// Commits a push, its devices (with outcomes already known, e.g. no active token) and its deliveries in one
     /// transaction; deliveries are due at once.
     func enqueue(_ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery]) async throws
+    /// `enqueue`, with a frequency cap: a device that already has `cap.max` pushes sent or scheduled within
+    /// `cap.window` seconds before or after this push's send time to it gets none of its deliveries (outcome
+    /// `not_sent`, rule `capped`). Pushes are counted per device (a device with two tokens counts a push once), in
+    /// the state delivered or pending. Pushes to one app are capped one at a time (across nodes with PostgreSQL),
+    /// so two concurrent pushes cannot both slip under the cap. Returns the devices capped.
+    func enqueue(
+        _ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery], cap: FrequencyCap, app: String
+    )
+        async throws -> Set<String>
+    /// Cancels the push's pending deliveries that no worker holds (state `cancelled`); returns how many.
+    func cancel(pushId: String, at: Double) async throws -> Int
+    /// Pushes with deliveries still pending, soonest first: (push id, pending deliveries, next send time).
+    func scheduled(limit: Int) async throws -> [(pushId: String, pending: Int, nextAt: Double)]
+    /// Records that the device's notification of the push was shown (a receipt); false when it was already.
+    func confirm(pushId: String, deviceId: String, at: Double) async throws -> Bool
+    /// How many devices confirmed the push.
+    func confirmedCount(pushId: String) async throws -> Int
     /// Claims up to `limit` pending deliveries due at `now` that no live lease holds, oldest due first, for `owner`
     /// until `now + lease`.
     func claim(owner: String, limit: Int, now: Double, lease: Double) async throws -> [ClaimedDelivery]

@@ -522,5 +522,38 @@ enum PostgresSchema {
                 """,
             ]
         ),
+        (
+            // Issue 30: scheduled deliveries, frequency caps (a device's deliveries by time), device zones and
+            // tags, receipts.
+            "v11-schedule",
+            [
+                "ALTER TABLE deliveries ADD COLUMN scheduled_at DOUBLE PRECISION",
+                "ALTER TABLE pushes ADD COLUMN plan TEXT",
+                "CREATE INDEX deliveries_device ON deliveries (device_id, state)",
+                """
+                CREATE TABLE device_profiles (
+                    device_id TEXT PRIMARY KEY,
+                    time_zone TEXT,
+                    updated_at DOUBLE PRECISION NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE device_tags (
+                    tag TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    PRIMARY KEY (tag, device_id)
+                )
+                """,
+                "CREATE INDEX device_tags_device ON device_tags (device_id)",
+                """
+                CREATE TABLE receipts (
+                    push_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    received_at DOUBLE PRECISION NOT NULL,
+                    PRIMARY KEY (push_id, device_id)
+                )
+                """,
+            ]
+        ),
     ]
 }

@@ -72,10 +72,66 @@ public struct PostgresTokenStore: DeviceTokenStore {
     }
 
     public func removeDevice(_ deviceId: String) async throws -> Int {
-        let rows = try await database.query(
-            "WITH gone AS (DELETE FROM apns_tokens WHERE device_id = \(deviceId) RETURNING 1) SELECT count(*) FROM gone"
-        )
-        return try await rows.decode(Int.self).first { _ in true } ?? 0
+        try await database.withTransaction { connection in
+            let rows = try await connection.run(
+                """
+                WITH gone AS (DELETE FROM apns_tokens WHERE device_id = \(deviceId) RETURNING 1)
+                SELECT count(*) FROM gone
+                """, logger: database.logger)
+            let removed = try await rows.decode(Int.self).first { _ in true } ?? 0
+            try await connection.run(
+                "DELETE FROM device_profiles WHERE device_id = \(deviceId)", logger: database.logger)
+            try await connection.run("DELETE FROM device_tags WHERE device_id = \(deviceId)", logger: database.logger)
+            return removed
+        }
+    }
+
+    public func setProfile(deviceId: String, timeZone: String??, tags: [String]?, at: Double) async throws {
+        try await database.withTransaction { connection in
+            if let timeZone {
+                try await connection.run(
+                    """
+                    INSERT INTO device_profiles (device_id, time_zone, updated_at) VALUES (\(deviceId), \(timeZone), \(at))
+                    ON CONFLICT (device_id) DO UPDATE SET time_zone = excluded.time_zone, updated_at = excluded.updated_at
+                    """, logger: database.logger)
+            }
+            if let tags {
+                try await connection.run(
+                    "DELETE FROM device_tags WHERE device_id = \(deviceId)", logger: database.logger)
+                try await connection.run(
+                    """
+                    INSERT INTO device_tags (tag, device_id) SELECT DISTINCT t, \(deviceId) FROM unnest(\(tags)::text[]) AS t
+                    ON CONFLICT DO NOTHING
+                    """, logger: database.logger)
+            }
+        }
+    }
+
+    public func profiles(deviceIds: [String]) async throws -> [String: DeviceProfile] {
+        let ids = Array(Set(deviceIds))
+        guard !ids.isEmpty else { return [:] }
+        var found: [String: DeviceProfile] = [:]
+        for try await (id, zone) in try await database.query(
+            "SELECT device_id, time_zone FROM device_profiles WHERE device_id = ANY(\(ids)::text[])"
+        ).decode((String, String?).self) where zone != nil {
+            found[id, default: DeviceProfile()].timeZone = zone
+        }
+        for try await (id, tag) in try await database.query(
+            "SELECT device_id, tag FROM device_tags WHERE device_id = ANY(\(ids)::text[]) ORDER BY device_id, tag"
+        ).decode((String, String).self) {
+            found[id, default: DeviceProfile()].tags.append(tag)
+        }
+        return found
+    }
+
+    public func devices(taggedWith tag: String) async throws -> [String] {
+        var found: [String] = []
+        for try await id in try await database.query("SELECT device_id FROM device_tags WHERE tag = \(tag)").decode(
+            String.self)
+        {
+            found.append(id)
+        }
+        return found
     }
 
     public func deactivate(_ deactivation: TokenDeactivation) async throws -> TokenRegistration? {
@@ -103,37 +159,84 @@ public struct PostgresOutbox: OutboxStore {
     public init(database: PostgresBackend) { self.database = database }
 
     public func enqueue(_ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery]) async throws {
-        let payload = String(decoding: push.payload.encodedData(), as: UTF8.self)
-        let known = Dictionary(outcomes.map { ($0.deviceId, $0) }, uniquingKeysWith: { first, _ in first })
+        let logger = database.logger
         try await database.withTransaction { connection in
-            try await connection.run(
-                """
-                INSERT INTO pushes (id, created_at, payload, push_type, priority, expiration, collapse_id, topic,
-                    enrich, mode)
-                VALUES (\(push.id), \(push.createdAt), \(payload), \(push.pushType.rawValue),
-                        \(push.priority?.rawValue), \(push.expiration?.epochSeconds), \(push.collapseId), \(push.topic), \(push.enrich), \(push.mode?.rawValue))
-                """, logger: database.logger)
-            let ids = push.deviceIds
-            try await connection.run(
-                """
-                INSERT INTO push_devices (push_id, position, device_id, outcome, rule)
-                SELECT \(push.id), p - 1, d, NULLIF(o, ''), NULLIF(r, '')
-                FROM unnest(\(ids)::text[], \(ids.map { known[$0]?.outcome ?? "" })::text[],
-                            \(ids.map { known[$0]?.rule ?? "" })::text[]) WITH ORDINALITY AS u(d, o, r, p)
-                """, logger: database.logger)
-            guard !deliveries.isEmpty else { return }
-            try await connection.run(
-                """
-                INSERT INTO deliveries (push_id, device_id, token, topic, environment, apns_id, next_attempt_at)
-                SELECT \(push.id), d, t, tp, e, a, \(push.createdAt)
-                FROM unnest(\(deliveries.map(\.deviceId))::text[], \(deliveries.map(\.token))::text[],
-                            \(deliveries.map(\.topic))::text[], \(deliveries.map(\.environment.rawValue))::text[],
-                            \(deliveries.map(\.apnsId))::text[]) WITH ORDINALITY AS u(d, t, tp, e, a, n)
-                ORDER BY n
-                """, logger: database.logger)
-            // Every node's idle lanes wake at commit and claim their share.
-            try await PostgresChangeFeed.notify(.deliveries, on: connection, logger: database.logger)
+            try await Self.insert(connection, push, outcomes: outcomes, deliveries: deliveries, logger: logger)
         }
+    }
+
+    public func enqueue(
+        _ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery], cap: FrequencyCap, app: String
+    ) async throws -> Set<String> {
+        let logger = database.logger
+        return try await database.withTransaction { connection in
+            // Pushes of one app are capped one at a time, on every node: the count and the insert of one cannot
+            // interleave with another's.
+            try await connection.run("SELECT pg_advisory_xact_lock(hashtext(\("cap:" + app)))", logger: logger)
+            var firsts: [String: Double] = [:]
+            for item in deliveries where firsts[item.deviceId] == nil {
+                firsts[item.deviceId] = item.scheduledAt ?? push.createdAt
+            }
+            let devices = Array(firsts.keys)
+            let times = devices.map { firsts[$0] ?? push.createdAt }
+            let rows = try await connection.run(
+                """
+                SELECT u.d FROM unnest(\(devices)::text[], \(times)::float8[]) AS u(d, t)
+                WHERE (SELECT count(DISTINCT push_id) FROM deliveries x WHERE x.device_id = u.d AND (
+                        (x.state = 'pending' AND x.next_attempt_at > u.t - \(cap.window)
+                            AND x.next_attempt_at < u.t + \(cap.window))
+                        OR (x.state = 'delivered' AND x.finished_at > u.t - \(cap.window)
+                            AND x.finished_at < u.t + \(cap.window)))) >= \(cap.max)
+                """, logger: logger)
+            var capped = Set<String>()
+            for try await device in rows.decode(String.self) { capped.insert(device) }
+            try await Self.insert(
+                connection, push,
+                outcomes: outcomes
+                    + capped.sorted().map { DeviceOutcome(deviceId: $0, outcome: "not_sent", rule: "capped") },
+                deliveries: deliveries.filter { !capped.contains($0.deviceId) }, logger: logger)
+            return capped
+        }
+    }
+
+    static func insert(
+        _ connection: PostgresConnection, _ push: PushDefinition, outcomes: [DeviceOutcome],
+        deliveries: [NewDelivery], logger: Logger
+    ) async throws {
+        let payload = String(decoding: push.payload.encodedData(), as: UTF8.self)
+        let plan = push.plan.map { String(decoding: $0.stored.encodedData(), as: UTF8.self) }
+        let known = Dictionary(outcomes.map { ($0.deviceId, $0) }, uniquingKeysWith: { first, _ in first })
+        try await connection.run(
+            """
+            INSERT INTO pushes (id, created_at, payload, push_type, priority, expiration, collapse_id, topic,
+                enrich, mode, plan)
+            VALUES (\(push.id), \(push.createdAt), \(payload), \(push.pushType.rawValue),
+                    \(push.priority?.rawValue), \(push.expiration?.epochSeconds), \(push.collapseId), \(push.topic), \(push.enrich), \(push.mode?.rawValue), \(plan))
+            """, logger: logger)
+        let ids = push.deviceIds
+        try await connection.run(
+            """
+            INSERT INTO push_devices (push_id, position, device_id, outcome, rule)
+            SELECT \(push.id), p - 1, d, NULLIF(o, ''), NULLIF(r, '')
+            FROM unnest(\(ids)::text[], \(ids.map { known[$0]?.outcome ?? "" })::text[],
+                        \(ids.map { known[$0]?.rule ?? "" })::text[]) WITH ORDINALITY AS u(d, o, r, p)
+            """, logger: logger)
+        guard !deliveries.isEmpty else { return }
+        // NaN stands for "not scheduled" in the array (a float8[] cannot hold NULL through the binding).
+        try await connection.run(
+            """
+            INSERT INTO deliveries (push_id, device_id, token, topic, environment, apns_id, next_attempt_at,
+                scheduled_at)
+            SELECT \(push.id), d, t, tp, e, a, CASE WHEN s = 'NaN' THEN \(push.createdAt) ELSE s END,
+                   NULLIF(s, 'NaN')
+            FROM unnest(\(deliveries.map(\.deviceId))::text[], \(deliveries.map(\.token))::text[],
+                        \(deliveries.map(\.topic))::text[], \(deliveries.map(\.environment.rawValue))::text[],
+                        \(deliveries.map(\.apnsId))::text[], \(deliveries.map { $0.scheduledAt ?? .nan })::float8[])
+                 WITH ORDINALITY AS u(d, t, tp, e, a, s, n)
+            ORDER BY n
+            """, logger: logger)
+        // Every node's idle lanes wake at commit and claim their share.
+        try await PostgresChangeFeed.notify(.deliveries, on: connection, logger: logger)
     }
 
     public func claim(owner: String, limit: Int, now: Double, lease: Double) async throws -> [ClaimedDelivery] {
@@ -149,18 +252,19 @@ public struct PostgresOutbox: OutboxStore {
                   AND (lease_until IS NULL OR lease_until < \(now))
                 ORDER BY next_attempt_at, id LIMIT \(limit)
                 FOR UPDATE SKIP LOCKED)
-            RETURNING id, push_id, device_id, token, topic, environment, apns_id, attempts
+            RETURNING id, push_id, device_id, token, topic, environment, apns_id, attempts, scheduled_at
             """)
         var claimed: [ClaimedDelivery] = []
-        for try await (id, push, device, token, topic, environment, apnsId, attempts) in rows.decode(
-            (Int64, String, String, String, String, String, String, Int).self)
+        for try await (id, push, device, token, topic, environment, apnsId, attempts, scheduledAt) in rows.decode(
+            (Int64, String, String, String, String, String, String, Int, Double?).self)
         {
             claimed.append(
                 ClaimedDelivery(
                     id: id, pushId: push,
                     delivery: NewDelivery(
                         deviceId: device, token: token, topic: topic,
-                        environment: APNsEnvironmentName(rawValue: environment) ?? .production, apnsId: apnsId),
+                        environment: APNsEnvironmentName(rawValue: environment) ?? .production, apnsId: apnsId,
+                        scheduledAt: scheduledAt),
                     attempts: attempts))
         }
         return claimed.sorted { $0.id < $1.id }
@@ -233,13 +337,13 @@ public struct PostgresOutbox: OutboxStore {
     public func push(id: String) async throws -> PushDefinition? {
         let rows = try await database.query(
             """
-            SELECT id, created_at, payload, push_type, priority, expiration, collapse_id, topic, enrich, mode
+            SELECT id, created_at, payload, push_type, priority, expiration, collapse_id, topic, enrich, mode, plan
             FROM pushes WHERE id = \(id)
             """)
         guard
-            let (pushId, created, payload, pushType, priority, expiration, collapseId, topic, enrich, mode) =
+            let (pushId, created, payload, pushType, priority, expiration, collapseId, topic, enrich, mode, plan) =
                 try await rows.decode(
-                    (String, Double, String, String, Int?, Int64?, String?, String?, Bool, String?).self
+                    (String, Double, String, String, Int?, Int64?, String?, String?, Bool, String?, String?).self
                 ).first(where: { _ in true })
         else { return nil }
         var devices: [String] = []
@@ -253,7 +357,48 @@ public struct PostgresOutbox: OutboxStore {
             pushType: try PushType.stored(pushType),
             priority: try APNsPriority.stored(priority), expiration: try APNsExpiration.stored(expiration),
             collapseId: collapseId, topic: topic, enrich: enrich,
-            mode: mode.flatMap(BodyMode.init(rawValue:)), deviceIds: devices)
+            mode: mode.flatMap(BodyMode.init(rawValue:)), deviceIds: devices,
+            plan: try plan.map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) })
+    }
+
+    public func cancel(pushId: String, at: Double) async throws -> Int {
+        let rows = try await database.query(
+            """
+            WITH gone AS (
+                UPDATE deliveries SET state = 'cancelled', finished_at = \(at), error = 'cancelled before it was sent'
+                WHERE push_id = \(pushId) AND state = 'pending'
+                  AND (lease_owner IS NULL OR lease_until < \(at))
+                RETURNING 1)
+            SELECT count(*) FROM gone
+            """)
+        return try await rows.decode(Int.self).first { _ in true } ?? 0
+    }
+
+    public func scheduled(limit: Int) async throws -> [(pushId: String, pending: Int, nextAt: Double)] {
+        var found: [(pushId: String, pending: Int, nextAt: Double)] = []
+        for try await (id, pending, next) in try await database.query(
+            """
+            SELECT push_id, count(*)::int8, min(next_attempt_at) FROM deliveries WHERE state = 'pending'
+            GROUP BY push_id ORDER BY min(next_attempt_at), push_id LIMIT \(limit)
+            """
+        ).decode((String, Int, Double).self) {
+            found.append((id, pending, next))
+        }
+        return found
+    }
+
+    public func confirm(pushId: String, deviceId: String, at: Double) async throws -> Bool {
+        let rows = try await database.query(
+            """
+            INSERT INTO receipts (push_id, device_id, received_at) VALUES (\(pushId), \(deviceId), \(at))
+            ON CONFLICT DO NOTHING RETURNING 1
+            """)
+        return try await rows.decode(Int.self).first { _ in true } != nil
+    }
+
+    public func confirmedCount(pushId: String) async throws -> Int {
+        try await database.query("SELECT count(*)::int8 FROM receipts WHERE push_id = \(pushId)").decode(Int.self)
+            .first { _ in true } ?? 0
     }
 
     public func report(pushId: String) async throws -> PushReport? {
@@ -265,21 +410,24 @@ public struct PostgresOutbox: OutboxStore {
             devices.append((device, outcome, rule))
         }
         var deliveries: [DeliveryReport] = []
-        for try await (device, token, environment, state, status, reason, apnsId, timestamp, attempts, error, takenOver)
+        for try await (
+            device, token, environment, state, status, reason, apnsId, timestamp, attempts, error, takenOver, scheduled
+        )
             in try await database.query(
                 """
                 SELECT device_id, token, environment, state, status, reason, apns_id, apns_timestamp, attempts, error,
-                       taken_over
+                       taken_over, scheduled_at
                 FROM deliveries WHERE push_id = \(pushId) ORDER BY id
                 """
-            ).decode((String, String, String, String, Int?, String?, String, Int64?, Int, String?, Bool).self)
+            ).decode((String, String, String, String, Int?, String?, String, Int64?, Int, String?, Bool, Double?).self)
         {
             deliveries.append(
                 DeliveryReport(
                     deviceId: device, token: token,
                     environment: APNsEnvironmentName(rawValue: environment) ?? .production,
                     state: DeliveryState(rawValue: state) ?? .pending, status: status, reason: reason, apnsId: apnsId,
-                    apnsTimestamp: timestamp, attempts: attempts, error: error, resentAfterTakeover: takenOver))
+                    apnsTimestamp: timestamp, attempts: attempts, error: error, resentAfterTakeover: takenOver,
+                    scheduledAt: scheduled))
         }
         return PushReport(push: push, devices: devices, deliveries: deliveries)
     }

@@ -255,6 +255,33 @@ public final class SQLiteDatabase: Sendable {
                     WHERE fix_time = (SELECT max(fix_time) FROM fixes g WHERE g.device_id = f.device_id);
                     """)
         }
+        // Issue 30: scheduled deliveries, frequency caps (a device's deliveries by time), device zones and tags,
+        // receipts.
+        migrator.registerMigration("v9-schedule") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE deliveries ADD COLUMN scheduled_at REAL;
+                    ALTER TABLE pushes ADD COLUMN plan TEXT;
+                    CREATE INDEX deliveries_device ON deliveries (device_id, state);
+                    CREATE TABLE device_profiles (
+                        device_id TEXT PRIMARY KEY,
+                        time_zone TEXT,
+                        updated_at REAL NOT NULL
+                    ) WITHOUT ROWID;
+                    CREATE TABLE device_tags (
+                        tag TEXT NOT NULL,
+                        device_id TEXT NOT NULL,
+                        PRIMARY KEY (tag, device_id)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX device_tags_device ON device_tags (device_id);
+                    CREATE TABLE receipts (
+                        push_id TEXT NOT NULL,
+                        device_id TEXT NOT NULL,
+                        received_at REAL NOT NULL,
+                        PRIMARY KEY (push_id, device_id)
+                    ) WITHOUT ROWID;
+                    """)
+        }
         return migrator
     }
 

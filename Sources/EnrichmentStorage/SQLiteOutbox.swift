@@ -14,37 +14,69 @@ public struct SQLiteOutbox: OutboxStore {
     public init(database: SQLiteDatabase) { self.database = database }
 
     public func enqueue(_ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery]) async throws {
-        let payload = String(decoding: push.payload.encodedData(), as: UTF8.self)
-        let known = Dictionary(outcomes.map { ($0.deviceId, $0) }, uniquingKeysWith: { first, _ in first })
+        try await database.pool.write { db in try Self.insert(db, push, outcomes: outcomes, deliveries: deliveries) }
+    }
+
+    public func enqueue(
+        _ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery], cap: FrequencyCap, app: String
+    ) async throws -> Set<String> {
+        // One writer at a time (SQLite): the count and the insert cannot interleave with another push's.
         try await database.pool.write { db in
-            try db.execute(
+            let count = try db.cachedStatement(
                 sql: """
-                    INSERT INTO pushes (id, created_at, payload, push_type, priority, expiration, collapse_id, topic,
-                        enrich, mode)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    push.id, push.createdAt, payload, push.pushType.rawValue, push.priority?.rawValue,
-                    push.expiration?.epochSeconds,
-                    push.collapseId,
-                    push.topic, push.enrich, push.mode?.rawValue,
-                ])
-            let device = try db.makeStatement(
-                sql: "INSERT INTO push_devices (push_id, position, device_id, outcome, rule) VALUES (?, ?, ?, ?, ?)")
-            for (position, id) in push.deviceIds.enumerated() {
-                try device.execute(arguments: [push.id, position, id, known[id]?.outcome, known[id]?.rule])
-            }
-            let delivery = try db.makeStatement(
-                sql: """
-                    INSERT INTO deliveries (push_id, device_id, token, topic, environment, apns_id, next_attempt_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    SELECT count(DISTINCT push_id) FROM deliveries WHERE device_id = ? AND (
+                        (state = 'pending' AND next_attempt_at > ? AND next_attempt_at < ?)
+                        OR (state = 'delivered' AND finished_at > ? AND finished_at < ?))
                     """)
-            for item in deliveries {
-                try delivery.execute(arguments: [
-                    push.id, item.deviceId, item.token, item.topic, item.environment.rawValue, item.apnsId,
-                    push.createdAt,
-                ])
+            var capped = Set<String>()
+            var seen = Set<String>()
+            for item in deliveries where seen.insert(item.deviceId).inserted {
+                let at = item.scheduledAt ?? push.createdAt
+                let (from, to) = (at - cap.window, at + cap.window)
+                let sent = try Int.fetchOne(count, arguments: [item.deviceId, from, to, from, to]) ?? 0
+                if sent >= cap.max { capped.insert(item.deviceId) }
             }
+            try Self.insert(
+                db, push,
+                outcomes: outcomes
+                    + capped.sorted().map { DeviceOutcome(deviceId: $0, outcome: "not_sent", rule: "capped") },
+                deliveries: deliveries.filter { !capped.contains($0.deviceId) })
+            return capped
+        }
+    }
+
+    static func insert(_ db: Database, _ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery])
+        throws
+    {
+        let payload = String(decoding: push.payload.encodedData(), as: UTF8.self)
+        let plan = push.plan.map { String(decoding: $0.stored.encodedData(), as: UTF8.self) }
+        let known = Dictionary(outcomes.map { ($0.deviceId, $0) }, uniquingKeysWith: { first, _ in first })
+        try db.execute(
+            sql: """
+                INSERT INTO pushes (id, created_at, payload, push_type, priority, expiration, collapse_id, topic,
+                    enrich, mode, plan)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                push.id, push.createdAt, payload, push.pushType.rawValue, push.priority?.rawValue,
+                push.expiration?.epochSeconds, push.collapseId, push.topic, push.enrich, push.mode?.rawValue, plan,
+            ])
+        let device = try db.makeStatement(
+            sql: "INSERT INTO push_devices (push_id, position, device_id, outcome, rule) VALUES (?, ?, ?, ?, ?)")
+        for (position, id) in push.deviceIds.enumerated() {
+            try device.execute(arguments: [push.id, position, id, known[id]?.outcome, known[id]?.rule])
+        }
+        let delivery = try db.makeStatement(
+            sql: """
+                INSERT INTO deliveries (push_id, device_id, token, topic, environment, apns_id, next_attempt_at,
+                    scheduled_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+        for item in deliveries {
+            try delivery.execute(arguments: [
+                push.id, item.deviceId, item.token, item.topic, item.environment.rawValue, item.apnsId,
+                item.scheduledAt ?? push.createdAt, item.scheduledAt,
+            ])
         }
     }
 
@@ -59,14 +91,15 @@ public struct SQLiteOutbox: OutboxStore {
                         SELECT id FROM deliveries
                         WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
                         ORDER BY next_attempt_at, id LIMIT ?)
-                    RETURNING id, push_id, device_id, token, topic, environment, apns_id, attempts
+                    RETURNING id, push_id, device_id, token, topic, environment, apns_id, attempts, scheduled_at
                     """)
             return try Row.fetchAll(statement, arguments: [owner, now + lease, now, now, limit]).map { row in
                 ClaimedDelivery(
                     id: row[0], pushId: row[1],
                     delivery: NewDelivery(
                         deviceId: row[2], token: row[3], topic: row[4],
-                        environment: APNsEnvironmentName(rawValue: row[5]) ?? .production, apnsId: row[6]),
+                        environment: APNsEnvironmentName(rawValue: row[5]) ?? .production, apnsId: row[6],
+                        scheduledAt: row[8]),
                     attempts: row[7])
             }.sorted { $0.id < $1.id }
         }
@@ -131,7 +164,8 @@ public struct SQLiteOutbox: OutboxStore {
             let row = try Row.fetchOne(
                 db,
                 sql: """
-                    SELECT id, created_at, payload, push_type, priority, expiration, collapse_id, topic, enrich, mode
+                    SELECT id, created_at, payload, push_type, priority, expiration, collapse_id, topic, enrich, mode,
+                        plan
                     FROM pushes WHERE id = ?
                     """, arguments: [id])
         else { return nil }
@@ -143,7 +177,46 @@ public struct SQLiteOutbox: OutboxStore {
             pushType: try PushType.stored(row[3]),
             priority: try APNsPriority.stored(row[4]), expiration: try APNsExpiration.stored(row[5]),
             collapseId: row[6], topic: row[7], enrich: row[8],
-            mode: (row[9] as String?).flatMap(BodyMode.init(rawValue:)), deviceIds: devices)
+            mode: (row[9] as String?).flatMap(BodyMode.init(rawValue:)), deviceIds: devices,
+            plan: try (row[10] as String?).map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) })
+    }
+
+    public func cancel(pushId: String, at: Double) async throws -> Int {
+        try await database.pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE deliveries SET state = 'cancelled', finished_at = ?, error = 'cancelled before it was sent'
+                    WHERE push_id = ? AND state = 'pending' AND lease_owner IS NULL
+                    """, arguments: [at, pushId])
+            return db.changesCount
+        }
+    }
+
+    public func scheduled(limit: Int) async throws -> [(pushId: String, pending: Int, nextAt: Double)] {
+        try await database.pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT push_id, count(*), min(next_attempt_at) FROM deliveries WHERE state = 'pending'
+                    GROUP BY push_id ORDER BY min(next_attempt_at), push_id LIMIT ?
+                    """, arguments: [limit]
+            ).map { ($0[0], $0[1], $0[2]) }
+        }
+    }
+
+    public func confirm(pushId: String, deviceId: String, at: Double) async throws -> Bool {
+        try await database.pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO receipts (push_id, device_id, received_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                arguments: [pushId, deviceId, at])
+            return db.changesCount > 0
+        }
+    }
+
+    public func confirmedCount(pushId: String) async throws -> Int {
+        try await database.pool.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM receipts WHERE push_id = ?", arguments: [pushId]) ?? 0
+        }
     }
 
     public func report(pushId: String) async throws -> PushReport? {
@@ -157,14 +230,15 @@ public struct SQLiteOutbox: OutboxStore {
                 db,
                 sql: """
                     SELECT device_id, token, environment, state, status, reason, apns_id, apns_timestamp, attempts, error,
-                        taken_over
+                        taken_over, scheduled_at
                     FROM deliveries WHERE push_id = ? ORDER BY id
                     """, arguments: [pushId]
             ).map { row in
                 DeliveryReport(
                     deviceId: row[0], token: row[1], environment: APNsEnvironmentName(rawValue: row[2]) ?? .production,
                     state: DeliveryState(rawValue: row[3]) ?? .pending, status: row[4], reason: row[5], apnsId: row[6],
-                    apnsTimestamp: row[7], attempts: row[8], error: row[9], resentAfterTakeover: row[10])
+                    apnsTimestamp: row[7], attempts: row[8], error: row[9], resentAfterTakeover: row[10],
+                    scheduledAt: row[11])
             }
             return PushReport(push: push, devices: devices, deliveries: deliveries)
         }

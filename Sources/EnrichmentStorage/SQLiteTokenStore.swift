@@ -70,7 +70,50 @@ public struct SQLiteTokenStore: DeviceTokenStore {
     public func removeDevice(_ deviceId: String) async throws -> Int {
         try await database.pool.write { db in
             try db.execute(sql: "DELETE FROM apns_tokens WHERE device_id = ?", arguments: [deviceId])
-            return db.changesCount
+            let removed = db.changesCount
+            try db.execute(sql: "DELETE FROM device_profiles WHERE device_id = ?", arguments: [deviceId])
+            try db.execute(sql: "DELETE FROM device_tags WHERE device_id = ?", arguments: [deviceId])
+            return removed
+        }
+    }
+
+    public func setProfile(deviceId: String, timeZone: String??, tags: [String]?, at: Double) async throws {
+        try await database.pool.write { db in
+            if let timeZone {
+                try db.execute(
+                    sql: """
+                        INSERT INTO device_profiles (device_id, time_zone, updated_at) VALUES (?, ?, ?)
+                        ON CONFLICT (device_id) DO UPDATE SET time_zone = excluded.time_zone,
+                            updated_at = excluded.updated_at
+                        """, arguments: [deviceId, timeZone, at])
+            }
+            if let tags {
+                try db.execute(sql: "DELETE FROM device_tags WHERE device_id = ?", arguments: [deviceId])
+                let insert = try db.cachedStatement(
+                    sql: "INSERT OR IGNORE INTO device_tags (tag, device_id) VALUES (?, ?)")
+                for tag in tags { try insert.execute(arguments: [tag, deviceId]) }
+            }
+        }
+    }
+
+    public func profiles(deviceIds: [String]) async throws -> [String: DeviceProfile] {
+        try await database.pool.read { db in
+            let zone = try db.cachedStatement(sql: "SELECT time_zone FROM device_profiles WHERE device_id = ?")
+            let tags = try db.cachedStatement(sql: "SELECT tag FROM device_tags WHERE device_id = ? ORDER BY tag")
+            var found: [String: DeviceProfile] = [:]
+            for id in Set(deviceIds) {
+                let profile = DeviceProfile(
+                    timeZone: try String?.fetchOne(zone, arguments: [id]) ?? nil,
+                    tags: try String.fetchAll(tags, arguments: [id]))
+                if profile.timeZone != nil || !profile.tags.isEmpty { found[id] = profile }
+            }
+            return found
+        }
+    }
+
+    public func devices(taggedWith tag: String) async throws -> [String] {
+        try await database.pool.read { db in
+            try String.fetchAll(db, sql: "SELECT device_id FROM device_tags WHERE tag = ?", arguments: [tag])
         }
     }
 

@@ -89,6 +89,14 @@ struct AppScopeTests {
                 devices: [d], payload: #"{"aps":{"alert":"hi","timestamp":\#(now)}}"#, extra: #""enrich":false"#),
             headers: h)
         #expect(push.json?["counts"]?["delivered"] == .int(1), "\(push.text)")
+        // And one scheduled for later: the consumer's list of pending pushes must not show it.
+        let later = try await client.post(
+            "/v1/push",
+            json: pushBody(
+                devices: [d], payload: #"{"aps":{"alert":"later","timestamp":"{{now}}"}}"#,
+                extra: #""enrich":false,"send_at":\#(now + 3_600)"#),
+            headers: h)
+        #expect(later.status == 202, "\(later.text)")
         let channel = try await client.post(
             "/v1/channels", json: #"{"bundle_id":"com.b","environment":"sandbox","storage_policy":"none"}"#, headers: h)
         #expect(channel.status == 201, "\(channel.text)")
@@ -116,6 +124,9 @@ struct AppScopeTests {
             Probe(method: "GET", pattern: "/v1/devices/:deviceId/events"),
             Probe(method: "GET", pattern: "/v1/devices/:deviceId/activities"),
             Probe(method: "GET", pattern: "/v1/push/:pushId"),
+            Probe(method: "GET", pattern: "/v1/push"),
+            Probe(
+                method: "POST", pattern: "/v1/receipts", body: #"{"push_id":"{pushId}","device_id":"{deviceId}"}"#),
             Probe(method: "GET", pattern: "/v1/regions"),
             Probe(method: "GET", pattern: "/v1/channels"),
             Probe(method: "GET", pattern: "/v1/channels/:channelId"),
@@ -141,6 +152,7 @@ struct AppScopeTests {
             Probe(
                 method: "POST", pattern: "/v1/channels/:channelId/broadcast",
                 body: #"{"event":"update","content_state":{"eta":1}}"#),
+            Probe(method: "DELETE", pattern: "/v1/push/:pushId"),
             Probe(method: "DELETE", pattern: "/v1/devices/:deviceId/apns-tokens/:token"),
             Probe(method: "DELETE", pattern: "/v1/devices/:deviceId/activity-types/:activityType/push-to-start-token"),
             Probe(method: "DELETE", pattern: "/v1/devices/:deviceId/activities/:activityId"),

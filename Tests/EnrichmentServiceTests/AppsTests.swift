@@ -17,7 +17,8 @@ struct AppsTests {
     static var teams: [MockTeam] {
         [
             MockTeam(
-                teamID: "TEAMAAAAAA", keys: ["KEYAAAAAAA": keyA.publicKey.pemRepresentation], bundleIDs: ["com.a"]),
+                teamID: "TEAMAAAAAA", keys: ["KEYAAAAAAA": keyA.publicKey.pemRepresentation],
+                bundleIDs: ["com.a", "com.c"]),
             MockTeam(
                 teamID: "TEAMBBBBBB", keys: ["KEYBBBBBBB": keyB.publicKey.pemRepresentation], bundleIDs: ["com.b"]),
         ]
@@ -45,13 +46,13 @@ struct AppsTests {
     }
 
     func withApps<T: Sendable>(
-        keyB: P256.Signing.PrivateKey = keyB, members: String = "",
+        keyB: P256.Signing.PrivateKey = keyB, members: String = "", extra: String = "",
         _ adjust: @escaping @Sendable (inout ServiceConfiguration) -> Void = { _ in },
         _ body: @Sendable (ServiceClient, MockAPNsState) async throws -> T
     ) async throws -> T {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apps-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let appsFile = try Self.writeApps(into: directory, keyB: keyB, members: members)
+        let appsFile = try Self.writeApps(into: directory, keyB: keyB, extra: extra, members: members)
         let caFile = directory.appendingPathComponent("ca.pem").path
         try authority.caCertificatePEM.write(toFile: caFile, atomically: true, encoding: .utf8)
         return try await withMock(teams: Self.teams) { sandboxURL, sandbox in

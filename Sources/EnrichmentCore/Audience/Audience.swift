@@ -1,4 +1,5 @@
 public import Essentials
+import Foundation
 
 /// Who a push goes to, described instead of listed (issue 30): devices near a point or in a region, combined with
 /// `all`, `any` and `not`. Resolved within one app against each device's last fix.
@@ -6,6 +7,8 @@ public indirect enum Audience: Sendable, Equatable {
     /// Devices whose last fix lies within `radius` metres of `center`, no older than `maxFixAge` seconds and no
     /// coarser than `maxAccuracy` metres (an old or coarse fix is not "near").
     case near(center: Coordinate, radius: Double, maxFixAge: Double, maxAccuracy: Double)
+    /// Devices carrying every one of these tags (set at registration).
+    case tags([String])
     /// Devices in every one of the parts (`not` parts are taken away).
     case all([Audience])
     /// Devices in any of the parts.
@@ -93,10 +96,22 @@ public indirect enum Audience: Sendable, Equatable {
                         + #"{"all": [{"near": ...}, {"not": {"near": ...}}]}"#)
             }
             return .not(try await parse(body, places: places, path: here, depth: depth + 1))
-        case "zoi", "visited", "tags":
+        case "tags":
+            guard case .array(let items) = body, (1...16).contains(items.count) else {
+                throw Problem(path: here, message: "must be an array of 1 to 16 tags, e.g. [\"plan:pro\", \"lang:fr\"]")
+            }
+            var tags: [String] = []
+            for (index, item) in items.enumerated() {
+                guard let tag = item.stringValue, DeviceTags.isValid(tag) else {
+                    throw Problem(path: "\(here)[\(index)]", message: DeviceTags.rule)
+                }
+                tags.append(tag)
+            }
+            return .tags(tags)
+        case "zoi", "visited":
             throw Problem(
                 path: here,
-                message: "'\(kind)' audiences are not built yet (near, in_region, all, any and not are); "
+                message: "'\(kind)' audiences are not built yet (near, in_region, tags, all, any and not are); "
                     + "docs/AUDIENCES.md says what is planned")
         default:
             throw Problem(path: here, message: "unknown audience kind (allowed: \(kinds.joined(separator: ", ")))")
@@ -149,4 +164,23 @@ public indirect enum Audience: Sendable, Equatable {
             maxFixAge: try number("max_fix_age_s", in: 1...31_536_000) ?? defaultMaxFixAge,
             maxAccuracy: try number("max_accuracy_m", in: 1...100_000) ?? defaultMaxAccuracy)
     }
+}
+
+/// Tags a device carries (set at registration): `plan:pro`, `lang:fr`, `topic:sports`.
+public enum DeviceTags {
+    public static let maximumPerDevice = 32
+    public static let rule = "a tag is 1 to 64 letters, digits and - _ . : (e.g. \"plan:pro\")"
+
+    public static func isValid(_ tag: String) -> Bool {
+        (1...64).contains(tag.utf8.count)
+            && tag.unicodeScalars.allSatisfy {
+                $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "-_.:".unicodeScalars.contains($0))
+            }
+    }
+}
+
+/// Where the devices carrying a tag are found (the token store).
+public protocol DeviceTagSource: Sendable {
+    /// The stored keys of every device carrying `tag`, in every app.
+    func devices(taggedWith tag: String) async throws -> [String]
 }

@@ -1,8 +1,12 @@
 /// Resolves an audience within one app to the stored keys of its devices, against each device's last fix.
 public struct AudienceResolver: Sendable {
     let fixes: any FixStore
+    let tags: (any DeviceTagSource)?
 
-    public init(fixes: any FixStore) { self.fixes = fixes }
+    public init(fixes: any FixStore, tags: (any DeviceTagSource)? = nil) {
+        self.fixes = fixes
+        self.tags = tags
+    }
 
     /// The devices of `app` (stored keys, `AppNamespace`) the audience holds at `now` (epoch seconds).
     public func resolve(_ audience: Audience, app: String, now: Double) async throws -> Set<String> {
@@ -18,6 +22,15 @@ public struct AudienceResolver: Sendable {
                 found.insert(fix.deviceId)
             }
             return found
+        case .tags(let wanted):
+            guard let tags else { return [] }
+            var kept: Set<String>?
+            for tag in wanted {
+                let carrying = Set(try await tags.devices(taggedWith: tag).filter { AppNamespace.app(of: $0) == app })
+                kept = kept.map { $0.intersection(carrying) } ?? carrying
+                if kept?.isEmpty == true { break }
+            }
+            return kept ?? []
         case .any(let parts):
             var union = Set<String>()
             for part in parts { union.formUnion(try await resolve(part, app: app, now: now)) }

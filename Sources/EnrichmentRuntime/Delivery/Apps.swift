@@ -1,4 +1,5 @@
 public import APNsCore
+public import Delivery
 public import EnrichmentCore
 public import Essentials
 import Foundation
@@ -54,6 +55,10 @@ public struct AppDefinition: Sendable, Equatable {
     public var bundleID: String
     public var credential: String
     public var enrichment: AppEnrichment? = nil
+    /// The zone of a device without one, for a push that says `"missing_time_zone": "app_default"`.
+    public var timeZone: String? = nil
+    /// The frequency cap of every push of the app that does not give its own.
+    public var frequencyCap: FrequencyCap? = nil
 }
 
 /// An app's own enrichment settings (the apps file's `"enrichment"`): what it leaves out is the service's
@@ -151,6 +156,9 @@ public struct APIKeyDefinition: Sendable, Equatable, CustomStringConvertible {
         case read
         /// Sending one app's pushes (push, Live Activity events, broadcasts), reading their results, enriching.
         case send
+        /// Only confirming that a notification of the app's was shown (`POST /v1/receipts`): the key an app's
+        /// notification service extension holds.
+        case receipt
     }
 
     public var name: String
@@ -283,7 +291,7 @@ public struct AppsConfiguration: Sendable, Equatable {
         var apps: [AppDefinition] = []
         for (index, item) in appItems.enumerated() {
             guard case .object(let members) = item else { throw fail("apps[\(index)] must be an object") }
-            let allowedMembers = ["id", "bundle_id", "credential", "enrichment"]
+            let allowedMembers = ["id", "bundle_id", "credential", "enrichment", "time_zone", "frequency_cap"]
             if let unknown = members.keys.sorted().first(where: { !allowedMembers.contains($0) }) {
                 throw fail(
                     "apps[\(index)]: '\(unknown)' is unknown (allowed: \(allowedMembers.joined(separator: ", ")))")
@@ -313,7 +321,28 @@ public struct AppsConfiguration: Sendable, Equatable {
             let enrichment = try members["enrichment"].map { value throws(ConfigurationError) in
                 try AppEnrichment.load(value, app: id, fail: fail)
             }
-            apps.append(AppDefinition(id: id, bundleID: bundle, credential: credential, enrichment: enrichment))
+            var timeZone: String?
+            if let value = members["time_zone"] {
+                guard let name = value.stringValue, ZoneClock.zone(named: name) != nil else {
+                    throw fail("app '\(id)': time_zone must be an IANA zone name such as \"Europe/Paris\"")
+                }
+                timeZone = name
+            }
+            var frequencyCap: FrequencyCap?
+            if let value = members["frequency_cap"] {
+                guard case .object(let cap) = value, Set(cap.keys) == ["max", "window_s"],
+                    case .int(let max)? = cap["max"], (1...1_000).contains(max),
+                    let window = cap["window_s"]?.lenientDouble, (60...31_536_000).contains(window)
+                else {
+                    throw fail(
+                        "app '\(id)': frequency_cap must be {\"max\": 1 to 1000, \"window_s\": 60 to 31536000}")
+                }
+                frequencyCap = FrequencyCap(max: Int(max), window: window)
+            }
+            apps.append(
+                AppDefinition(
+                    id: id, bundleID: bundle, credential: credential, enrichment: enrichment, timeZone: timeZone,
+                    frequencyCap: frequencyCap))
         }
         let keys = try loadKeys(root["keys"], apps: apps, fail: fail)
         return AppsConfiguration(credentials: credentials, apps: apps, keys: keys, path: path)

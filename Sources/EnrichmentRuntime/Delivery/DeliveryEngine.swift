@@ -146,30 +146,65 @@ public final class DeliveryEngine: Sendable {
         public var push: PushDefinition
         /// Deliveries committed (one per active registration of the named devices).
         public var deliveries: Int
-        /// Devices that got no delivery (no active registration), with their outcome.
+        /// Devices that got no delivery (no active registration, no zone, quiet hours, capped), with their outcome.
         public var notSent: [DeviceOutcome]
     }
 
     /// Commits a push and its deliveries (one per active registration of each device), then wakes a worker.
-    public func submit(_ push: PushDefinition) async throws -> Receipt {
+    ///
+    /// With `timing`, each device's send time is decided in its own zone (its profile's, else `defaultZone` when
+    /// the push asks for the app's): a delivery due later waits in the outbox (durable, claimed when due), a device
+    /// the timing skips gets none, and with a cap a device that has had enough gets none either.
+    public func submit(
+        _ push: PushDefinition, timing: SendTiming? = nil, defaultZone: String? = nil
+    ) async throws -> Receipt {
         guard isConfigured else { throw DeliveryError.notConfigured }
         guard isAccepting else { throw DeliveryError.shuttingDown }
+        var push = push
         let registrations = try await tokens.activeRegistrations(deviceIds: push.deviceIds)
+        let profiles = timing?.needsZone == true ? try await tokens.profiles(deviceIds: push.deviceIds) : [:]
+        let fallback = timing?.missingZone == .appDefault ? defaultZone.flatMap(ZoneClock.zone(named:)) : nil
         var deliveries: [NewDelivery] = []
         var notSent: [DeviceOutcome] = []
+        var held = 0
+        var times: [Double] = []
         for id in push.deviceIds {
             guard let active = registrations[id], !active.isEmpty else {
                 notSent.append(.noActiveToken(id))
                 continue
             }
+            var scheduledAt: Double?
+            if let timing {
+                let zone = profiles[id]?.timeZone.flatMap(ZoneClock.zone(named:)) ?? fallback
+                switch timing.decide(zone: zone, now: push.createdAt) {
+                case .skip(let rule):
+                    notSent.append(DeviceOutcome(deviceId: id, outcome: "not_sent", rule: rule))
+                    continue
+                case .send(let at, let wasHeld):
+                    if wasHeld { held += 1 }
+                    times.append(at)
+                    if at > push.createdAt { scheduledAt = at }
+                }
+            }
             for registration in active {
                 deliveries.append(
                     NewDelivery(
                         deviceId: id, token: registration.token, topic: registration.topic,
-                        environment: registration.environment, apnsId: UUID().uuidString.lowercased()))
+                        environment: registration.environment, apnsId: UUID().uuidString.lowercased(),
+                        scheduledAt: scheduledAt))
             }
         }
-        try await outbox.enqueue(push, outcomes: notSent, deliveries: deliveries)
+        if let timing {
+            push.plan = PushPlan(timing: timing, held: held, firstSendAt: times.min(), lastSendAt: times.max())
+        }
+        if let cap = timing?.cap, !deliveries.isEmpty {
+            let app = AppNamespace.app(of: deliveries[0].deviceId)
+            let capped = try await outbox.enqueue(push, outcomes: notSent, deliveries: deliveries, cap: cap, app: app)
+            notSent += capped.sorted().map { DeviceOutcome(deviceId: $0, outcome: "not_sent", rule: "capped") }
+            deliveries.removeAll { capped.contains($0.deviceId) }
+        } else {
+            try await outbox.enqueue(push, outcomes: notSent, deliveries: deliveries)
+        }
         if !deliveries.isEmpty { rendezvous.notify(Self.wakeKey) }
         return Receipt(push: push, deliveries: deliveries.count, notSent: notSent)
     }
@@ -406,7 +441,14 @@ public final class DeliveryEngine: Sendable {
         var pushes: [String: PushDefinition] = [:]
         var unreadable: [String: String] = [:]
         for id in Set(claimed.map(\.pushId)) {
-            do { pushes[id] = try await definition(id) } catch let error as StoredValueError {
+            do {
+                // "{{now}}" in a payload (a scheduled push's `aps.timestamp`) is the time it is sent.
+                pushes[id] = try await definition(id).map { push in
+                    var push = push
+                    push.payload = PayloadStamp.stamp(push.payload, now: Int64(now))
+                    return push
+                }
+            } catch let error as StoredValueError {
                 // One push that cannot be read fails its own deliveries, not the batch (which would be claimed
                 // again and again).
                 unreadable[id] = "the push cannot be read: \(error)"
@@ -464,7 +506,7 @@ public final class DeliveryEngine: Sendable {
                     attempts[key, default: []].append(
                         Attempt(
                             claim: claim, key: key, request: request, verdict: prepared.verdict,
-                            deadline: planner.deadline(of: push)))
+                            deadline: planner.deadline(of: push, scheduledAt: claim.delivery.scheduledAt)))
                 }
             }
         }

@@ -45,7 +45,7 @@ struct AudienceRoutes {
                 details: ["field": .string(problem.path)])
         }
         do {
-            return try await AudienceResolver(fixes: state.fixes).resolve(
+            return try await AudienceResolver(fixes: state.fixes, tags: state.tokens).resolve(
                 audience, app: app, now: state.clock.now().timeIntervalSince1970)
         } catch let unsupported as AudiencesUnsupported {
             throw APIError(.serviceUnavailable, reason: .internalError, message: unsupported.description)

@@ -37,20 +37,83 @@ struct PushRoutes {
                 input.push.deviceIds = members.sorted()
                 input.wait = input.explicitWait ?? (members.count <= PushRoutes.waitDefaultLimit)
             }
-            let receipt = try await state.delivery.submit(input.push)
+            // The app's defaults: its zone for devices without one, its frequency cap.
+            let app = state.configuration.delivery.apps?.app(id: AppScope.current.app)
+            var timing = input.timing
+            if !input.uncapped, timing?.cap == nil, let cap = app?.frequencyCap {
+                timing = timing ?? SendTiming()
+                timing?.cap = cap
+            }
+            if input.uncapped { timing?.cap = nil }
+            // Without "missing_time_zone", a device without a zone takes the app's when it has one.
+            if timing?.needsZone == true, !input.givesMissingZone, app?.timeZone != nil {
+                timing?.missingZone = .appDefault
+            }
+            let receipt = try await state.delivery.submit(input.push, timing: timing, defaultZone: app?.timeZone)
             let pushId = receipt.push.id
+            // A scheduled push is not waited for: its deliveries are due later.
+            if let last = receipt.push.plan?.lastSendAt, last > receipt.push.createdAt + 1 { input.wait = false }
             if input.wait, receipt.deliveries > 0 {
                 let timeout = Duration.milliseconds(Int64(state.configuration.delivery.waitTimeout * 1000))
                 let done = try await state.delivery.waitUntilDone(pushId: pushId, timeout: timeout)
                 guard let report = try await state.delivery.outbox.report(pushId: pushId) else {
                     throw APIError(.internalServerError, reason: .internalError, message: "the push vanished")
                 }
-                return JSONIO.response(ReportView(report: report, withResults: true), status: done ? .ok : .accepted)
+                return JSONIO.response(
+                    ReportView(report: report, withResults: true, summary: try await summary(report)),
+                    status: done ? .ok : .accepted)
             }
             if input.wait, let report = try await state.delivery.outbox.report(pushId: pushId) {
-                return JSONIO.response(ReportView(report: report, withResults: true))
+                return JSONIO.response(
+                    ReportView(report: report, withResults: true, summary: try await summary(report)))
             }
             return JSONIO.response(AcceptedView(receipt: receipt), status: .accepted)
+        }
+        router.get("/v1/push", permission: .readOrSend) { _, _ in
+            // The app's pushes that still have deliveries to send (scheduled ones first among them), soonest first.
+            var items: [ScheduledView] = []
+            for row in try await state.delivery.outbox.scheduled(limit: 1_000) {
+                guard let push = try await state.delivery.outbox.push(id: row.pushId), Self.isVisible(push) else {
+                    continue
+                }
+                items.append(ScheduledView(push: push, pending: row.pending, nextAt: row.nextAt))
+                if items.count == 100 { break }
+            }
+            return JSONIO.response(ScheduledList(pushes: items))
+        }
+        router.delete("/v1/push/:pushId", permission: .send) { _, context in
+            let id = try context.parameters.require("pushId")
+            guard let push = try await state.delivery.outbox.push(id: id), Self.isVisible(push) else {
+                throw APIError(.notFound, reason: .pushNotFound, message: "no push has the id '\(id)'")
+            }
+            let cancelled = try await state.delivery.outbox.cancel(
+                pushId: id, at: state.clock.now().timeIntervalSince1970)
+            let sending = try await state.delivery.outbox.pendingCount(pushId: id)
+            return JSONIO.response(CancelledView(pushId: id, cancelled: cancelled, sending: sending))
+        }
+        router.post("/v1/receipts", permission: .receipt) { request, _ in
+            let document = try await JSONIO.readJSON(request, limit: 4_096)
+            let body = try BodyMembers(
+                document, allowed: ["push_id", "device_id"], shape: #"{"push_id": "...", "device_id": "..."}"#)
+            let pushId = try body.requiredString("push_id", "the push the notification came with")
+            let shownId = try body.requiredString("device_id", "the device that showed it")
+            if let problem = DeviceID.problem(with: shownId) {
+                throw APIError.invalid(.invalidDeviceID, "device_id: \(problem)", field: "device_id")
+            }
+            // Another app's push is answered as one that does not exist.
+            guard let push = try await state.delivery.outbox.push(id: pushId), Self.isVisible(push) else {
+                throw APIError(.notFound, reason: .pushNotFound, message: "no push has the id '\(pushId)'")
+            }
+            let deviceId = AppScope.current.key(shownId)
+            guard push.deviceIds.contains(deviceId) else {
+                throw APIError(
+                    .notFound, reason: .deviceNotInPush,
+                    message: "device '\(shownId)' is not one of push '\(pushId)''s devices")
+            }
+            let new = try await state.delivery.outbox.confirm(
+                pushId: pushId, deviceId: deviceId, at: state.clock.now().timeIntervalSince1970)
+            return JSONIO.response(
+                ReceiptView(pushId: pushId, deviceId: shownId, new: new), status: new ? .created : .ok)
         }
         router.get("/v1/push/:pushId", permission: .readOrSend) { _, context in
             let id = try context.parameters.require("pushId")
@@ -60,21 +123,127 @@ struct PushRoutes {
             else {
                 throw APIError(.notFound, reason: .pushNotFound, message: "no push has the id '\(id)'")
             }
-            // Progress is a count by state (cheap to poll); the per-delivery results come once every one is final.
-            if counts[.pending, default: 0] > 0 {
-                return JSONIO.response(ProgressView(push: push, counts: counts))
-            }
             guard let report = try await state.delivery.outbox.report(pushId: id) else {
                 throw APIError(.notFound, reason: .pushNotFound, message: "no push has the id '\(id)'")
             }
-            return JSONIO.response(ReportView(report: report, withResults: report.isDone))
+            let summary = try await summary(report)
+            // The per-delivery results come once every one is final.
+            if counts[.pending, default: 0] > 0 {
+                return JSONIO.response(ProgressView(push: push, counts: counts, summary: summary))
+            }
+            return JSONIO.response(ReportView(report: report, withResults: report.isDone, summary: summary))
         }
+    }
+
+    /// What became of the push's devices, counted per device (a device with two tokens counts once):
+    /// `matched` devices, those `held` by quiet hours (sent later), `capped`, `skipped` (by reason), `scheduled`
+    /// (due later), `sending` (due now), `accepted` by APNs (its 200: accepted, not yet shown), `failed`,
+    /// `expired`, `cancelled`, and `confirmed` by a receipt from the device (`POST /v1/receipts`).
+    struct Summary: JSONObjectRepresentable {
+        var report: PushReport
+        var confirmed: Int
+        var now: Double
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            var byDevice: [String: [DeliveryReport]] = [:]
+            for delivery in report.deliveries { byDevice[delivery.deviceId, default: []].append(delivery) }
+            var skipped: [String: Int] = [:]
+            var capped = 0
+            for device in report.devices where byDevice[device.deviceId] == nil {
+                if device.rule == "capped" { capped += 1 } else { skipped[device.rule ?? "unknown", default: 0] += 1 }
+            }
+            var counts: [String: Int] = [:]
+            for deliveries in byDevice.values {
+                let states = Set(deliveries.map(\.state))
+                let state: String =
+                    if states.contains(.delivered) { "accepted" } else if states.contains(.pending) {
+                        deliveries.contains { ($0.scheduledAt ?? 0) > now && $0.attempts == 0 }
+                            ? "scheduled" : "sending"
+                    } else if states.contains(.failed) { "failed" } else if states.contains(.expired) { "expired" } else
+                    { "cancelled" }
+                counts[state, default: 0] += 1
+            }
+            object.field("accepted", counts["accepted"] ?? 0)
+            object.field("cancelled", counts["cancelled"] ?? 0)
+            object.field("capped", capped)
+            object.field("confirmed", confirmed)
+            object.field("expired", counts["expired"] ?? 0)
+            object.field("failed", counts["failed"] ?? 0)
+            object.field("held", report.push.plan?.held ?? 0)
+            object.field("matched", report.push.deviceIds.count)
+            object.field("scheduled", counts["scheduled"] ?? 0)
+            object.field("sending", counts["sending"] ?? 0)
+            object.field("skipped", counts: skipped)
+        }
+    }
+
+    /// The push's timing as asked (`send_at`, `local_time`, `quiet_hours`, `cap`) and its first and last send times.
+    struct PlanView: JSONObjectRepresentable {
+        var plan: PushPlan
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            if case .object(let members) = plan.stored {
+                for key in members.keys.sorted() where key != "held" { object.field(key, json: members[key]) }
+            }
+        }
+    }
+
+    func summary(_ report: PushReport) async throws -> Summary {
+        Summary(
+            report: report, confirmed: try await state.delivery.outbox.confirmedCount(pushId: report.push.id),
+            now: state.clock.now().timeIntervalSince1970)
     }
 
     /// True when the push is the request's app's (its devices are stored under the app, `AppNamespace`).
     static func isVisible(_ push: PushDefinition) -> Bool {
         guard let first = push.deviceIds.first else { return AppScope.current.app == AppNamespace.defaultApp }
         return AppNamespace.app(of: first) == AppScope.current.app
+    }
+
+    struct ScheduledView: JSONObjectRepresentable {
+        var push: PushDefinition
+        var pending: Int
+        var nextAt: Double
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("created_at", push.createdAt)
+            object.field("devices", push.deviceIds.count)
+            object.field("next_send_at", nextAt)
+            object.field("pending", pending)
+            object.field("plan", object: push.plan.map(PlanView.init))
+            object.field("push_id", push.id)
+        }
+    }
+
+    struct ScheduledList: JSONObjectRepresentable {
+        var pushes: [ScheduledView]
+        func writeJSON(into object: inout JSONObjectWriter) { object.field("pushes", objects: pushes) }
+    }
+
+    struct CancelledView: JSONObjectRepresentable {
+        var pushId: String
+        var cancelled: Int
+        var sending: Int
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("cancelled", cancelled)
+            object.field("push_id", pushId)
+            // Deliveries a worker holds now go out (they may be on the wire); none else will.
+            object.field("still_sending", sending)
+        }
+    }
+
+    struct ReceiptView: JSONObjectRepresentable {
+        var pushId: String
+        var deviceId: String
+        var new: Bool
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("already_confirmed", !new)
+            object.field("confirmed", true)
+            object.field("device_id", deviceId)
+            object.field("push_id", pushId)
+        }
     }
 
     struct AcceptedView: JSONObjectRepresentable {
@@ -103,8 +272,11 @@ struct PushRoutes {
     struct ProgressView: JSONObjectRepresentable {
         var push: PushDefinition
         var counts: [DeliveryState: Int]
+        var summary: Summary? = nil
 
         func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("plan", object: push.plan.map(PlanView.init))
+            object.field("summary", object: summary)
             object.object("counts") { c in
                 for state in DeliveryState.allCases { c.field(state.rawValue, counts[state] ?? 0) }
             }
@@ -119,8 +291,11 @@ struct PushRoutes {
     struct ReportView: JSONObjectRepresentable {
         var report: PushReport
         var withResults: Bool
+        var summary: Summary? = nil
 
         func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("plan", object: report.push.plan.map(PlanView.init))
+            object.field("summary", object: summary)
             let counts = report.counts
             object.object("counts") { c in
                 for state in DeliveryState.allCases { c.field(state.rawValue, counts[state] ?? 0) }
@@ -167,8 +342,74 @@ struct PushRequest {
 
     static let members = [
         "device_ids", "payload", "push_type", "priority", "expiration", "collapse_id", "topic", "enrich", "mode",
-        "wait", "audience",
+        "wait", "audience", "send_at", "local_time", "quiet_hours", "missing_time_zone", "cap",
     ]
+
+    /// `send_at`, `local_time`, `quiet_hours`, `missing_time_zone` and `cap`, as given (nil: none given).
+    var timing: SendTiming?
+    /// `"cap": null`: this push is not capped, whatever the app's default.
+    var uncapped = false
+    /// True when the request said `missing_time_zone`.
+    var givesMissingZone = false
+
+    /// Reads the timing members; `now` bounds `send_at`.
+    mutating func readTiming(_ body: BodyMembers, now: Double) throws {
+        var timing = SendTiming()
+        var given = false
+        if let sendAt = try body.number("send_at") {
+            guard sendAt >= now - 300, sendAt <= now + Self.maximumScheduleAhead else {
+                throw body.invalid(
+                    "send_at",
+                    "must be epoch seconds from 5 minutes ago to \(Int(Self.maximumScheduleAhead / 86_400)) days ahead")
+            }
+            timing.sendAt = sendAt
+            given = true
+        }
+        if let text = try body.string("local_time") {
+            guard let time = LocalTime(parsing: text) else {
+                throw body.invalid("local_time", "must be HH:MM, 24 h, in each device's own zone (e.g. \"09:30\")")
+            }
+            timing.localTime = time
+            given = true
+        }
+        if let quiet = try body.object(
+            "quiet_hours", allowed: ["window", "action"],
+            shape: #"{"window": "22:00-08:00", "action": "hold"|"drop"}"#)
+        {
+            let action = try quiet.choice("action", QuietHours.Action.self) ?? .hold
+            guard let window = try quiet.string("window"), let hours = QuietHours(window: window, action: action) else {
+                throw APIError.invalid(
+                    .invalidRequest,
+                    "quiet_hours.window must be HH:MM-HH:MM in each device's own zone (e.g. \"22:00-08:00\"), "
+                        + "its start and end different", field: "quiet_hours")
+            }
+            timing.quietHours = hours
+            given = true
+        }
+        if let missing = try body.choice("missing_time_zone", SendTiming.MissingZone.self) {
+            timing.missingZone = missing
+            givesMissingZone = true
+            given = true
+        }
+        if body.contains("cap"), body.value("cap") == nil {
+            uncapped = true
+        } else if let cap = try body.object(
+            "cap", allowed: ["max", "window_s"], shape: #"{"max": 3, "window_s": 86400}"#)
+        {
+            guard let max = try cap.integer("max"), (1...1_000).contains(max),
+                let window = try cap.number("window_s", in: 60...31_536_000)
+            else {
+                throw APIError.invalid(
+                    .invalidRequest, "cap must be {\"max\": 1 to 1000, \"window_s\": 60 to 31536000}", field: "cap")
+            }
+            timing.cap = FrequencyCap(max: Int(max), window: window)
+            given = true
+        }
+        self.timing = given ? timing : nil
+    }
+
+    /// The furthest ahead a push can be scheduled.
+    static let maximumScheduleAhead = 30.0 * 86_400
 
     init(_ document: JSONValue, now: Double, apps: AppsConfiguration?) throws {
         let body = try BodyMembers(
@@ -251,6 +492,7 @@ struct PushRequest {
             id: UUID().uuidString.lowercased(), createdAt: now, payload: payload.json, pushType: pushType,
             priority: priority, expiration: expiration, collapseId: collapseId, topic: topic, enrich: enrich,
             mode: mode, deviceIds: deviceIds)
+        try readTiming(body, now: now)
     }
 
     static func deviceIds(_ value: JSONValue?) throws -> [String] {

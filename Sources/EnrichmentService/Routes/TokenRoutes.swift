@@ -28,10 +28,27 @@ struct TokenRoutes {
     struct ListView: JSONObjectRepresentable {
         var deviceId: String
         var registrations: [TokenRegistration]
+        var profile: DeviceProfile?
 
         func writeJSON(into object: inout JSONObjectWriter) {
             object.field("device_id", DeviceRoutes.shown(deviceId))
+            object.field("tags", strings: profile?.tags ?? [])
+            object.field("time_zone", profile?.timeZone)
             object.field("tokens", objects: registrations.map(RegistrationView.init))
+        }
+    }
+
+    /// A registration's answer, with what the device carries when the body set it.
+    struct RegisteredView: JSONObjectRepresentable {
+        var registration: TokenRegistration
+        var profile: DeviceProfile?
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            RegistrationView(registration: registration).writeJSON(into: &object)
+            if let profile {
+                object.field("tags", strings: profile.tags)
+                object.field("time_zone", profile.timeZone)
+            }
         }
     }
 
@@ -54,13 +71,36 @@ struct TokenRoutes {
         }
     }
 
-    /// The registration body: `{"topic": "com.example.app", "environment": "sandbox" | "production"}`.
+    /// The registration body: `{"topic": "com.example.app", "environment": "sandbox" | "production",
+    /// "time_zone"?: "Europe/Paris" | null, "tags"?: ["plan:pro"]}`. The zone and tags are the device's (every
+    /// registration of it shares them): given, they replace what it had; absent, they are left as they were.
     static func registration(_ document: JSONValue, apps: AppsConfiguration?) throws -> (
-        topic: String, environment: APNsEnvironmentName
+        topic: String, environment: APNsEnvironmentName, timeZone: String??, tags: [String]?
     ) {
         let body = try BodyMembers(
-            document, allowed: ["topic", "environment"],
-            shape: "{\"topic\", \"environment\": \"sandbox\"|\"production\"}")
+            document, allowed: ["topic", "environment", "time_zone", "tags"],
+            shape: "{\"topic\", \"environment\": \"sandbox\"|\"production\", \"time_zone\"?, \"tags\"?}")
+        var timeZone: String??
+        switch body.value("time_zone") {
+        case nil: timeZone = body.contains("time_zone") ? .some(nil) : .none
+        case .string(let name)? where ZoneClock.zone(named: name) != nil: timeZone = .some(name)
+        default:
+            throw body.invalid(
+                "time_zone", "must be an IANA zone name such as \"Europe/Paris\" or \"America/New_York\" (or null)")
+        }
+        var tags: [String]?
+        if let value = body.value("tags") {
+            guard case .array(let items) = value, items.count <= DeviceTags.maximumPerDevice else {
+                throw body.invalid("tags", "must be an array of at most \(DeviceTags.maximumPerDevice) tags")
+            }
+            tags = []
+            for (index, item) in items.enumerated() {
+                guard let tag = item.stringValue, DeviceTags.isValid(tag) else {
+                    throw APIError.invalid(.invalidRequest, "tags[\(index)]: \(DeviceTags.rule)", field: "tags")
+                }
+                tags?.append(tag)
+            }
+        }
         let topic = try body.requiredString("topic", "the app's bundle id")
         if let problem = APNsValidator.topicProblem(topic) { throw body.invalid("topic", problem) }
         try AppScope.current.requireOwnTopic(topic, field: "topic", apps: apps)
@@ -70,7 +110,7 @@ struct TokenRoutes {
             throw body.invalid(
                 "environment", "is required: sandbox (development builds) or production (TestFlight and App Store)")
         }
-        return (topic, environment)
+        return (topic, environment, timeZone, tags)
     }
 
     func register(on router: RouteRecorder) {
@@ -84,12 +124,21 @@ struct TokenRoutes {
                 deviceId: id, token: token, topic: body.topic, environment: body.environment,
                 registeredAt: state.clock.now().timeIntervalSince1970)
             let created = try await state.tokens.register(registration)
-            return JSONIO.response(RegistrationView(registration: registration), status: created ? .created : .ok)
+            var profile: DeviceProfile?
+            if body.timeZone != nil || body.tags != nil {
+                try await state.tokens.setProfile(
+                    deviceId: id, timeZone: body.timeZone, tags: body.tags, at: registration.registeredAt)
+                profile = try await state.tokens.profiles(deviceIds: [id])[id] ?? DeviceProfile()
+            }
+            return JSONIO.response(
+                RegisteredView(registration: registration, profile: profile), status: created ? .created : .ok)
         }
         devices.get(":deviceId/apns-tokens") { _, context in
             let id = try DeviceRoutes.deviceId(context)
             return JSONIO.response(
-                ListView(deviceId: id, registrations: try await state.tokens.registrations(deviceId: id)))
+                ListView(
+                    deviceId: id, registrations: try await state.tokens.registrations(deviceId: id),
+                    profile: try await state.tokens.profiles(deviceIds: [id])[id]))
         }
         devices.delete(":deviceId/apns-tokens/:token") { _, context in
             let id = try DeviceRoutes.deviceId(context)

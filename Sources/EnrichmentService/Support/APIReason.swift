@@ -87,6 +87,8 @@ public enum APIReason: String, Sendable, CaseIterable {
     case unknownRegion = "unknown_region"
     case noFix = "no_fix"
     case pushNotFound = "push_not_found"
+    /// A receipt for a device the push was not sent to (404).
+    case deviceNotInPush = "device_not_in_push"
     case tokenNotFound = "token_not_found"
     /// No push-to-start token for the activity type, or no update token for the activity (404).
     case activityNotFound = "activity_not_found"

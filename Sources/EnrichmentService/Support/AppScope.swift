@@ -26,6 +26,8 @@ struct AppScope: Sendable {
         case write
         /// What belongs to no app (POIs and their imports): admin keys only.
         case admin
+        /// Confirming that a notification was shown (`POST /v1/receipts`): receipt keys, and keys that may send.
+        case receipt
     }
 
     var app: String
@@ -41,7 +43,8 @@ struct AppScope: Sendable {
         case .admin: true
         case .all: permission != .admin
         case .read: permission == .read || permission == .readOrSend
-        case .send: permission == .send || permission == .readOrSend
+        case .send: permission == .send || permission == .readOrSend || permission == .receipt
+        case .receipt: permission == .receipt
         }
     }
 
@@ -78,6 +81,7 @@ struct AppScope: Sendable {
             case .all: "do everything within app '\(app)' but change POIs (an admin key's work)"
             case .read: "only read app '\(app)' (GET routes and POST /v1/enrich)"
             case .send: "only send app '\(app)''s pushes and read their results"
+            case .receipt: "only confirm app '\(app)''s notifications (POST /v1/receipts)"
             }
         let wanted: String =
             switch permission {
@@ -85,6 +89,7 @@ struct AppScope: Sendable {
             case .send: "send"
             case .write: "change data"
             case .admin: "change what belongs to no app (POIs)"
+            case .receipt: "confirm notifications"
             }
         return APIError(
             .forbidden, reason: .forbidden, message: "\(name) may \(may); this route needs a key that may \(wanted)")

@@ -121,7 +121,7 @@ public enum DeliveryState: String, Sendable, CaseIterable {
     case failed
     /// Its `apns-expiration` passed before it could be sent; not sent.
     case expired
-    /// Cancelled before it was sent (a scheduled push, `DELETE /v1/push/{id}`).
+    /// Cancelled before it was sent (a scheduled push, `POST /v1/push/{id}/cancel`).
     case cancelled
 
     public var isFinal: Bool { self != .pending }
@@ -348,7 +348,7 @@ public struct PushPlan: Sendable, Equatable {
     /// As stored (a JSON object).
     public var stored: JSONValue {
         var object: [String: JSONValue] = [
-            "held": .int(Int64(held)), "missing_zone": .string(timing.missingZone.rawValue),
+            "held": .int(Int64(held)), "missing_time_zone": .string(timing.missingZone.rawValue),
         ]
         if let sendAt = timing.sendAt { object["send_at"] = .double(sendAt) }
         if let localTime = timing.localTime { object["local_time"] = .string(localTime.description) }
@@ -388,7 +388,7 @@ public struct PushPlan: Sendable, Equatable {
             timing.cap = FrequencyCap(max: Int(max), window: window)
         }
         timing.missingZone =
-            object["missing_zone"]?.stringValue.flatMap(SendTiming.MissingZone.init(rawValue:)) ?? .skip
+            object["missing_time_zone"]?.stringValue.flatMap(SendTiming.MissingZone.init(rawValue:)) ?? .skip
         self.init(
             timing: timing, held: Int(object["held"]?.lenientDouble ?? 0),
             firstSendAt: object["first_send_at"]?.lenientDouble, lastSendAt: object["last_send_at"]?.lenientDouble)

@@ -45,6 +45,13 @@ struct Push: AsyncParsableCommand {
         help: "Wait for every delivery's final status (the service waits up to ENRICH_PUSH_WAIT_TIMEOUT).")
     var wait = true
     @Flag(help: "Set aps.timestamp to now before sending.") var stampNow = false
+    @Option(help: "Send at this instant (epoch seconds), not before (docs/AUDIENCES.md).") var sendAt: Double?
+    @Option(help: "Send at HH:MM in each device's own time zone, e.g. 09:30.") var localTime: String?
+    @Option(help: "Quiet hours in each device's zone, HH:MM-HH:MM (e.g. 22:00-08:00); see --quiet-action.")
+    var quietHours: String?
+    @Option(help: "What quiet hours do: hold (send when they end) or drop.") var quietAction: String?
+    @Option(help: "A device without a time zone: skip, or app_default (the app's).") var missingTimeZone: String?
+    @Option(help: "Frequency cap, MAX/SECONDS (e.g. 3/86400), or none to lift the app's.") var cap: String?
     @Flag(help: "Print the service's answer as JSON.") var json = false
 
     func validate() throws {
@@ -97,6 +104,27 @@ struct Push: AsyncParsableCommand {
         if let collapseId { body["collapse_id"] = .string(collapseId) }
         if let topic { body["topic"] = .string(topic) }
         if let mode { body["mode"] = .string(mode.rawValue) }
+        if let sendAt { body["send_at"] = .double(sendAt) }
+        if let localTime { body["local_time"] = .string(localTime) }
+        if let quietHours {
+            var quiet: [String: JSONValue] = ["window": .string(quietHours)]
+            if let quietAction { quiet["action"] = .string(quietAction) }
+            body["quiet_hours"] = .object(quiet)
+        } else if quietAction != nil {
+            throw ValidationError("--quiet-action needs --quiet-hours")
+        }
+        if let missingTimeZone { body["missing_time_zone"] = .string(missingTimeZone) }
+        if let cap {
+            if cap == "none" {
+                body["cap"] = JSONValue.null
+            } else {
+                let parts = cap.split(separator: "/")
+                guard parts.count == 2, let max = Int64(parts[0]), let window = Double(parts[1]) else {
+                    throw ValidationError("--cap is MAX/SECONDS (e.g. 3/86400) or none")
+                }
+                body["cap"] = .object(["max": .int(max), "window_s": .double(window)])
+            }
+        }
         let (status, answer) = try await ServiceCall.post(
             server: server, path: "/v1/push", body: .object(body), headers: app.map { ["Enrich-App": $0] } ?? [:])
         guard status == 200 || status == 202 else {

@@ -152,7 +152,7 @@ struct AppScopeTests {
             Probe(
                 method: "POST", pattern: "/v1/channels/:channelId/broadcast",
                 body: #"{"event":"update","content_state":{"eta":1}}"#),
-            Probe(method: "DELETE", pattern: "/v1/push/:pushId"),
+            Probe(method: "POST", pattern: "/v1/push/:pushId/cancel"),
             Probe(method: "DELETE", pattern: "/v1/devices/:deviceId/apns-tokens/:token"),
             Probe(method: "DELETE", pattern: "/v1/devices/:deviceId/activity-types/:activityType/push-to-start-token"),
             Probe(method: "DELETE", pattern: "/v1/devices/:deviceId/activities/:activityId"),

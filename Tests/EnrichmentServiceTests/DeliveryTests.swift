@@ -589,6 +589,30 @@ struct PushCommandTests {
             ])
             #expect(both.status != 0)
             #expect(both.err.contains("--device or --audience"))
+
+            // Scheduled an hour ahead, capped: queued, listed by the service, with its plan.
+            let zoned = try await client.put(
+                "/v1/devices/cli-1/apns-tokens/\(deviceToken(90))",
+                json: #"{"topic":"com.example.app","environment":"sandbox","time_zone":"UTC"}"#)
+            #expect(zoned.json?["time_zone"] == .string("UTC"))
+            let sendAt = Int64(Date().timeIntervalSince1970) + 3_600
+            let scheduled = try await runPushSender([
+                "push", "--server", client.base, "--device", "cli-1", "--json", "--no-wait", "--send-at", "\(sendAt)",
+                "--quiet-hours", "22:00-08:00", "--quiet-action", "hold", "--missing-time-zone", "app_default",
+                "--cap", "10/86400", "payloads/location.json",
+            ])
+            #expect(scheduled.status == 0, "err: \(scheduled.err) out: \(scheduled.out)")
+            let pushId = try #require(try JSONValue.decode(Data(scheduled.out.utf8))["push_id"]?.stringValue)
+            let plan = try await client.get("/v1/push/\(pushId)").json?["plan"]
+            #expect(plan?["send_at"]?.lenientDouble == Double(sendAt), "\(String(describing: plan))")
+            #expect(plan?["quiet_hours"]?["action"] == .string("hold"))
+            #expect(plan?["missing_time_zone"] == .string("app_default"))
+            #expect(plan?["cap"]?["max"] == .int(10))
+            let badCap = try await runPushSender([
+                "push", "--server", client.base, "--device", "cli-1", "--cap", "three", "payloads/location.json",
+            ])
+            #expect(badCap.status != 0)
+            #expect(badCap.err.contains("--cap is MAX/SECONDS"))
         }
     }
 }

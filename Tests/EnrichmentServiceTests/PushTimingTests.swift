@@ -29,7 +29,7 @@ struct PushTimingTests {
         try await AppsTests().withApps(members: keysMember(), extra: shop, adjust, body)
     }
 
-    static func as_(_ app: String) -> [String: String] {
+    static func inApp(_ app: String) -> [String: String] {
         AppScopeTests.admin.merging(["Enrich-App": app]) { a, _ in a }
     }
 
@@ -176,7 +176,7 @@ struct PushTimingTests {
             let done = try await client.get("/v1/push/\(firstId)")
             #expect(done.json?["summary"]?["accepted"] == .int(1), "\(done.text)")
             // The later one, cancelled: nothing left to send, nothing sent.
-            let cancel = try await client.delete("/v1/push/\(laterId)")
+            let cancel = try await client.post("/v1/push/\(laterId)/cancel", json: "{}")
             #expect(cancel.status == 200)
             #expect(cancel.json?["cancelled"] == .int(1))
             let cancelled = try await client.get("/v1/push/\(laterId)")
@@ -273,7 +273,7 @@ struct PushTimingTests {
     @Test("a frequency cap holds across pushes, per device, with the app's default or the push's own")
     func cap() async throws {
         try await Self.withApps { client, mock in
-            let shop = Self.as_("shop")
+            let shop = Self.inApp("shop")
             #expect(try await register(client, "s1", deviceToken(1), topic: "com.c", headers: shop).status == 201)
             #expect(try await register(client, "s2", deviceToken(2), topic: "com.c", headers: shop).status == 201)
             func push(_ devices: [String], _ extra: String = "") async throws -> ServiceClient.Reply {
@@ -313,20 +313,21 @@ struct PushTimingTests {
                 json: pushBody(devices: ["r1", "r2"], payload: #"{"aps":{"alert":"hi"}}"#, extra: #""enrich":false"#),
                 headers: consumer)
             let pushId = try #require(push.json?["push_id"]?.stringValue)
-            let extension_ = AppScopeTests.bearer(Self.receiptKey)
+            let extensionKey = AppScopeTests.bearer(Self.receiptKey)
             let first = try await client.post(
-                "/v1/receipts", json: #"{"push_id":"\#(pushId)","device_id":"r1"}"#, headers: extension_)
+                "/v1/receipts", json: #"{"push_id":"\#(pushId)","device_id":"r1"}"#, headers: extensionKey)
             #expect(first.status == 201, "\(first.text)")
             let again = try await client.post(
-                "/v1/receipts", json: #"{"push_id":"\#(pushId)","device_id":"r1"}"#, headers: extension_)
+                "/v1/receipts", json: #"{"push_id":"\#(pushId)","device_id":"r1"}"#, headers: extensionKey)
             #expect(again.status == 200)
             #expect(again.json?["already_confirmed"] == .bool(true))
             let report = try await client.get("/v1/push/\(pushId)", headers: consumer)
             #expect(report.json?["summary"]?["confirmed"] == .int(1), "\(report.text)")
             #expect(report.json?["summary"]?["accepted"] == .int(2))
             // The receipt key does nothing else.
-            #expect(try await client.get("/v1/push/\(pushId)", headers: extension_).status == 403)
-            #expect(try await register(client, "r3", deviceToken(3), topic: "com.a", headers: extension_).status == 403)
+            #expect(try await client.get("/v1/push/\(pushId)", headers: extensionKey).status == 403)
+            #expect(
+                try await register(client, "r3", deviceToken(3), topic: "com.a", headers: extensionKey).status == 403)
             // Another app's push is one that does not exist; a device the push did not go to is refused.
             #expect(
                 try await register(client, "c1", deviceToken(9), topic: "com.b", headers: AppScopeTests.courier).status
@@ -337,11 +338,11 @@ struct PushTimingTests {
                 headers: AppScopeTests.courier)
             let courierId = try #require(courierPush.json?["push_id"]?.stringValue)
             let foreign = try await client.post(
-                "/v1/receipts", json: #"{"push_id":"\#(courierId)","device_id":"c1"}"#, headers: extension_)
+                "/v1/receipts", json: #"{"push_id":"\#(courierId)","device_id":"c1"}"#, headers: extensionKey)
             #expect(foreign.status == 404)
             #expect(foreign.errorReason == "push_not_found")
             let stranger = try await client.post(
-                "/v1/receipts", json: #"{"push_id":"\#(pushId)","device_id":"r9"}"#, headers: extension_)
+                "/v1/receipts", json: #"{"push_id":"\#(pushId)","device_id":"r9"}"#, headers: extensionKey)
             #expect(stranger.status == 404)
             #expect(stranger.errorReason == "device_not_in_push")
             let courierReport = try await client.get("/v1/push/\(courierId)", headers: AppScopeTests.courier)

@@ -81,7 +81,7 @@ struct PushRoutes {
             }
             return JSONIO.response(ScheduledList(pushes: items))
         }
-        router.delete("/v1/push/:pushId", permission: .send) { _, context in
+        router.post("/v1/push/:pushId/cancel", permission: .send) { _, context in
             let id = try context.parameters.require("pushId")
             guard let push = try await state.delivery.outbox.push(id: id), Self.isVisible(push) else {
                 throw APIError(.notFound, reason: .pushNotFound, message: "no push has the id '\(id)'")

@@ -34,18 +34,20 @@ public protocol OutboxStore: Sendable {
     /// `enqueue`, with a frequency cap: a device that already has `cap.max` pushes sent or scheduled within
     /// `cap.window` seconds before or after this push's send time to it gets none of its deliveries (outcome
     /// `not_sent`, rule `capped`). Pushes are counted per device (a device with two tokens counts a push once), in
-    /// the state delivered or pending. Pushes to one app are capped one at a time (across nodes with PostgreSQL),
+    /// the state delivered or pending, and only those a person sees: not Live Activity events, not background
+    /// pushes. `plan` makes the push's plan once the capped devices are known. Pushes to one app are capped one at a time (across nodes with PostgreSQL),
     /// so two concurrent pushes cannot both slip under the cap. Returns the devices capped.
     func enqueue(
-        _ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery], cap: FrequencyCap, app: String
-    )
-        async throws -> Set<String>
+        _ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery], cap: FrequencyCap, app: String,
+        plan: @Sendable (Set<String>) -> PushPlan?
+    ) async throws -> Set<String>
     /// Cancels the push's pending deliveries that no worker holds (state `cancelled`); returns how many.
     func cancel(pushId: String, at: Double) async throws -> Int
-    /// Pushes with deliveries still pending, soonest first: (push id, pending deliveries, next send time).
-    func scheduled(limit: Int) async throws -> [(pushId: String, pending: Int, nextAt: Double)]
-    /// Records that the device's notification of the push was shown (a receipt); false when it was already.
-    func confirm(pushId: String, deviceId: String, at: Double) async throws -> Bool
+    /// The app's pushes with deliveries still pending, soonest first: (push id, pending deliveries, next send time).
+    func scheduled(app: String, limit: Int) async throws -> [(pushId: String, pending: Int, nextAt: Double)]
+    /// Records that the device's notification of the push was shown (a receipt): only for a device the push was
+    /// sent to (a delivery accepted by APNs, or on its way).
+    func confirm(pushId: String, deviceId: String, at: Double) async throws -> ReceiptOutcome
     /// How many devices confirmed the push.
     func confirmedCount(pushId: String) async throws -> Int
     /// Claims up to `limit` pending deliveries due at `now` that no live lease holds, oldest due first, for `owner`
@@ -73,4 +75,14 @@ public protocol OutboxStore: Sendable {
     /// When the earliest pending delivery can next be claimed (epoch seconds), if any: its next attempt time, or
     /// for one held by a lease, the later of that and the end of the lease (a dead holder's claim is taken then).
     func nextDue() async throws -> Double?
+}
+
+/// What a receipt came to.
+public enum ReceiptOutcome: Sendable, Equatable {
+    /// Recorded now.
+    case recorded
+    /// The device had confirmed the push already.
+    case already
+    /// The push was not sent to the device (capped, skipped, cancelled, failed, or not one of its devices).
+    case notSent
 }

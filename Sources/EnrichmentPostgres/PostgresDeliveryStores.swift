@@ -166,7 +166,8 @@ public struct PostgresOutbox: OutboxStore {
     }
 
     public func enqueue(
-        _ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery], cap: FrequencyCap, app: String
+        _ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery], cap: FrequencyCap, app: String,
+        plan: @Sendable (Set<String>) -> PushPlan?
     ) async throws -> Set<String> {
         let logger = database.logger
         return try await database.withTransaction { connection in
@@ -182,7 +183,8 @@ public struct PostgresOutbox: OutboxStore {
             let rows = try await connection.run(
                 """
                 SELECT u.d FROM unnest(\(devices)::text[], \(times)::float8[]) AS u(d, t)
-                WHERE (SELECT count(DISTINCT push_id) FROM deliveries x WHERE x.device_id = u.d AND (
+                WHERE (SELECT count(DISTINCT x.push_id) FROM deliveries x JOIN pushes p ON p.id = x.push_id
+                       WHERE x.device_id = u.d AND p.push_type NOT IN ('liveactivity', 'background') AND (
                         (x.state = 'pending' AND x.next_attempt_at > u.t - \(cap.window)
                             AND x.next_attempt_at < u.t + \(cap.window))
                         OR (x.state = 'delivered' AND x.finished_at > u.t - \(cap.window)
@@ -190,6 +192,8 @@ public struct PostgresOutbox: OutboxStore {
                 """, logger: logger)
             var capped = Set<String>()
             for try await device in rows.decode(String.self) { capped.insert(device) }
+            var push = push
+            push.plan = plan(capped)
             try await Self.insert(
                 connection, push,
                 outcomes: outcomes
@@ -366,19 +370,23 @@ public struct PostgresOutbox: OutboxStore {
             """
             WITH gone AS (
                 UPDATE deliveries SET state = 'cancelled', finished_at = \(at), error = 'cancelled before it was sent'
-                WHERE push_id = \(pushId) AND state = 'pending'
-                  AND (lease_owner IS NULL OR lease_until < \(at))
+                WHERE push_id = \(pushId) AND state = 'pending' AND lease_owner IS NULL
                 RETURNING 1)
             SELECT count(*) FROM gone
             """)
         return try await rows.decode(Int.self).first { _ in true } ?? 0
     }
 
-    public func scheduled(limit: Int) async throws -> [(pushId: String, pending: Int, nextAt: Double)] {
+    public func scheduled(app: String, limit: Int) async throws -> [(pushId: String, pending: Int, nextAt: Double)] {
+        // The app's devices are stored under `<app>/` (`AppNamespace`), the default app's without a prefix.
+        let pattern = AppNamespace.prefix(of: app) + "%"
+        let isDefault = app == AppNamespace.defaultApp
         var found: [(pushId: String, pending: Int, nextAt: Double)] = []
         for try await (id, pending, next) in try await database.query(
             """
-            SELECT push_id, count(*)::int8, min(next_attempt_at) FROM deliveries WHERE state = 'pending'
+            SELECT push_id, count(*)::int8, min(next_attempt_at) FROM deliveries
+            WHERE state = 'pending'
+              AND CASE WHEN \(isDefault) THEN strpos(device_id, '/') = 0 ELSE device_id LIKE \(pattern) END
             GROUP BY push_id ORDER BY min(next_attempt_at), push_id LIMIT \(limit)
             """
         ).decode((String, Int, Double).self) {
@@ -387,13 +395,22 @@ public struct PostgresOutbox: OutboxStore {
         return found
     }
 
-    public func confirm(pushId: String, deviceId: String, at: Double) async throws -> Bool {
+    public func confirm(pushId: String, deviceId: String, at: Double) async throws -> ReceiptOutcome {
         let rows = try await database.query(
             """
-            INSERT INTO receipts (push_id, device_id, received_at) VALUES (\(pushId), \(deviceId), \(at))
-            ON CONFLICT DO NOTHING RETURNING 1
+            WITH sent AS (
+                SELECT 1 FROM deliveries WHERE push_id = \(pushId) AND device_id = \(deviceId)
+                  AND state IN ('delivered', 'pending') LIMIT 1),
+            made AS (
+                INSERT INTO receipts (push_id, device_id, received_at)
+                SELECT \(pushId), \(deviceId), \(at) WHERE EXISTS (SELECT 1 FROM sent)
+                ON CONFLICT DO NOTHING RETURNING 1)
+            SELECT (SELECT count(*) FROM sent)::int8, (SELECT count(*) FROM made)::int8
             """)
-        return try await rows.decode(Int.self).first { _ in true } != nil
+        guard let (sent, made) = try await rows.decode((Int, Int).self).first(where: { _ in true }), sent > 0 else {
+            return .notSent
+        }
+        return made > 0 ? .recorded : .already
     }
 
     public func confirmedCount(pushId: String) async throws -> Int {

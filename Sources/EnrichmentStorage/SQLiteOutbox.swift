@@ -18,15 +18,17 @@ public struct SQLiteOutbox: OutboxStore {
     }
 
     public func enqueue(
-        _ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery], cap: FrequencyCap, app: String
+        _ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery], cap: FrequencyCap, app: String,
+        plan: @Sendable (Set<String>) -> PushPlan?
     ) async throws -> Set<String> {
         // One writer at a time (SQLite): the count and the insert cannot interleave with another push's.
         try await database.pool.write { db in
             let count = try db.cachedStatement(
                 sql: """
-                    SELECT count(DISTINCT push_id) FROM deliveries WHERE device_id = ? AND (
-                        (state = 'pending' AND next_attempt_at > ? AND next_attempt_at < ?)
-                        OR (state = 'delivered' AND finished_at > ? AND finished_at < ?))
+                    SELECT count(DISTINCT d.push_id) FROM deliveries d JOIN pushes p ON p.id = d.push_id
+                    WHERE d.device_id = ? AND p.push_type NOT IN ('liveactivity', 'background') AND (
+                        (d.state = 'pending' AND d.next_attempt_at > ? AND d.next_attempt_at < ?)
+                        OR (d.state = 'delivered' AND d.finished_at > ? AND d.finished_at < ?))
                     """)
             var capped = Set<String>()
             var seen = Set<String>()
@@ -36,6 +38,8 @@ public struct SQLiteOutbox: OutboxStore {
                 let sent = try Int.fetchOne(count, arguments: [item.deviceId, from, to, from, to]) ?? 0
                 if sent >= cap.max { capped.insert(item.deviceId) }
             }
+            var push = push
+            push.plan = plan(capped)
             try Self.insert(
                 db, push,
                 outcomes: outcomes
@@ -192,24 +196,35 @@ public struct SQLiteOutbox: OutboxStore {
         }
     }
 
-    public func scheduled(limit: Int) async throws -> [(pushId: String, pending: Int, nextAt: Double)] {
-        try await database.pool.read { db in
+    public func scheduled(app: String, limit: Int) async throws -> [(pushId: String, pending: Int, nextAt: Double)] {
+        // The app's devices are stored under `<app>/` (`AppNamespace`), the default app's without a prefix.
+        let (pattern, isDefault) = (AppNamespace.prefix(of: app) + "%", app == AppNamespace.defaultApp)
+        return try await database.pool.read { db in
             try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT push_id, count(*), min(next_attempt_at) FROM deliveries WHERE state = 'pending'
+                    SELECT push_id, count(*), min(next_attempt_at) FROM deliveries
+                    WHERE state = 'pending' AND (CASE WHEN ? THEN instr(device_id, '/') = 0 ELSE device_id LIKE ? END)
                     GROUP BY push_id ORDER BY min(next_attempt_at), push_id LIMIT ?
-                    """, arguments: [limit]
+                    """, arguments: [isDefault, pattern, limit]
             ).map { ($0[0], $0[1], $0[2]) }
         }
     }
 
-    public func confirm(pushId: String, deviceId: String, at: Double) async throws -> Bool {
+    public func confirm(pushId: String, deviceId: String, at: Double) async throws -> ReceiptOutcome {
         try await database.pool.write { db in
+            let sent =
+                try Bool.fetchOne(
+                    db,
+                    sql: """
+                        SELECT 1 FROM deliveries WHERE push_id = ? AND device_id = ? AND state IN ('delivered', 'pending')
+                        LIMIT 1
+                        """, arguments: [pushId, deviceId]) ?? false
+            guard sent else { return .notSent }
             try db.execute(
                 sql: "INSERT INTO receipts (push_id, device_id, received_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 arguments: [pushId, deviceId, at])
-            return db.changesCount > 0
+            return db.changesCount > 0 ? .recorded : .already
         }
     }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Crypto
 import EnrichmentCore
+import EnrichmentRuntime
 import Foundation
 
 /// `enrichment-server new-api-key`: a new random API key and the `keys` entry of the apps file that holds its
@@ -15,15 +16,16 @@ struct NewAPIKey: ParsableCommand {
     @Option(help: "The key's name in the apps file (lower-case letters, digits and '-').")
     var name: String
 
-    @Option(help: "admin, all, read or send.")
+    @Option(help: "admin, all, read, send or receipt (a notification extension's: receipts only).")
     var access: String = "all"
 
     @Option(help: "The app the key reaches (not for admin keys).")
     var app: String?
 
     func validate() throws {
-        guard ["admin", "all", "read", "send"].contains(access) else {
-            throw ValidationError("--access must be admin, all, read or send")
+        let accesses = APIKeyDefinition.Access.allCases.map(\.rawValue)
+        guard accesses.contains(access) else {
+            throw ValidationError("--access must be one of \(accesses.joined(separator: ", "))")
         }
         if access == "admin", app != nil { throw ValidationError("an admin key reaches every app: drop --app") }
         if access != "admin", app == nil { throw ValidationError("a key with access \(access) needs --app") }

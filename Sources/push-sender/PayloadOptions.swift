@@ -34,7 +34,10 @@ struct PayloadOptions: ParsableArguments {
 
 /// Reads payload files for every subcommand.
 enum PayloadLoader {
-    static func load(file: String?, inline: String?, now: Int64, stampNow: Bool) throws -> JSONValue {
+    /// `fill: false` (a scheduled push) leaves "{{now}}" for the service, which fills it in when each copy is
+    /// sent; `stampNow` then sets `aps.timestamp` to "{{now}}".
+    static func load(file: String?, inline: String?, now: Int64, stampNow: Bool, fill: Bool = true) throws -> JSONValue
+    {
         let data: Data
         let origin: String
         if let inline {
@@ -52,17 +55,25 @@ enum PayloadLoader {
         } else {
             throw ValidationError("no payload given")
         }
-        return try parse(data, origin: origin, now: now, stampNow: stampNow)
+        let value = try parse(data, origin: origin, now: now, stampNow: stampNow, fill: fill)
+        return value
     }
 
     /// A payload document from bytes read elsewhere (`origin` names them in errors).
-    static func parse(_ data: Data, origin: String, now: Int64, stampNow: Bool) throws -> JSONValue {
+    static func parse(_ data: Data, origin: String, now: Int64, stampNow: Bool, fill: Bool = true) throws -> JSONValue {
         let value: JSONValue
         do { value = try JSONParser.parse(data) } catch {
             throw PayloadProblem(message: "\(origin) is not valid JSON: \(error.description)")
         }
         guard case .object = value else {
             throw PayloadProblem(message: "\(origin) must be a JSON object (an APNs payload)")
+        }
+        guard fill else {
+            guard stampNow, case .object(var root) = value else { return value }
+            var aps = root["aps"]?.objectValue ?? [:]
+            aps["timestamp"] = .string(PayloadStamp.placeholder)
+            root["aps"] = .object(aps)
+            return .object(root)
         }
         return PayloadStamp.stamp(value, now: now, forceTimestamp: stampNow)
     }

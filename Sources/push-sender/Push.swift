@@ -72,8 +72,11 @@ struct Push: AsyncParsableCommand {
     func run() async throws {
         let payload: JSONValue
         do {
+            // A scheduled push keeps its "{{now}}": the service fills it in when each copy is sent.
+            let scheduled = sendAt != nil || localTime != nil || quietHours != nil
             payload = try PayloadLoader.load(
-                file: file, inline: nil, now: Int64(Date().timeIntervalSince1970), stampNow: stampNow)
+                file: file, inline: nil, now: Int64(Date().timeIntervalSince1970), stampNow: stampNow,
+                fill: !scheduled)
         } catch {
             printError("\(error)")
             throw ExitCode(3)

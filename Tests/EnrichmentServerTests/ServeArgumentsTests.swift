@@ -59,4 +59,14 @@ struct ServeArgumentsTests {
         #expect(help.contains("--staleness-window <seconds>"))
         #expect(help.contains("ENRICH_STALENESS_WINDOW"))
     }
+
+    @Test("new-api-key takes every access the apps file does, receipt included, and refuses others by name")
+    func newAPIKeyAccesses() throws {
+        for access in ["admin", "all", "read", "send", "receipt"] {
+            let app = access == "admin" ? [] : ["--app", "consumer"]
+            #expect(message(["new-api-key", "--name", "k", "--access", access] + app) == nil, "\(access)")
+        }
+        let refused = message(["new-api-key", "--name", "k", "--access", "bogus", "--app", "consumer"])
+        #expect(refused?.contains("admin, all, read, send, receipt") == true, "\(refused ?? "")")
+    }
 }

@@ -185,6 +185,12 @@ struct PushTimingTests {
             #expect(cancelled.json?["summary"]?["cancelled"] == .int(1))
             #expect(try await client.get("/v1/push").json?["pushes"] == .array([]))
             #expect(mock.receivedCount == 1)
+            // A send_at after the push's own expiration is refused: it would expire unsent.
+            let expiring = try await client.post(
+                "/v1/push",
+                json: pushBody(devices: ["a"], extra: #""send_at":\#(Self.now + 600),"expiration":\#(Self.now + 60)"#))
+            #expect(expiring.status == 400, "\(expiring.text)")
+            #expect(expiring.json?["error"]?["field"] == .string("send_at"))
             // A send_at in the past or too far ahead is refused.
             for sendAt in [Self.now - 3_600, Self.now + 40 * 86_400] {
                 let reply = try await client.post(
@@ -284,6 +290,14 @@ struct PushTimingTests {
                         extra: #""enrich":false,"wait":true"# + extra),
                     headers: shop)
             }
+            // A background push is not counted (nobody sees it).
+            let silent = try await client.post(
+                "/v1/push",
+                json: pushBody(
+                    devices: ["s1"], payload: #"{"aps":{"content-available":1}}"#,
+                    extra: #""enrich":false,"wait":true,"push_type":"background","priority":5"#),
+                headers: shop)
+            #expect(silent.json?["counts"]?["delivered"] == .int(1), "\(silent.text)")
             let one = try await push(["s1"])
             #expect(one.json?["counts"]?["delivered"] == .int(1), "\(one.text)")
             // The app's cap (1 per hour): s1 has had its push, s2 has not.
@@ -298,7 +312,7 @@ struct PushTimingTests {
             let over = try await push(["s1"], #","cap":{"max":3,"window_s":3600}"#)
             #expect(over.json?["summary"]?["capped"] == .int(1), "\(over.text)")
             let s1 = mock.receivedPushes.filter { $0.deviceToken == deviceToken(1) }
-            #expect(s1.count == 3)
+            #expect(s1.count == 4)
         }
     }
 
@@ -347,6 +361,32 @@ struct PushTimingTests {
             #expect(stranger.errorReason == "device_not_in_push")
             let courierReport = try await client.get("/v1/push/\(courierId)", headers: AppScopeTests.courier)
             #expect(courierReport.json?["summary"]?["confirmed"] == .int(0))
+            // A device the push was not sent to (capped here) cannot confirm it.
+            let capped = try await client.post(
+                "/v1/push",
+                json: pushBody(
+                    devices: ["r1"], payload: #"{"aps":{"alert":"again"}}"#,
+                    extra: #""enrich":false,"wait":true,"cap":{"max":1,"window_s":3600}"#),
+                headers: consumer)
+            #expect(capped.json?["summary"]?["capped"] == .int(1), "\(capped.text)")
+            let cappedId = try #require(capped.json?["push_id"]?.stringValue)
+            let notSent = try await client.post(
+                "/v1/receipts", json: #"{"push_id":"\#(cappedId)","device_id":"r1"}"#, headers: extensionKey)
+            #expect(notSent.status == 404)
+            #expect(notSent.errorReason == "device_not_in_push")
+            // Each app lists its own scheduled pushes only.
+            let later = try await client.post(
+                "/v1/push",
+                json: pushBody(
+                    devices: ["c1"], payload: #"{"aps":{"alert":"later"}}"#,
+                    extra: #""enrich":false,"send_at":\#(Self.now + 3_600)"#),
+                headers: AppScopeTests.courier)
+            let laterId = try #require(later.json?["push_id"]?.stringValue)
+            let courierList = try await client.get("/v1/push", headers: AppScopeTests.courier)
+            #expect(courierList.text.contains(laterId))
+            let consumerList = try await client.get("/v1/push", headers: consumer)
+            #expect(consumerList.status == 200)
+            #expect(!consumerList.text.contains(laterId), "\(consumerList.text)")
         }
     }
 }

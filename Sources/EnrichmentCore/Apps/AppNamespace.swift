@@ -24,6 +24,9 @@ public enum AppNamespace {
     }
 
     /// The app and the id a stored key names.
+    /// What every stored key of the app begins with (nothing for the default app, whose keys have no `/`).
+    public static func prefix(of app: String) -> String { app == defaultApp ? "" : app + "/" }
+
     public static func split(_ key: String) -> (app: String, id: String) {
         guard let slash = key.firstIndex(of: "/") else { return (defaultApp, key) }
         return (String(key[..<slash]), String(key[key.index(after: slash)...]))

@@ -166,8 +166,8 @@ public final class DeliveryEngine: Sendable {
         let fallback = timing?.missingZone == .appDefault ? defaultZone.flatMap(ZoneClock.zone(named:)) : nil
         var deliveries: [NewDelivery] = []
         var notSent: [DeviceOutcome] = []
-        var held = 0
-        var times: [Double] = []
+        // Each sent device's send time, and whether quiet hours moved it: the plan counts those not capped.
+        var planned: [String: (at: Double, held: Bool)] = [:]
         for id in push.deviceIds {
             guard let active = registrations[id], !active.isEmpty else {
                 notSent.append(.noActiveToken(id))
@@ -181,8 +181,7 @@ public final class DeliveryEngine: Sendable {
                     notSent.append(DeviceOutcome(deviceId: id, outcome: "not_sent", rule: rule))
                     continue
                 case .send(let at, let wasHeld):
-                    if wasHeld { held += 1 }
-                    times.append(at)
+                    planned[id] = (at, wasHeld)
                     if at > push.createdAt { scheduledAt = at }
                 }
             }
@@ -194,12 +193,19 @@ public final class DeliveryEngine: Sendable {
                         scheduledAt: scheduledAt))
             }
         }
-        if let timing {
-            push.plan = PushPlan(timing: timing, held: held, firstSendAt: times.min(), lastSendAt: times.max())
+        let plan: @Sendable (Set<String>) -> PushPlan? = { [planned] capped in
+            guard let timing else { return nil }
+            let kept = planned.filter { !capped.contains($0.key) }.values
+            return PushPlan(
+                timing: timing, held: kept.filter(\.held).count, firstSendAt: kept.map(\.at).min(),
+                lastSendAt: kept.map(\.at).max())
         }
+        push.plan = plan([])
         if let cap = timing?.cap, !deliveries.isEmpty {
             let app = AppNamespace.app(of: deliveries[0].deviceId)
-            let capped = try await outbox.enqueue(push, outcomes: notSent, deliveries: deliveries, cap: cap, app: app)
+            let capped = try await outbox.enqueue(
+                push, outcomes: notSent, deliveries: deliveries, cap: cap, app: app, plan: plan)
+            push.plan = plan(capped)
             notSent += capped.sorted().map { DeviceOutcome(deviceId: $0, outcome: "not_sent", rule: "capped") }
             deliveries.removeAll { capped.contains($0.deviceId) }
         } else {
@@ -280,6 +286,9 @@ public final class DeliveryEngine: Sendable {
     /// Wakes the idle lanes: deliveries were committed (by this node, or by another as the change feed says).
     public func wake() { rendezvous.notify(Self.wakeKey) }
 
+    /// Wakes whoever waits for the push to be done (its deliveries were cancelled).
+    public func pushChanged(_ pushId: String) { rendezvous.notify(pushId) }
+
     /// One claim-send-record loop. Lane 0 keeps watch when there is no work: one look per `pollInterval` at when the
     /// next delivery is due (one query), claiming when one is; the other lanes sleep until woken (a commit here, a
     /// notification from another node, or lane 0 finding more than it can take).
@@ -329,7 +338,8 @@ public final class DeliveryEngine: Sendable {
                 // What this lane claimed and did not record can be claimed again at once. The failure is often
                 // the database itself, so the release is tried again until it goes through (else the claims
                 // would wait out their whole lease once the database is back), within the lease.
-                if !claimed.isEmpty {
+                // A claim left behind at the bound may still commit: its rows are released too.
+                if !claimed.isEmpty || error is DatabaseTimeout {
                     let giveUp = ContinuousClock.now + .milliseconds(Int64(lease * 1000))
                     while (try? await bounded({ try await self.outbox.releaseClaims(owner: owner) })) == nil,
                         ContinuousClock.now < giveUp,
@@ -442,8 +452,9 @@ public final class DeliveryEngine: Sendable {
         var unreadable: [String: String] = [:]
         for id in Set(claimed.map(\.pushId)) {
             do {
-                // "{{now}}" in a payload (a scheduled push's `aps.timestamp`) is the time it is sent.
+                // A push with timing (scheduled, held): "{{now}}" in its payload is the time each copy is sent.
                 pushes[id] = try await definition(id).map { push in
+                    guard push.plan != nil else { return push }
                     var push = push
                     push.payload = PayloadStamp.stamp(push.payload, now: Int64(now))
                     return push

@@ -72,7 +72,7 @@ struct PushRoutes {
         router.get("/v1/push", permission: .readOrSend) { _, _ in
             // The app's pushes that still have deliveries to send (scheduled ones first among them), soonest first.
             var items: [ScheduledView] = []
-            for row in try await state.delivery.outbox.scheduled(limit: 1_000) {
+            for row in try await state.delivery.outbox.scheduled(app: AppScope.current.app, limit: 100) {
                 guard let push = try await state.delivery.outbox.push(id: row.pushId), Self.isVisible(push) else {
                     continue
                 }
@@ -89,6 +89,7 @@ struct PushRoutes {
             let cancelled = try await state.delivery.outbox.cancel(
                 pushId: id, at: state.clock.now().timeIntervalSince1970)
             let sending = try await state.delivery.outbox.pendingCount(pushId: id)
+            state.delivery.pushChanged(id)
             return JSONIO.response(CancelledView(pushId: id, cancelled: cancelled, sending: sending))
         }
         router.post("/v1/receipts", permission: .receipt) { request, _ in
@@ -104,14 +105,15 @@ struct PushRoutes {
             guard let push = try await state.delivery.outbox.push(id: pushId), Self.isVisible(push) else {
                 throw APIError(.notFound, reason: .pushNotFound, message: "no push has the id '\(pushId)'")
             }
-            let deviceId = AppScope.current.key(shownId)
-            guard push.deviceIds.contains(deviceId) else {
+            let outcome = try await state.delivery.outbox.confirm(
+                pushId: pushId, deviceId: AppScope.current.key(shownId), at: state.clock.now().timeIntervalSince1970)
+            guard outcome != .notSent else {
                 throw APIError(
                     .notFound, reason: .deviceNotInPush,
-                    message: "device '\(shownId)' is not one of push '\(pushId)''s devices")
+                    message: "push '\(pushId)' was not sent to device '\(shownId)' (not one of its devices, or "
+                        + "capped, skipped, cancelled or failed)")
             }
-            let new = try await state.delivery.outbox.confirm(
-                pushId: pushId, deviceId: deviceId, at: state.clock.now().timeIntervalSince1970)
+            let new = outcome == .recorded
             return JSONIO.response(
                 ReceiptView(pushId: pushId, deviceId: shownId, new: new), status: new ? .created : .ok)
         }
@@ -362,6 +364,10 @@ struct PushRequest {
                     "send_at",
                     "must be epoch seconds from 5 minutes ago to \(Int(Self.maximumScheduleAhead / 86_400)) days ahead")
             }
+            if let expiration = push.expiration, expiration.epochSeconds > 0, Double(expiration.epochSeconds) < sendAt {
+                throw body.invalid(
+                    "send_at", "is after the push's expiration (\(expiration.epochSeconds)): it would expire unsent")
+            }
             timing.sendAt = sendAt
             given = true
         }
@@ -466,8 +472,10 @@ struct PushRequest {
                 details: ["field": .string("payload")])
         }
         // The payload and headers every delivery shares are checked once, as APNs would (a well-formed probe
-        // token; the registration's topic is not known yet).
-        let bytes = payload.json.encodedData()
+        // token; the registration's topic is not known yet). A push with timing has its "{{now}}" filled in when
+        // sent: it is measured filled in.
+        let timed = ["send_at", "local_time", "quiet_hours"].contains { body.value($0) != nil }
+        let bytes = (timed ? PayloadStamp.stamp(payload.json, now: Int64(now)) : payload.json).encodedData()
         let probe = APNsRequest(
             deviceToken: String(repeating: "0", count: 64),
             topic: pushType.topic(forBundle: topic ?? "com.example.app"),

@@ -55,8 +55,7 @@ enum PayloadLoader {
         } else {
             throw ValidationError("no payload given")
         }
-        let value = try parse(data, origin: origin, now: now, stampNow: stampNow, fill: fill)
-        return value
+        return try parse(data, origin: origin, now: now, stampNow: stampNow, fill: fill)
     }
 
     /// A payload document from bytes read elsewhere (`origin` names them in errors).

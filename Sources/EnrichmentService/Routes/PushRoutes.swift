@@ -342,10 +342,13 @@ struct PushRequest {
     /// The audience the devices come from (instead of `device_ids`), resolved by the route.
     var audience: JSONValue?
 
-    static let members = [
-        "device_ids", "payload", "push_type", "priority", "expiration", "collapse_id", "topic", "enrich", "mode",
-        "wait", "audience", "send_at", "local_time", "quiet_hours", "missing_time_zone", "cap",
-    ]
+    static let members =
+        [
+            "device_ids", "payload", "push_type", "priority", "expiration", "collapse_id", "topic", "enrich", "mode",
+            "wait", "audience", "missing_time_zone", "cap",
+        ] + timedMembers
+    /// The members that make a push timed: its "{{now}}" is filled in as each copy is sent.
+    static let timedMembers = ["send_at", "local_time", "quiet_hours"]
 
     /// `send_at`, `local_time`, `quiet_hours`, `missing_time_zone` and `cap`, as given (nil: none given).
     var timing: SendTiming?
@@ -474,7 +477,7 @@ struct PushRequest {
         // The payload and headers every delivery shares are checked once, as APNs would (a well-formed probe
         // token; the registration's topic is not known yet). A push with timing has its "{{now}}" filled in when
         // sent: it is measured filled in.
-        let timed = ["send_at", "local_time", "quiet_hours"].contains { body.value($0) != nil }
+        let timed = Self.timedMembers.contains { body.value($0) != nil }
         let bytes = (timed ? PayloadStamp.stamp(payload.json, now: Int64(now)) : payload.json).encodedData()
         let probe = APNsRequest(
             deviceToken: String(repeating: "0", count: 64),

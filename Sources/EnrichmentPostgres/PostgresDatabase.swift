@@ -555,5 +555,35 @@ enum PostgresSchema {
                 """,
             ]
         ),
+        (
+            // Issue 30: zones of interest and visits on the grid of the last fixes (LastFixCells), for the `zoi` and
+            // `visited` audiences. A ZOI's centre comes from its body (spherical mercator, the SDK's formulas).
+            "v12-audience-history",
+            [
+                "ALTER TABLE zois ADD COLUMN latitude DOUBLE PRECISION",
+                "ALTER TABLE zois ADD COLUMN longitude DOUBLE PRECISION",
+                "ALTER TABLE zois ADD COLUMN cell BIGINT",
+                "ALTER TABLE visits ADD COLUMN cell BIGINT",
+                """
+                UPDATE visits SET cell = LEAST(17999, GREATEST(0, floor((latitude + 90) * 100)))::bigint * 36000
+                    + LEAST(35999, GREATEST(0, floor((longitude + 180) * 100)))::bigint
+                """,
+                """
+                UPDATE zois SET
+                    latitude = ((atan(exp(((body::json->>'mean_y')::float8) / 6378137.0)) * 2 - pi() / 2) * 180)
+                        / pi(),
+                    longitude = ((((body::json->>'mean_x')::float8) / 6378137.0) * 180) / pi()
+                """,
+                """
+                UPDATE zois SET cell = LEAST(17999, GREATEST(0, floor((latitude + 90) * 100)))::bigint * 36000
+                    + LEAST(35999, GREATEST(0, floor((longitude + 180) * 100)))::bigint
+                """,
+                """
+                CREATE INDEX visits_by_cell ON visits (cell, departure)
+                    INCLUDE (arrival, device_id, latitude, longitude)
+                """,
+                "CREATE INDEX zois_by_cell ON zois (cell) INCLUDE (device_id, period, latitude, longitude)",
+            ]
+        ),
     ]
 }

@@ -57,10 +57,12 @@ public final class PostgresLocationStore: LocationStore {
         let periods = zois.map { $0.period ?? "" }
         try await connection.run(
             """
-            INSERT INTO zois (device_id, position, id, period, body)
-            SELECT \(deviceId), n - 1, i, NULLIF(p, ''), b
-            FROM unnest(\(zois.map(\.id))::text[], \(periods)::text[], \(zois.map(LocationCodec.encode))::text[])
-                 WITH ORDINALITY AS u(i, p, b, n)
+            INSERT INTO zois (device_id, position, id, period, body, latitude, longitude, cell)
+            SELECT \(deviceId), n - 1, i, NULLIF(p, ''), b, la, lo, c
+            FROM unnest(\(zois.map(\.id))::text[], \(periods)::text[], \(zois.map(LocationCodec.encode))::text[],
+                        \(zois.map(\.latitude))::float8[], \(zois.map(\.longitude))::float8[],
+                        \(zois.map { LastFixCells.cell(latitude: $0.latitude, longitude: $0.longitude) })::int8[])
+                 WITH ORDINALITY AS u(i, p, b, la, lo, c, n)
             """, logger: logger)
     }
 
@@ -101,12 +103,14 @@ public final class PostgresLocationStore: LocationStore {
                 try await connection.run(
                     """
                     INSERT INTO visits (device_id, id, arrival, departure, latitude, longitude, horizontal_accuracy,
-                                        recorded_at, source)
-                    SELECT \(deviceId), i, a, d, la, lo, h, r, s
+                                        recorded_at, source, cell)
+                    SELECT \(deviceId), i, a, d, la, lo, h, r, s, c
                     FROM unnest(\(v.map(\.id))::text[], \(v.map(\.arrival))::float8[], \(v.map(\.departure))::float8[],
                                 \(v.map(\.latitude))::float8[], \(v.map(\.longitude))::float8[],
                                 \(v.map(\.horizontalAccuracy))::float8[], \(v.map(\.recordedAt))::float8[],
-                                \(v.map(\.source))::text[]) WITH ORDINALITY AS u(i, a, d, la, lo, h, r, s, n)
+                                \(v.map(\.source))::text[],
+                                \(v.map { LastFixCells.cell(latitude: $0.latitude, longitude: $0.longitude) })::int8[])
+                         WITH ORDINALITY AS u(i, a, d, la, lo, h, r, s, c, n)
                     ORDER BY n
                     """, logger: logger)
             }
@@ -364,4 +368,46 @@ struct SnapshotStatement: PostgresPreparedStatement {
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+extension PostgresLocationStore: AudienceHistory {
+    public func zoneCentres(inCells ranges: [ClosedRange<Int64>]) async throws -> [ZoneCentre] {
+        guard !ranges.isEmpty else { return [] }
+        let rows = try await database.query(
+            """
+            SELECT z.device_id, z.period, z.latitude, z.longitude
+            FROM unnest(\(ranges.map(\.lowerBound))::int8[], \(ranges.map(\.upperBound))::int8[]) AS r(lo, hi)
+            JOIN zois z ON z.cell BETWEEN r.lo AND r.hi
+            """)
+        var found: [ZoneCentre] = []
+        for try await (id, period, latitude, longitude) in rows.decode((String, String?, Double, Double).self) {
+            found.append(
+                ZoneCentre(
+                    deviceId: id, period: period, coordinate: Coordinate(latitude: latitude, longitude: longitude)))
+        }
+        return found
+    }
+
+    public func visitPlaces(inCells ranges: [ClosedRange<Int64>], from: Double, to: Double) async throws
+        -> [VisitPlace]
+    {
+        guard !ranges.isEmpty else { return [] }
+        let rows = try await database.query(
+            """
+            SELECT v.device_id, v.latitude, v.longitude, v.arrival, v.departure
+            FROM unnest(\(ranges.map(\.lowerBound))::int8[], \(ranges.map(\.upperBound))::int8[]) AS r(lo, hi)
+            JOIN visits v ON v.cell BETWEEN r.lo AND r.hi
+            WHERE v.departure >= \(from) AND v.arrival <= \(to)
+            """)
+        var found: [VisitPlace] = []
+        for try await (id, latitude, longitude, arrival, departure) in rows.decode(
+            (String, Double, Double, Double, Double).self)
+        {
+            found.append(
+                VisitPlace(
+                    deviceId: id, coordinate: Coordinate(latitude: latitude, longitude: longitude), arrival: arrival,
+                    departure: departure))
+        }
+        return found
+    }
 }

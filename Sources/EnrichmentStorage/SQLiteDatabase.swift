@@ -1,6 +1,7 @@
 import EnrichmentCore
 import Foundation
 public import GRDB
+import LocationCore
 
 /// The embedded SQLite database (WAL mode, migrations) that holds fixes, POIs, device tokens and the outbox.
 public final class SQLiteDatabase: Sendable {
@@ -281,6 +282,32 @@ public final class SQLiteDatabase: Sendable {
                         PRIMARY KEY (push_id, device_id)
                     ) WITHOUT ROWID;
                     """)
+        }
+        // Issue 30: zones of interest and visits on the grid of the last fixes (LastFixCells), for the `zoi` and
+        // `visited` audiences; each index covers every column its audience reads.
+        migrator.registerMigration("v10-audience-history") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE zois ADD COLUMN latitude REAL;
+                    ALTER TABLE zois ADD COLUMN longitude REAL;
+                    ALTER TABLE zois ADD COLUMN cell INTEGER;
+                    ALTER TABLE visits ADD COLUMN cell INTEGER;
+                    UPDATE visits SET cell = min(17999, max(0, CAST((latitude + 90) * 100 AS INTEGER))) * 36000
+                                           + min(35999, max(0, CAST((longitude + 180) * 100 AS INTEGER)));
+                    CREATE INDEX visits_by_cell ON visits (cell, departure, arrival, device_id, latitude, longitude);
+                    """)
+            // A ZOI's centre is in its body (spherical mercator): computed here as the store computes it.
+            let rows = try Row.fetchAll(db, sql: "SELECT device_id, position, body FROM zois")
+            let update = try db.makeStatement(
+                sql: "UPDATE zois SET latitude = ?, longitude = ?, cell = ? WHERE device_id = ? AND position = ?")
+            for row in rows {
+                let zoi = try LocationCodec.zoi(row[2])
+                try update.execute(arguments: [
+                    zoi.latitude, zoi.longitude, LastFixCells.cell(latitude: zoi.latitude, longitude: zoi.longitude),
+                    row[0], row[1],
+                ])
+            }
+            try db.execute(sql: "CREATE INDEX zois_by_cell ON zois (cell, device_id, period, latitude, longitude)")
         }
         return migrator
     }

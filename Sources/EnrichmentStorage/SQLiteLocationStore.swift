@@ -1,4 +1,4 @@
-import EnrichmentCore
+public import EnrichmentCore
 import Essentials
 import GRDB
 public import LocationCore
@@ -72,9 +72,16 @@ public final class SQLiteLocationStore: LocationStore {
     static func replaceZOIs(_ db: Database, deviceId: String, _ zois: [ZoneOfInterest]) throws {
         try db.execute(sql: "DELETE FROM zois WHERE device_id = ?", arguments: [deviceId])
         let insert = try db.cachedStatement(
-            sql: "INSERT INTO zois (device_id, position, id, period, body) VALUES (?, ?, ?, ?, ?)")
+            sql: """
+                INSERT INTO zois (device_id, position, id, period, body, latitude, longitude, cell)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """)
         for (position, zoi) in zois.enumerated() {
-            try insert.execute(arguments: [deviceId, position, zoi.id, zoi.period, LocationCodec.encode(zoi)])
+            let (latitude, longitude) = (zoi.latitude, zoi.longitude)
+            try insert.execute(arguments: [
+                deviceId, position, zoi.id, zoi.period, LocationCodec.encode(zoi), latitude, longitude,
+                LastFixCells.cell(latitude: latitude, longitude: longitude),
+            ])
         }
     }
 
@@ -97,13 +104,13 @@ public final class SQLiteLocationStore: LocationStore {
             let insert = try db.cachedStatement(
                 sql: """
                     INSERT INTO visits (device_id, id, arrival, departure, latitude, longitude, horizontal_accuracy,
-                                        recorded_at, source)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                        recorded_at, source, cell)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """)
             for v in change.newVisits {
                 try insert.execute(arguments: [
                     deviceId, v.id, v.arrival, v.departure, v.latitude, v.longitude, v.horizontalAccuracy,
-                    v.recordedAt, v.source,
+                    v.recordedAt, v.source, LastFixCells.cell(latitude: v.latitude, longitude: v.longitude),
                 ])
             }
             if change.zois != state.zois { try Self.replaceZOIs(db, deviceId: deviceId, change.zois) }
@@ -268,6 +275,51 @@ public final class SQLiteLocationStore: LocationStore {
                 removed += db.changesCount
             }
             return removed
+        }
+    }
+}
+
+extension SQLiteLocationStore: AudienceHistory {
+    public func zoneCentres(inCells ranges: [ClosedRange<Int64>]) async throws -> [ZoneCentre] {
+        try await database.pool.read { db in
+            let statement = try db.cachedStatement(
+                sql: "SELECT device_id, period, latitude, longitude FROM zois WHERE cell BETWEEN ? AND ?")
+            var found: [ZoneCentre] = []
+            for range in ranges {
+                let rows = try Row.fetchCursor(statement, arguments: [range.lowerBound, range.upperBound])
+                while let row = try rows.next() {
+                    found.append(
+                        ZoneCentre(
+                            deviceId: row[0], period: row[1],
+                            coordinate: Coordinate(latitude: row[2], longitude: row[3])
+                        ))
+                }
+            }
+            return found
+        }
+    }
+
+    public func visitPlaces(inCells ranges: [ClosedRange<Int64>], from: Double, to: Double) async throws
+        -> [VisitPlace]
+    {
+        try await database.pool.read { db in
+            let statement = try db.cachedStatement(
+                sql: """
+                    SELECT device_id, latitude, longitude, arrival, departure FROM visits
+                    WHERE cell BETWEEN ? AND ? AND departure >= ? AND arrival <= ?
+                    """)
+            var found: [VisitPlace] = []
+            for range in ranges {
+                let rows = try Row.fetchCursor(
+                    statement, arguments: [range.lowerBound, range.upperBound, from, to])
+                while let row = try rows.next() {
+                    found.append(
+                        VisitPlace(
+                            deviceId: row[0], coordinate: Coordinate(latitude: row[1], longitude: row[2]),
+                            arrival: row[3], departure: row[4]))
+                }
+            }
+            return found
         }
     }
 }

@@ -172,7 +172,6 @@ struct AudienceTests {
                 (#"{"any":[{"not":{"near":{"latitude":1,"longitude":1,"radius_m":5}}}]}"#, "audience.any[0].not"),
                 (#"{"in_region":"nowhere"}"#, "audience.in_region"),
                 (#"{"near":{"poi_id":"missing","radius_m":5}}"#, "audience.near.poi_id"),
-                (#"{"zoi":{"kind":"home"}}"#, "audience.zoi"),
                 (#"{"tags":["two words"]}"#, "audience.tags[0]"),
                 (#"{"tags":[]}"#, "audience.tags"),
                 (#"{"near":{},"any":[]}"#, "audience"),

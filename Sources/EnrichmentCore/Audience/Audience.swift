@@ -9,6 +9,10 @@ public indirect enum Audience: Sendable, Equatable {
     case near(center: Coordinate, radius: Double, maxFixAge: Double, maxAccuracy: Double)
     /// Devices carrying every one of these tags (set at registration).
     case tags([String])
+    /// Devices with a zone of interest of `period` whose centre lies in `area`.
+    case zoi(period: ZonePeriod, area: AudienceArea)
+    /// Devices with a visit within `radius` metres of one of `pois` (positions) that overlaps `window`.
+    case visited(pois: [Coordinate], radius: Double, window: VisitWindow)
     /// Devices in every one of the parts (`not` parts are taken away).
     case all([Audience])
     /// Devices in any of the parts.
@@ -23,6 +27,47 @@ public indirect enum Audience: Sendable, Equatable {
     public static let maximumRadius = 100_000.0
     /// Deepest nesting of all / any / not.
     public static let maximumDepth = 8
+    /// Most POIs a `visited` may name through types, tags or a query.
+    public static let maximumVisitedPOIs = 50_000
+    /// Most vertices of a polygon.
+    public static let maximumVertices = 1_000
+    /// Default and largest distance (metres) between a visit and its POI.
+    public static let defaultVisitRadius = 100.0
+    public static let maximumVisitRadius = 1_000.0
+    /// Default look-back of `visited` (7 days) and the longest (366 days), seconds.
+    public static let defaultVisitWindow = 604_800.0
+    public static let maximumVisitWindow = 31_622_400.0
+
+    /// Which zones of interest a `zoi` audience looks at.
+    public enum ZonePeriod: String, Sendable, Equatable, CaseIterable {
+        case home, work, other, any
+
+        /// Whether a ZOI of the SDK's `period` label is one of these.
+        public func holds(_ period: String?) -> Bool {
+            switch self {
+            case .any: true
+            case .home: period == "HOME_PERIOD"
+            case .work: period == "WORK_PERIOD"
+            case .other: period != "HOME_PERIOD" && period != "WORK_PERIOD"
+            }
+        }
+    }
+
+    /// When the visits of a `visited` audience happened.
+    public enum VisitWindow: Sendable, Equatable {
+        /// The last `seconds` before the audience is resolved.
+        case last(Double)
+        /// Between two instants (epoch seconds).
+        case between(Double, Double)
+
+        /// The window's bounds when resolved at `now`.
+        public func bounds(now: Double) -> (from: Double, to: Double) {
+            switch self {
+            case .last(let seconds): (now - seconds, now)
+            case .between(let from, let to): (from, to)
+            }
+        }
+    }
 
     /// A problem with an audience document: the path of the member at fault and what is allowed.
     public struct Problem: Error, Sendable, CustomStringConvertible {
@@ -36,6 +81,8 @@ public indirect enum Audience: Sendable, Equatable {
         func poiPosition(_ id: String) async throws -> Coordinate?
         /// A custom region of the request's app: its centre and radius (nil: no such region).
         func region(_ id: String) async throws -> (center: Coordinate, radius: Double)?
+        /// The positions of every POI passing `filter`, or nil when more than `limit` pass.
+        func poiPositions(matching filter: PlaceFilter, limit: Int) async throws -> [Coordinate]?
     }
 
     static let kinds = ["near", "in_region", "all", "any", "not", "zoi", "visited", "tags"]
@@ -108,11 +155,10 @@ public indirect enum Audience: Sendable, Equatable {
                 tags.append(tag)
             }
             return .tags(tags)
-        case "zoi", "visited":
-            throw Problem(
-                path: here,
-                message: "'\(kind)' audiences are not built yet (near, in_region, tags, all, any and not are); "
-                    + "docs/AUDIENCES.md says what is planned")
+        case "zoi":
+            return try zoi(body, path: here)
+        case "visited":
+            return try await visited(body, places: places, path: here)
         default:
             throw Problem(path: here, message: "unknown audience kind (allowed: \(kinds.joined(separator: ", ")))")
         }

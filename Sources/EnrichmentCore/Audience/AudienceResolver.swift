@@ -2,10 +2,14 @@
 public struct AudienceResolver: Sendable {
     let fixes: any FixStore
     let tags: (any DeviceTagSource)?
+    let history: (any AudienceHistory)?
 
-    public init(fixes: any FixStore, tags: (any DeviceTagSource)? = nil) {
+    public init(
+        fixes: any FixStore, tags: (any DeviceTagSource)? = nil, history: (any AudienceHistory)? = nil
+    ) {
         self.fixes = fixes
         self.tags = tags
+        self.history = history
     }
 
     /// The devices of `app` (stored keys, `AppNamespace`) the audience holds at `now` (epoch seconds).
@@ -31,6 +35,20 @@ public struct AudienceResolver: Sendable {
                 if kept?.isEmpty == true { break }
             }
             return kept ?? []
+        case .zoi(let period, let area):
+            guard let history else { throw AudiencesUnsupported() }
+            var found = Set<String>()
+            for zone in try await history.zoneCentres(inCells: area.cellRanges)
+            where period.holds(zone.period) && AppNamespace.app(of: zone.deviceId) == app
+                && area.contains(zone.coordinate)
+            {
+                found.insert(zone.deviceId)
+            }
+            return found
+        case .visited(let pois, let radius, let window):
+            guard let history else { throw AudiencesUnsupported() }
+            return try await Self.visitors(
+                of: pois, radius: radius, window: window.bounds(now: now), app: app, history: history)
         case .any(let parts):
             var union = Set<String>()
             for part in parts { union.formUnion(try await resolve(part, app: app, now: now)) }
@@ -51,5 +69,34 @@ public struct AudienceResolver: Sendable {
             // Refused by the parser outside `all`; nothing to take away from.
             return []
         }
+    }
+
+    /// The devices of `app` with a visit within `radius` of one of `pois` that overlaps `window`: the visits of
+    /// the cells around the POIs, each checked against the POIs of its own neighbourhood.
+    static func visitors(
+        of pois: [Coordinate], radius: Double, window: (from: Double, to: Double), app: String,
+        history: any AudienceHistory
+    ) async throws -> Set<String> {
+        guard !pois.isEmpty else { return [] }
+        var byCell: [Int64: [Coordinate]] = [:]
+        var ranges: [ClosedRange<Int64>] = []
+        for poi in pois {
+            byCell[LastFixCells.cell(latitude: poi.latitude, longitude: poi.longitude), default: []].append(poi)
+            ranges += LastFixCells.ranges(center: poi, radius: radius)
+        }
+        var found = Set<String>()
+        for visit in try await history.visitPlaces(
+            inCells: LastFixCells.merged(ranges), from: window.from, to: window.to)
+        where !found.contains(visit.deviceId) && AppNamespace.app(of: visit.deviceId) == app {
+            search: for range in LastFixCells.ranges(center: visit.coordinate, radius: radius) {
+                for cell in range {
+                    for poi in byCell[cell] ?? [] where poi.distance(to: visit.coordinate) <= radius {
+                        found.insert(visit.deviceId)
+                        break search
+                    }
+                }
+            }
+        }
+        return found
     }
 }

@@ -193,6 +193,24 @@ public final class PlacesIndex: Sendable {
     /// Number of POIs indexed.
     public var count: Int { snapshot.withLock { $0.count } }
 
+    /// The positions of every indexed POI that passes `filter` (a scan of the whole index), or nil when more than
+    /// `limit` pass.
+    public func positions(matching filter: PlaceFilter, limit: Int) -> [Coordinate]? {
+        let current = snapshot.withLock { $0 }
+        var found: [Coordinate] = []
+        let records = current.records
+        for i in 0..<records.count where records.matches(filter, at: i) {
+            if !current.hidden.isEmpty, current.hidden.contains(records.storeId(at: i)) { continue }
+            found.append(records.coordinate(at: i))
+            if found.count > limit { return nil }
+        }
+        for poi in current.delta where filter.matches(poi) {
+            found.append(poi.coordinate)
+            if found.count > limit { return nil }
+        }
+        return found
+    }
+
     /// Exact nearest POIs by great-circle (haversine) distance, nearest first; equal distances by store id.
     public func nearest(to point: Coordinate, query: PlacesQuery) -> [PlaceMatch] {
         Self.nearest(in: snapshot.withLock { $0 }, to: point, query: query, k: query.limit)

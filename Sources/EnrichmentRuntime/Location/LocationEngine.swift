@@ -27,6 +27,9 @@ public final class LocationEngine: Sendable {
     /// The device contexts the enricher reads, refreshed here as regions are evaluated.
     public let contexts: DeviceContexts
 
+    /// Where audiences find the devices' zones of interest and visits (nil: the store keeps no grid of them).
+    public var audienceHistory: (any AudienceHistory)? { store as? any AudienceHistory }
+
     /// Where the detector is to resume per device, not yet written: folded into the device's next region-state
     /// write instead of a transaction of its own (lost on a crash, which only makes the detector read a little
     /// more: detected visits have stable ids, so none is stored twice).

@@ -31,6 +31,10 @@ struct AudienceRoutes {
             }
             return (region.centre, region.radius)
         }
+
+        func poiPositions(matching filter: PlaceFilter, limit: Int) async throws -> [Coordinate]? {
+            state.index.positions(matching: filter, limit: limit)
+        }
     }
 
     /// Reads and resolves `audience` in the request's app: the stored keys of its devices.
@@ -45,7 +49,9 @@ struct AudienceRoutes {
                 details: ["field": .string(problem.path)])
         }
         do {
-            return try await AudienceResolver(fixes: state.fixes, tags: state.tokens).resolve(
+            return try await AudienceResolver(
+                fixes: state.fixes, tags: state.tokens, history: state.location.audienceHistory
+            ).resolve(
                 audience, app: app, now: state.clock.now().timeIntervalSince1970)
         } catch let unsupported as AudiencesUnsupported {
             throw APIError(.serviceUnavailable, reason: .internalError, message: unsupported.description)

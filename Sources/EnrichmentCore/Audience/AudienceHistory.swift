@@ -1,0 +1,107 @@
+/// Where a device's zones of interest and visits are found for audiences (`zoi`, `visited`): the location store,
+/// which keeps both on the grid of `LastFixCells`.
+public protocol AudienceHistory: Sendable {
+    /// Every ZOI whose centre's cell lies in one of `ranges`, in every app.
+    func zoneCentres(inCells ranges: [ClosedRange<Int64>]) async throws -> [ZoneCentre]
+    /// Every visit whose cell lies in one of `ranges` and that overlaps `from...to` (epoch seconds: it departed at
+    /// or after `from` and arrived at or before `to`), in every app.
+    func visitPlaces(inCells ranges: [ClosedRange<Int64>], from: Double, to: Double) async throws -> [VisitPlace]
+}
+
+/// A device's zone of interest, as audiences read it: its centre and its period (`HOME_PERIOD`, `WORK_PERIOD`,
+/// `OTHER`, `NO QUALIFIER` or none).
+public struct ZoneCentre: Sendable, Equatable {
+    public var deviceId: String
+    public var period: String?
+    public var coordinate: Coordinate
+
+    public init(deviceId: String, period: String?, coordinate: Coordinate) {
+        self.deviceId = deviceId
+        self.period = period
+        self.coordinate = coordinate
+    }
+}
+
+/// A device's visit, as audiences read it: where and when.
+public struct VisitPlace: Sendable, Equatable {
+    public var deviceId: String
+    public var coordinate: Coordinate
+    public var arrival: Double
+    public var departure: Double
+
+    public init(deviceId: String, coordinate: Coordinate, arrival: Double, departure: Double) {
+        self.deviceId = deviceId
+        self.coordinate = coordinate
+        self.arrival = arrival
+        self.departure = departure
+    }
+}
+
+/// An area an audience names: a circle, or a polygon whose edges are straight lines in latitude and longitude.
+public enum AudienceArea: Sendable, Equatable {
+    case circle(center: Coordinate, radius: Double)
+    /// At least 3 vertices, in order (the last joins the first); may not cross the antimeridian.
+    case polygon([Coordinate])
+
+    /// Whether `point` lies in the area (a circle's edge is in; a polygon by the even-odd rule).
+    public func contains(_ point: Coordinate) -> Bool {
+        switch self {
+        case .circle(let center, let radius):
+            return center.distance(to: point) <= radius
+        case .polygon(let vertices):
+            var inside = false
+            var j = vertices.count - 1
+            for i in vertices.indices {
+                let a = vertices[i]
+                let b = vertices[j]
+                if (a.latitude > point.latitude) != (b.latitude > point.latitude) {
+                    let crossing =
+                        (b.longitude - a.longitude) * (point.latitude - a.latitude) / (b.latitude - a.latitude)
+                        + a.longitude
+                    if point.longitude < crossing { inside.toggle() }
+                }
+                j = i
+            }
+            return inside
+        }
+    }
+
+    /// The cells (`LastFixCells`) that may hold a point of the area.
+    public var cellRanges: [ClosedRange<Int64>] {
+        switch self {
+        case .circle(let center, let radius):
+            return LastFixCells.ranges(center: center, radius: radius)
+        case .polygon(let vertices):
+            let latitudes = vertices.map(\.latitude)
+            let longitudes = vertices.map(\.longitude)
+            return LastFixCells.ranges(
+                south: latitudes.min() ?? 0, north: latitudes.max() ?? 0, west: longitudes.min() ?? 0,
+                east: longitudes.max() ?? 0)
+        }
+    }
+}
+
+extension LastFixCells {
+    /// The ranges of cells of a box, one per row (with a one-cell margin for points on its edges).
+    public static func ranges(south: Double, north: Double, west: Double, east: Double) -> [ClosedRange<Int64>] {
+        let margin = 1 / perDegree
+        let westColumn = column(west - margin)
+        let eastColumn = column(east + margin)
+        return (row(south - margin)...row(north + margin)).map { row in
+            (row * columns + westColumn)...(row * columns + eastColumn)
+        }
+    }
+
+    /// `ranges` sorted, with overlapping and adjacent ones joined.
+    public static func merged(_ ranges: [ClosedRange<Int64>]) -> [ClosedRange<Int64>] {
+        var result: [ClosedRange<Int64>] = []
+        for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) {
+            if let last = result.last, range.lowerBound <= last.upperBound + 1 {
+                result[result.count - 1] = last.lowerBound...max(last.upperBound, range.upperBound)
+            } else {
+                result.append(range)
+            }
+        }
+        return result
+    }
+}

@@ -87,13 +87,16 @@ public struct PushDefinition: Sendable, Equatable {
     public var deviceIds: [String]
     /// When and how often it is sent, and what that did at acceptance (nil: at once, uncapped).
     public var plan: PushPlan?
+    /// Where the push's report is posted once every delivery is final (nil: nowhere).
+    public var callbackURL: String?
 
     public init(
         id: String, createdAt: Double, payload: JSONValue, pushType: PushType, priority: APNsPriority? = nil,
         expiration: APNsExpiration? = nil, collapseId: String? = nil, topic: String? = nil, enrich: Bool = true,
-        mode: BodyMode? = nil, deviceIds: [String], plan: PushPlan? = nil
+        mode: BodyMode? = nil, deviceIds: [String], plan: PushPlan? = nil, callbackURL: String? = nil
     ) {
         self.plan = plan
+        self.callbackURL = callbackURL
         self.id = id
         self.createdAt = createdAt
         self.payload = payload

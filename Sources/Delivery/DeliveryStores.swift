@@ -75,6 +75,56 @@ public protocol OutboxStore: Sendable {
     /// When the earliest pending delivery can next be claimed (epoch seconds), if any: its next attempt time, or
     /// for one held by a lease, the later of that and the end of the lease (a dead holder's claim is taken then).
     func nextDue() async throws -> Double?
+
+    /// Pushes whose callback is due at `now` and whose deliveries are all final, at most `limit`.
+    func callbacksDue(now: Double, limit: Int) async throws -> [PushCallbackDue]
+    /// Takes a due callback until `until` (no node takes it meanwhile); false when another node took it first or
+    /// it is no longer due.
+    func claimCallback(pushId: String, now: Double, until: Double) async throws -> Bool
+    /// Records an attempt of a push's callback: `outcome` (`sent`, or why it failed), and when to try again (nil:
+    /// never: it was sent, or given up).
+    func recordCallback(pushId: String, at: Double, outcome: String, retryAt: Double?) async throws
+    /// A push's callback: its URL, attempts so far, last outcome and when it was last tried (nil: the push has none).
+    func callbackStatus(pushId: String) async throws -> PushCallbackStatus?
+}
+
+/// A push whose callback is due.
+public struct PushCallbackDue: Sendable, Equatable {
+    public var pushId: String
+    public var url: String
+    public var attempts: Int
+
+    public init(pushId: String, url: String, attempts: Int) {
+        self.pushId = pushId
+        self.url = url
+        self.attempts = attempts
+    }
+}
+
+/// Where a push's callback stands.
+public struct PushCallbackStatus: Sendable, Equatable {
+    public var url: String
+    public var attempts: Int
+    /// `sent`, why the last attempt failed, or nil before the first attempt.
+    public var outcome: String?
+    public var lastAttemptAt: Double?
+    /// Nil once sent or given up.
+    public var nextAttemptAt: Double?
+
+    public init(url: String, attempts: Int, outcome: String?, lastAttemptAt: Double?, nextAttemptAt: Double?) {
+        self.url = url
+        self.attempts = attempts
+        self.outcome = outcome
+        self.lastAttemptAt = lastAttemptAt
+        self.nextAttemptAt = nextAttemptAt
+    }
+
+    /// `waiting` (deliveries not final yet, or not tried), `retrying`, `sent` or `failed` (given up).
+    public var state: String {
+        if outcome == "sent" { return "sent" }
+        if nextAttemptAt == nil { return "failed" }
+        return attempts == 0 ? "waiting" : "retrying"
+    }
 }
 
 /// What a receipt came to.

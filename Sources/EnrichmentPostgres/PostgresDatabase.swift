@@ -585,5 +585,17 @@ enum PostgresSchema {
                 "CREATE INDEX zois_by_cell ON zois (cell) INCLUDE (device_id, period, latitude, longitude)",
             ]
         ),
+        (
+            // Issue 30: a push's report posted to its callback URL once every delivery is final.
+            "v13-push-callbacks",
+            [
+                "ALTER TABLE pushes ADD COLUMN callback_url TEXT",
+                "ALTER TABLE pushes ADD COLUMN callback_due DOUBLE PRECISION",
+                "ALTER TABLE pushes ADD COLUMN callback_attempts INTEGER NOT NULL DEFAULT 0",
+                "ALTER TABLE pushes ADD COLUMN callback_outcome TEXT",
+                "ALTER TABLE pushes ADD COLUMN callback_at DOUBLE PRECISION",
+                "CREATE INDEX pushes_callback_due ON pushes (callback_due) WHERE callback_due IS NOT NULL",
+            ]
+        ),
     ]
 }

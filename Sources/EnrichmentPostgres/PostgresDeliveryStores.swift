@@ -213,9 +213,10 @@ public struct PostgresOutbox: OutboxStore {
         try await connection.run(
             """
             INSERT INTO pushes (id, created_at, payload, push_type, priority, expiration, collapse_id, topic,
-                enrich, mode, plan)
+                enrich, mode, plan, callback_url, callback_due)
             VALUES (\(push.id), \(push.createdAt), \(payload), \(push.pushType.rawValue),
-                    \(push.priority?.rawValue), \(push.expiration?.epochSeconds), \(push.collapseId), \(push.topic), \(push.enrich), \(push.mode?.rawValue), \(plan))
+                    \(push.priority?.rawValue), \(push.expiration?.epochSeconds), \(push.collapseId), \(push.topic), \(push.enrich), \(push.mode?.rawValue), \(plan),
+                    \(push.callbackURL), \(push.callbackURL == nil ? nil : push.createdAt))
             """, logger: logger)
         let ids = push.deviceIds
         try await connection.run(
@@ -341,13 +342,18 @@ public struct PostgresOutbox: OutboxStore {
     public func push(id: String) async throws -> PushDefinition? {
         let rows = try await database.query(
             """
-            SELECT id, created_at, payload, push_type, priority, expiration, collapse_id, topic, enrich, mode, plan
+            SELECT id, created_at, payload, push_type, priority, expiration, collapse_id, topic, enrich, mode, plan,
+                callback_url
             FROM pushes WHERE id = \(id)
             """)
         guard
-            let (pushId, created, payload, pushType, priority, expiration, collapseId, topic, enrich, mode, plan) =
+            let (
+                pushId, created, payload, pushType, priority, expiration, collapseId, topic, enrich, mode, plan,
+                callback
+            ) =
                 try await rows.decode(
-                    (String, Double, String, String, Int?, Int64?, String?, String?, Bool, String?, String?).self
+                    (String, Double, String, String, Int?, Int64?, String?, String?, Bool, String?, String?, String?)
+                        .self
                 ).first(where: { _ in true })
         else { return nil }
         var devices: [String] = []
@@ -362,7 +368,54 @@ public struct PostgresOutbox: OutboxStore {
             priority: try APNsPriority.stored(priority), expiration: try APNsExpiration.stored(expiration),
             collapseId: collapseId, topic: topic, enrich: enrich,
             mode: mode.flatMap(BodyMode.init(rawValue:)), deviceIds: devices,
-            plan: try plan.map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) })
+            plan: try plan.map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) }, callbackURL: callback)
+    }
+
+    public func callbacksDue(now: Double, limit: Int) async throws -> [PushCallbackDue] {
+        let rows = try await database.query(
+            """
+            SELECT id, callback_url, callback_attempts FROM pushes p
+            WHERE callback_due <= \(now)
+              AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.push_id = p.id AND d.state = 'pending')
+            ORDER BY callback_due LIMIT \(limit)
+            """)
+        var due: [PushCallbackDue] = []
+        for try await (id, url, attempts) in rows.decode((String, String, Int).self) {
+            due.append(PushCallbackDue(pushId: id, url: url, attempts: attempts))
+        }
+        return due
+    }
+
+    public func claimCallback(pushId: String, now: Double, until: Double) async throws -> Bool {
+        let rows = try await database.query(
+            """
+            UPDATE pushes SET callback_due = \(until) WHERE id = \(pushId) AND callback_due <= \(now)
+            RETURNING id
+            """)
+        return try await rows.decode(String.self).first { _ in true } != nil
+    }
+
+    public func recordCallback(pushId: String, at: Double, outcome: String, retryAt: Double?) async throws {
+        _ = try await database.query(
+            """
+            UPDATE pushes SET callback_due = \(retryAt), callback_attempts = callback_attempts + 1,
+                callback_outcome = \(outcome), callback_at = \(at)
+            WHERE id = \(pushId)
+            """)
+    }
+
+    public func callbackStatus(pushId: String) async throws -> PushCallbackStatus? {
+        let rows = try await database.query(
+            """
+            SELECT callback_url, callback_attempts, callback_outcome, callback_at, callback_due
+            FROM pushes WHERE id = \(pushId) AND callback_url IS NOT NULL
+            """)
+        guard
+            let (url, attempts, outcome, at, due) = try await rows.decode(
+                (String, Int, String?, Double?, Double?).self
+            ).first(where: { _ in true })
+        else { return nil }
+        return PushCallbackStatus(url: url, attempts: attempts, outcome: outcome, lastAttemptAt: at, nextAttemptAt: due)
     }
 
     public func cancel(pushId: String, at: Double) async throws -> Int {

@@ -357,6 +357,16 @@ extension ServiceConfiguration {
             help: "Webhook that gets a JSON POST for each token deactivation.", default: "unset",
             allowed: "an http(s) URL", parse: httpURL, store: { $0.delivery.feedbackURL = $1 }),
         Setting(
+            "push-callback-hosts", "ENRICH_PUSH_CALLBACK_HOSTS", valueName: "hosts",
+            help: "Hosts a push's callback_url may name (its report is posted there once every delivery is final).",
+            default: "unset (no callbacks)", allowed: "comma-separated host names or IP addresses",
+            parse: hostList, store: { $0.delivery.callbackHosts = $1 }),
+        Setting(
+            "push-callback-secret", "ENRICH_PUSH_CALLBACK_SECRET", valueName: "secret",
+            help: "Key of the HMAC-SHA256 signature each push callback carries (Enrich-Signature).",
+            default: "unset (unsigned)", allowed: "a non-empty key of at least 16 characters", secret: true,
+            parse: { $0.count >= 16 ? $0 : nil }, store: { $0.delivery.callbackSecret = Secret($1) }),
+        Setting(
             "zoi", "ENRICH_ZOI", valueName: "true|false",
             help: "Build zones of interest from accepted visits (the SDK's creationOfZOIEnable).",
             default: "\(defaults.location.zoiEnabled)", allowed: "true or false", parse: boolean,
@@ -489,6 +499,16 @@ extension ServiceConfiguration {
 
     private static func httpsURL(_ text: String) -> String? {
         httpURL(text).flatMap { $0.hasPrefix("https://") ? $0 : nil }
+    }
+
+    private static func hostList(_ text: String) -> [String]? {
+        let hosts = text.split(separator: ",").map { trimmed(String($0)).lowercased() }
+        guard !hosts.isEmpty,
+            hosts.allSatisfy({ host in
+                !host.isEmpty && host.unicodeScalars.allSatisfy { $0.isASCII && !" /?#@".unicodeScalars.contains($0) }
+            })
+        else { return nil }
+        return hosts
     }
 
     private static func httpURL(_ text: String) -> String? {

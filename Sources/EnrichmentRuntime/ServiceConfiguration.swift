@@ -261,6 +261,10 @@ public struct DeliverySettings: Sendable {
     public var waitTimeout = 30.0
     /// Where each token deactivation is POSTed as JSON (bounded retries, never blocks sending).
     public var feedbackURL: String?
+    /// The hosts a push's `callback_url` may name (lower case; empty: pushes may not ask for a callback).
+    public var callbackHosts: [String] = []
+    /// When set, each callback carries `Enrich-Signature: sha256=<HMAC-SHA256 of the body, hex>` with this key.
+    public var callbackSecret: Secret?
     /// Seconds a node's claim on a delivery lasts: after a node dies, another sends its claimed deliveries once
     /// this has passed.
     public var lease = 60.0

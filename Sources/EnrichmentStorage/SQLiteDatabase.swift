@@ -309,6 +309,18 @@ public final class SQLiteDatabase: Sendable {
             }
             try db.execute(sql: "CREATE INDEX zois_by_cell ON zois (cell, device_id, period, latitude, longitude)")
         }
+        // Issue 30: a push's report posted to its callback URL once every delivery is final.
+        migrator.registerMigration("v11-push-callbacks") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE pushes ADD COLUMN callback_url TEXT;
+                    ALTER TABLE pushes ADD COLUMN callback_due REAL;
+                    ALTER TABLE pushes ADD COLUMN callback_attempts INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE pushes ADD COLUMN callback_outcome TEXT;
+                    ALTER TABLE pushes ADD COLUMN callback_at REAL;
+                    CREATE INDEX pushes_callback_due ON pushes (callback_due) WHERE callback_due IS NOT NULL;
+                    """)
+        }
         return migrator
     }
 

@@ -58,12 +58,13 @@ public struct SQLiteOutbox: OutboxStore {
         try db.execute(
             sql: """
                 INSERT INTO pushes (id, created_at, payload, push_type, priority, expiration, collapse_id, topic,
-                    enrich, mode, plan)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    enrich, mode, plan, callback_url, callback_due)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 push.id, push.createdAt, payload, push.pushType.rawValue, push.priority?.rawValue,
                 push.expiration?.epochSeconds, push.collapseId, push.topic, push.enrich, push.mode?.rawValue, plan,
+                push.callbackURL, push.callbackURL == nil ? nil : push.createdAt,
             ])
         let device = try db.makeStatement(
             sql: "INSERT INTO push_devices (push_id, position, device_id, outcome, rule) VALUES (?, ?, ?, ?, ?)")
@@ -169,7 +170,7 @@ public struct SQLiteOutbox: OutboxStore {
                 db,
                 sql: """
                     SELECT id, created_at, payload, push_type, priority, expiration, collapse_id, topic, enrich, mode,
-                        plan
+                        plan, callback_url
                     FROM pushes WHERE id = ?
                     """, arguments: [id])
         else { return nil }
@@ -182,7 +183,57 @@ public struct SQLiteOutbox: OutboxStore {
             priority: try APNsPriority.stored(row[4]), expiration: try APNsExpiration.stored(row[5]),
             collapseId: row[6], topic: row[7], enrich: row[8],
             mode: (row[9] as String?).flatMap(BodyMode.init(rawValue:)), deviceIds: devices,
-            plan: try (row[10] as String?).map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) })
+            plan: try (row[10] as String?).map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) },
+            callbackURL: row[11])
+    }
+
+    public func callbacksDue(now: Double, limit: Int) async throws -> [PushCallbackDue] {
+        try await database.pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT id, callback_url, callback_attempts FROM pushes p
+                    WHERE callback_due <= ?
+                      AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.push_id = p.id AND d.state = 'pending')
+                    ORDER BY callback_due LIMIT ?
+                    """, arguments: [now, limit]
+            ).map { PushCallbackDue(pushId: $0[0], url: $0[1], attempts: $0[2]) }
+        }
+    }
+
+    public func claimCallback(pushId: String, now: Double, until: Double) async throws -> Bool {
+        try await database.pool.write { db in
+            try db.execute(
+                sql: "UPDATE pushes SET callback_due = ? WHERE id = ? AND callback_due <= ?",
+                arguments: [until, pushId, now])
+            return db.changesCount == 1
+        }
+    }
+
+    public func recordCallback(pushId: String, at: Double, outcome: String, retryAt: Double?) async throws {
+        try await database.pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE pushes SET callback_due = ?, callback_attempts = callback_attempts + 1,
+                        callback_outcome = ?, callback_at = ?
+                    WHERE id = ?
+                    """, arguments: [retryAt, outcome, at, pushId])
+        }
+    }
+
+    public func callbackStatus(pushId: String) async throws -> PushCallbackStatus? {
+        try await database.pool.read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT callback_url, callback_attempts, callback_outcome, callback_at, callback_due
+                        FROM pushes WHERE id = ? AND callback_url IS NOT NULL
+                        """, arguments: [pushId])
+            else { return nil }
+            return PushCallbackStatus(
+                url: row[0], attempts: row[1], outcome: row[2], lastAttemptAt: row[3], nextAttemptAt: row[4])
+        }
     }
 
     public func cancel(pushId: String, at: Double) async throws -> Int {

@@ -13,6 +13,8 @@ public final class RecordingWebhook: Sendable {
     public let bodies = Mutex<[JSONValue]>([])
     public let refused = Mutex(0)
     public let stolen = Mutex<[JSONValue]>([])
+    /// Each recorded body as it came, with the request's `enrich-signature` and `enrich-push-id` headers.
+    public let raw = Mutex<[(body: [UInt8], signature: String?, pushId: String?)]>([])
     private let port = Mutex(0)
 
     public init() {}
@@ -40,6 +42,14 @@ public final class RecordingWebhook: Sendable {
                 if refuse { return Response(status: .internalServerError) }
             }
             bodies.withLock { $0.append(document) }
+            raw.withLock {
+                $0.append(
+                    (
+                        Array(buffer.readableBytesView),
+                        request.headers.first { $0.name.canonicalName == "enrich-signature" }?.value,
+                        request.headers.first { $0.name.canonicalName == "enrich-push-id" }?.value
+                    ))
+            }
             return Response(status: .noContent)
         }
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)

@@ -94,6 +94,9 @@ public final class DeliveryEngine: Sendable {
     private let pushCache = Mutex<[String: PushDefinition]>([:])
     private let lastConnections = Mutex<[SenderKey: Int]>([:])
     private static let wakeKey = "\u{0}wake"
+    private static let callbackKey = "\u{0}callbacks"
+    /// Posts pushes' reports to their callback URLs once final.
+    let callbacks: PushCallbacks
 
     init(
         tokens: any DeviceTokenStore, outbox: any OutboxStore, activities: (any ActivityStore)? = nil,
@@ -127,7 +130,10 @@ public final class DeliveryEngine: Sendable {
         self.circuits = senders.mapValues { _ in
             APNsCircuit(base: settings.retryDelay, cap: max(settings.retryDelay, settings.probeInterval))
         }
+        self.callbacks = PushCallbacks(
+            outbox: outbox, clock: clock, logger: logger, secret: settings.callbackSecret)
         _ = rendezvous.watch(Self.wakeKey)
+        _ = rendezvous.watch(Self.callbackKey)
     }
 
     /// True when APNs credentials are configured.
@@ -212,6 +218,7 @@ public final class DeliveryEngine: Sendable {
             try await outbox.enqueue(push, outcomes: notSent, deliveries: deliveries)
         }
         if !deliveries.isEmpty { rendezvous.notify(Self.wakeKey) }
+        if push.callbackURL != nil { rendezvous.notify(Self.callbackKey) }
         return Receipt(push: push, deliveries: deliveries.count, notSent: notSent)
     }
 
@@ -259,6 +266,7 @@ public final class DeliveryEngine: Sendable {
             if let feedback {
                 group.addTask { await feedback.run() }
             }
+            group.addTask { await self.callbackLoop() }
             await withTaskGroup(of: Void.self) { lanes in
                 for lane in 0..<self.lanes { lanes.addTask { await self.lane(lane) } }
             }
@@ -287,7 +295,32 @@ public final class DeliveryEngine: Sendable {
     public func wake() { rendezvous.notify(Self.wakeKey) }
 
     /// Wakes whoever waits for the push to be done (its deliveries were cancelled).
-    public func pushChanged(_ pushId: String) { rendezvous.notify(pushId) }
+    public func pushChanged(_ pushId: String) {
+        rendezvous.notify(pushId)
+        rendezvous.notify(Self.callbackKey)
+    }
+
+    /// Looks for pushes whose callback is due: when a batch of deliveries is recorded, when a push is accepted or
+    /// cancelled, and every 5 s (another node's pushes, retries); one query per look.
+    private func callbackLoop() async {
+        var failing = false
+        while !isStopping {
+            let seen = rendezvous.generation(Self.callbackKey)
+            do {
+                try await callbacks.dispatchDue()
+                if failing { logger.notice("push callbacks resumed: the store answers again") }
+                failing = false
+            } catch {
+                if !failing {
+                    logger.warning(
+                        "push callbacks wait: the store did not answer; they are tried again every 5 s",
+                        metadata: ["error": "\(error)"])
+                }
+                failing = true
+            }
+            _ = await rendezvous.wait(Self.callbackKey, since: seen, timeout: .seconds(5))
+        }
+    }
 
     /// One claim-send-record loop. Lane 0 keeps watch when there is no work: one look per `pollInterval` at when the
     /// next delivery is due (one query), claiming when one is; the other lanes sleep until woken (a commit here, a
@@ -583,6 +616,7 @@ public final class DeliveryEngine: Sendable {
             recorded += rest.count
         }
         for pushId in Set(claimed.map(\.pushId)) { rendezvous.notify(pushId) }
+        rendezvous.notify(Self.callbackKey)
         logger.debug(
             "batch done",
             metadata: [

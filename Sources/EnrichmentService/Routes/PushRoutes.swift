@@ -17,7 +17,8 @@ struct PushRoutes {
         router.post("/v1/push", permission: .send) { request, _ in
             let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
             var input = try PushRequest(
-                document, now: state.clock.now().timeIntervalSince1970, apps: state.configuration.delivery.apps)
+                document, now: state.clock.now().timeIntervalSince1970, apps: state.configuration.delivery.apps,
+                callbackHosts: state.configuration.delivery.callbackHosts)
             if let audience = input.audience {
                 // Resolved now, against each device's last fix: the push lists who the audience held.
                 let members = try await AudienceRoutes.resolve(audience, state: state)
@@ -129,53 +130,14 @@ struct PushRoutes {
                 throw APIError(.notFound, reason: .pushNotFound, message: "no push has the id '\(id)'")
             }
             let summary = try await summary(report)
+            let callback = try await state.delivery.outbox.callbackStatus(pushId: id).map(CallbackView.init)
             // The per-delivery results come once every one is final.
             if counts[.pending, default: 0] > 0 {
-                return JSONIO.response(ProgressView(push: push, counts: counts, summary: summary))
+                return JSONIO.response(
+                    ProgressView(push: push, counts: counts, summary: summary, callback: callback))
             }
-            return JSONIO.response(ReportView(report: report, withResults: report.isDone, summary: summary))
-        }
-    }
-
-    /// What became of the push's devices, counted per device (a device with two tokens counts once):
-    /// `matched` devices, those `held` by quiet hours (sent later), `capped`, `skipped` (by reason), `scheduled`
-    /// (due later), `sending` (due now), `accepted` by APNs (its 200: accepted, not yet shown), `failed`,
-    /// `expired`, `cancelled`, and `confirmed` by a receipt from the device (`POST /v1/receipts`).
-    struct Summary: JSONObjectRepresentable {
-        var report: PushReport
-        var confirmed: Int
-        var now: Double
-
-        func writeJSON(into object: inout JSONObjectWriter) {
-            var byDevice: [String: [DeliveryReport]] = [:]
-            for delivery in report.deliveries { byDevice[delivery.deviceId, default: []].append(delivery) }
-            var skipped: [String: Int] = [:]
-            var capped = 0
-            for device in report.devices where byDevice[device.deviceId] == nil {
-                if device.rule == "capped" { capped += 1 } else { skipped[device.rule ?? "unknown", default: 0] += 1 }
-            }
-            var counts: [String: Int] = [:]
-            for deliveries in byDevice.values {
-                let states = Set(deliveries.map(\.state))
-                let state: String =
-                    if states.contains(.delivered) { "accepted" } else if states.contains(.pending) {
-                        deliveries.contains { ($0.scheduledAt ?? 0) > now && $0.attempts == 0 }
-                            ? "scheduled" : "sending"
-                    } else if states.contains(.failed) { "failed" } else if states.contains(.expired) { "expired" } else
-                    { "cancelled" }
-                counts[state, default: 0] += 1
-            }
-            object.field("accepted", counts["accepted"] ?? 0)
-            object.field("cancelled", counts["cancelled"] ?? 0)
-            object.field("capped", capped)
-            object.field("confirmed", confirmed)
-            object.field("expired", counts["expired"] ?? 0)
-            object.field("failed", counts["failed"] ?? 0)
-            object.field("held", report.push.plan?.held ?? 0)
-            object.field("matched", report.push.deviceIds.count)
-            object.field("scheduled", counts["scheduled"] ?? 0)
-            object.field("sending", counts["sending"] ?? 0)
-            object.field("skipped", counts: skipped)
+            return JSONIO.response(
+                ReportView(report: report, withResults: report.isDone, summary: summary, callback: callback))
         }
     }
 
@@ -190,8 +152,8 @@ struct PushRoutes {
         }
     }
 
-    func summary(_ report: PushReport) async throws -> Summary {
-        Summary(
+    func summary(_ report: PushReport) async throws -> PushSummary {
+        PushSummary(
             report: report, confirmed: try await state.delivery.outbox.confirmedCount(pushId: report.push.id),
             now: state.clock.now().timeIntervalSince1970)
     }
@@ -200,6 +162,20 @@ struct PushRoutes {
     static func isVisible(_ push: PushDefinition) -> Bool {
         guard let first = push.deviceIds.first else { return AppScope.current.app == AppNamespace.defaultApp }
         return AppNamespace.app(of: first) == AppScope.current.app
+    }
+
+    /// Where the push's callback stands: `{url, state, attempts, last_outcome, last_attempt_at, next_attempt_at}`.
+    struct CallbackView: JSONObjectRepresentable {
+        var status: PushCallbackStatus
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("attempts", status.attempts)
+            object.field("last_attempt_at", status.lastAttemptAt)
+            object.field("last_outcome", status.outcome)
+            object.field("next_attempt_at", status.nextAttemptAt)
+            object.field("state", status.state)
+            object.field("url", status.url)
+        }
     }
 
     struct ScheduledView: JSONObjectRepresentable {
@@ -274,9 +250,11 @@ struct PushRoutes {
     struct ProgressView: JSONObjectRepresentable {
         var push: PushDefinition
         var counts: [DeliveryState: Int]
-        var summary: Summary? = nil
+        var summary: PushSummary? = nil
+        var callback: CallbackView? = nil
 
         func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("callback", object: callback)
             object.field("plan", object: push.plan.map(PlanView.init))
             object.field("summary", object: summary)
             object.object("counts") { c in
@@ -293,9 +271,11 @@ struct PushRoutes {
     struct ReportView: JSONObjectRepresentable {
         var report: PushReport
         var withResults: Bool
-        var summary: Summary? = nil
+        var summary: PushSummary? = nil
+        var callback: CallbackView? = nil
 
         func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("callback", object: callback)
             object.field("plan", object: report.push.plan.map(PlanView.init))
             object.field("summary", object: summary)
             let counts = report.counts
@@ -345,7 +325,7 @@ struct PushRequest {
     static let members =
         [
             "device_ids", "payload", "push_type", "priority", "expiration", "collapse_id", "topic", "enrich", "mode",
-            "wait", "audience", "missing_time_zone", "cap",
+            "wait", "audience", "missing_time_zone", "cap", "callback_url",
         ] + timedMembers
     /// The members that make a push timed: its "{{now}}" is filled in as each copy is sent.
     static let timedMembers = ["send_at", "local_time", "quiet_hours"]
@@ -420,7 +400,7 @@ struct PushRequest {
     /// The furthest ahead a push can be scheduled.
     static let maximumScheduleAhead = 30.0 * 86_400
 
-    init(_ document: JSONValue, now: Double, apps: AppsConfiguration?) throws {
+    init(_ document: JSONValue, now: Double, apps: AppsConfiguration?, callbackHosts: [String] = []) throws {
         let body = try BodyMembers(
             document, allowed: Self.members, shape: "{\"device_ids\": [...], \"payload\": {...}, ...}")
         audience = body.value("audience")
@@ -502,8 +482,39 @@ struct PushRequest {
         push = PushDefinition(
             id: UUID().uuidString.lowercased(), createdAt: now, payload: payload.json, pushType: pushType,
             priority: priority, expiration: expiration, collapseId: collapseId, topic: topic, enrich: enrich,
-            mode: mode, deviceIds: deviceIds)
+            mode: mode, deviceIds: deviceIds,
+            callbackURL: try Self.callbackURL(body.string("callback_url"), hosts: callbackHosts))
         try readTiming(body, now: now)
+    }
+
+    /// A push's `callback_url`: http(s), no credentials in it, on a host the operator allows.
+    static func callbackURL(_ text: String?, hosts: [String]) throws -> String? {
+        guard let text else { return nil }
+        let field = "callback_url"
+        guard text.utf8.count <= 2_048, let url = URL(string: text), let scheme = url.scheme?.lowercased(),
+            scheme == "http" || scheme == "https", let host = url.host?.lowercased(), !host.isEmpty,
+            url.user == nil, url.password == nil
+        else {
+            throw APIError.invalid(
+                .invalidRequest,
+                "callback_url must be an http(s) URL of at most 2048 bytes, without user or password, e.g. "
+                    + "https://hooks.example.com/push-final",
+                field: field)
+        }
+        guard !hosts.isEmpty else {
+            throw APIError.invalid(
+                .invalidRequest,
+                "callback_url is off on this service: its operator names the hosts pushes may call back in "
+                    + "ENRICH_PUSH_CALLBACK_HOSTS", field: field)
+        }
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        guard hosts.contains(bare) || hosts.contains(host) else {
+            throw APIError.invalid(
+                .invalidRequest,
+                "callback_url's host '\(host)' is not one this service may call (ENRICH_PUSH_CALLBACK_HOSTS names "
+                    + "them)", field: field)
+        }
+        return text
     }
 
     static func deviceIds(_ value: JSONValue?) throws -> [String] {

@@ -52,6 +52,10 @@ struct Push: AsyncParsableCommand {
     @Option(help: "What quiet hours do: hold (send when they end) or drop.") var quietAction: String?
     @Option(help: "A device without a time zone: skip, or app_default (the app's).") var missingTimeZone: String?
     @Option(help: "Frequency cap, MAX/SECONDS (e.g. 3/86400), or none to lift the app's.") var cap: String?
+    @Option(
+        help:
+            "POST the push's report here once every delivery is final (its host must be in the service's ENRICH_PUSH_CALLBACK_HOSTS)."
+    ) var callbackURL: String?
     @Flag(help: "Print the service's answer as JSON.") var json = false
 
     func validate() throws {
@@ -128,6 +132,7 @@ struct Push: AsyncParsableCommand {
                 body["cap"] = .object(["max": .int(max), "window_s": .double(window)])
             }
         }
+        if let callbackURL { body["callback_url"] = .string(callbackURL) }
         let (status, answer) = try await ServiceCall.post(
             server: server, path: "/v1/push", body: .object(body), headers: app.map { ["Enrich-App": $0] } ?? [:])
         guard status == 200 || status == 202 else {

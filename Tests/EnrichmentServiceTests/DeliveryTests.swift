@@ -613,6 +613,13 @@ struct PushCommandTests {
             ])
             #expect(badCap.status != 0)
             #expect(badCap.err.contains("--cap is MAX/SECONDS"))
+            // --callback-url reaches the service, which says callbacks are off here.
+            let callback = try await runPushSender([
+                "push", "--server", client.base, "--device", "cli-1", "--callback-url", "http://127.0.0.1:9/hook",
+                "payloads/location.json",
+            ])
+            #expect(callback.status != 0)
+            #expect(callback.err.contains("ENRICH_PUSH_CALLBACK_HOSTS"), "\(callback.err)")
         }
     }
 }

@@ -49,6 +49,45 @@ struct PreviewTests {
         }
     }
 
+    @Test("the audience page counts an audience and draws each member's last fix over its areas, in Chromium")
+    func audienceMap() async throws {
+        let chromium = try #require(
+            Self.chromium, "Chromium is needed: run scripts/install-test-tools.sh (apt-get install chromium)")
+        try await withService({ $0.loadSamplePOIs = false }) { client in
+            // Five devices within 1 km of the point, two farther away, one inside the excluded circle.
+            let inside = [
+                (48.8570, 2.2950), (48.8600, 2.2990), (48.8540, 2.2900), (48.8620, 2.2940), (48.8555, 2.3010),
+            ]
+            for (index, (lat, lng)) in inside.enumerated() {
+                try await reportFix(client, "in-\(index)", lat: lat, lng: lng)
+            }
+            try await reportFix(client, "far-1", lat: 48.90, lng: 2.35)
+            try await reportFix(client, "far-2", lat: 48.80, lng: 2.20)
+            let audience =
+                #"{"all":[{"near":{"latitude":48.8584,"longitude":2.2945,"radius_m":1000}},{"not":{"near":{"latitude":48.8555,"longitude":2.3010,"radius_m":50}}}]}"#
+            let query = audience.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+            let page = try await client.get("/preview/audience?audience=\(query)")
+            #expect(page.status == 200, "\(page.text)")
+            #expect(page.text.contains("<b id=\"count\">4</b>"), "\(page.text)")
+            #expect(page.text.components(separatedBy: "class=\"member\"").count - 1 == 4)
+            #expect(page.text.components(separatedBy: "class=\"area\"").count - 1 == 2)
+            #expect(page.text.contains("stroke-dasharray"), "the excluded circle is drawn dashed")
+            // A broken audience is shown with the API's message, not a bare error.
+            let broken = try await client.get(
+                "/preview/audience?audience="
+                    + (#"{"near":{"latitude":48}}"#.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""))
+            #expect(broken.status == 400)
+            #expect(broken.text.contains("audience.near"), "\(broken.text)")
+            // In a browser: no console message (the page runs no script and breaks no policy), and the map is there.
+            let flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--enable-logging=stderr"]
+            let dom = try run(chromium, flags + ["--dump-dom", client.base + "/preview/audience?audience=\(query)"])
+            #expect(dom.status == 0, "\(dom.err.suffix(2000))")
+            #expect(dom.out.contains("id=\"audience-map\""), "\(dom.out.prefix(3000))")
+            #expect(dom.out.components(separatedBy: "class=\"member\"").count - 1 == 4)
+            #expect(!dom.err.contains(":CONSOLE("), "console messages: \(dom.err.suffix(2000))")
+        }
+    }
+
     @Test(
         "with an API key, a person signs in with the form, the key stays out of URLs and scripts, and no policy is broken"
     )

@@ -39,6 +39,13 @@ struct AudienceRoutes {
 
     /// Reads and resolves `audience` in the request's app: the stored keys of its devices.
     static func resolve(_ value: JSONValue, state: ServiceState) async throws -> Set<String> {
+        try await parseAndResolve(value, state: state).members
+    }
+
+    /// Reads and resolves `audience` in the request's app: what it says and the stored keys of its devices.
+    static func parseAndResolve(_ value: JSONValue, state: ServiceState) async throws -> (
+        audience: Audience, members: Set<String>
+    ) {
         let app = AppScope.current.app
         let audience: Audience
         do {
@@ -49,10 +56,11 @@ struct AudienceRoutes {
                 details: ["field": .string(problem.path)])
         }
         do {
-            return try await AudienceResolver(
+            let members = try await AudienceResolver(
                 fixes: state.fixes, tags: state.tokens, history: state.location.audienceHistory
             ).resolve(
                 audience, app: app, now: state.clock.now().timeIntervalSince1970)
+            return (audience, members)
         } catch let unsupported as AudiencesUnsupported {
             throw APIError(.serviceUnavailable, reason: .internalError, message: unsupported.description)
         }
@@ -66,7 +74,7 @@ struct AudienceRoutes {
         func writeJSON(into object: inout JSONObjectWriter) {
             object.field("app", AppScope.current.app)
             object.field("count", count)
-            object.field("elapsed_ms", milliseconds)
+            object.field("elapsed_ms", (milliseconds * 1000).rounded() / 1000)
             object.field("sample", strings: sample)
         }
     }

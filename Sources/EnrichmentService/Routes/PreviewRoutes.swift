@@ -101,5 +101,43 @@ struct PreviewRoutes {
             let form = try Request.form(String(decoding: body, as: UTF8.self))
             return try await page(deviceId: form["device_id"], payloadText: form["payload"])
         }
+        router.get("/preview/audience", permission: .admin) { request, _ in
+            try await audiencePage(try request.formQuery()["audience"])
+        }
+        router.post("/preview/audience", permission: .admin) { request, _ in
+            let body = try await JSONIO.readBody(request, limit: state.maxBodyBytes)
+            return try await audiencePage(try Request.form(String(decoding: body, as: UTF8.self))["audience"])
+        }
+    }
+
+    /// The audience page: the form alone, or the audience's count and map (an audience that breaks a rule is
+    /// shown with its message, as the API would answer it).
+    func audiencePage(_ text: String?) async throws -> Response {
+        let app = AppScope.current.app
+        guard let text, !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            return Self.html(
+                AudienceMapPage.render(audienceText: AudienceMapPage.exampleAudience, app: app, result: nil))
+        }
+        let started = ContinuousClock.now
+        let resolved: (audience: Audience, members: Set<String>)
+        do {
+            let document = try JSONValue.decode(Data(text.utf8))
+            resolved = try await AudienceRoutes.parseAndResolve(document, state: state)
+        } catch let error as APIError {
+            return Self.html(
+                AudienceMapPage.render(audienceText: text, app: app, result: nil, error: error.message), .badRequest)
+        } catch {
+            return Self.html(
+                AudienceMapPage.render(audienceText: text, app: app, result: nil, error: "not JSON: \(error)"),
+                .badRequest)
+        }
+        let elapsed = Double((ContinuousClock.now - started) / .microseconds(1)) / 1000
+        let drawn = Array(resolved.members.sorted().prefix(AudienceMapPage.maximumDots))
+        let fixes = try await state.fixes.latestFixes(deviceIds: drawn)
+        let result = AudienceMapPage.Result(
+            count: resolved.members.count, milliseconds: elapsed, members: drawn.compactMap { fixes[$0]?.coordinate },
+            sample: resolved.members.map(DeviceRoutes.shown).sorted().prefix(20).map { $0 },
+            shapes: resolved.audience.shapes())
+        return Self.html(AudienceMapPage.render(audienceText: text, app: app, result: result))
     }
 }

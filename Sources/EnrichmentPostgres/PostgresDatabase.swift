@@ -556,8 +556,8 @@ enum PostgresSchema {
             ]
         ),
         (
-            // Issue 30: zones of interest and visits on the grid of the last fixes (LastFixCells), for the `zoi` and
-            // `visited` audiences. A ZOI's centre comes from its body (spherical mercator, the SDK's formulas).
+            // Issue 30: zones of interest on the grid of the last fixes (LastFixCells) and visits on a finer one
+            // (VisitCells), for the `zoi` and `visited` audiences. A ZOI's centre comes from its body (spherical mercator, the SDK's formulas).
             "v12-audience-history",
             [
                 "ALTER TABLE zois ADD COLUMN latitude DOUBLE PRECISION",
@@ -565,8 +565,8 @@ enum PostgresSchema {
                 "ALTER TABLE zois ADD COLUMN cell BIGINT",
                 "ALTER TABLE visits ADD COLUMN cell BIGINT",
                 """
-                UPDATE visits SET cell = LEAST(17999, GREATEST(0, floor((latitude + 90) * 100)))::bigint * 36000
-                    + LEAST(35999, GREATEST(0, floor((longitude + 180) * 100)))::bigint
+                UPDATE visits SET cell = LEAST(179999, GREATEST(0, floor((latitude + 90) * 1000)))::bigint * 360000
+                    + LEAST(359999, GREATEST(0, floor((longitude + 180) * 1000)))::bigint
                 """,
                 """
                 UPDATE zois SET

@@ -109,7 +109,7 @@ public final class PostgresLocationStore: LocationStore {
                                 \(v.map(\.latitude))::float8[], \(v.map(\.longitude))::float8[],
                                 \(v.map(\.horizontalAccuracy))::float8[], \(v.map(\.recordedAt))::float8[],
                                 \(v.map(\.source))::text[],
-                                \(v.map { LastFixCells.cell(latitude: $0.latitude, longitude: $0.longitude) })::int8[])
+                                \(v.map { VisitCells.cell(latitude: $0.latitude, longitude: $0.longitude) })::int8[])
                          WITH ORDINALITY AS u(i, a, d, la, lo, h, r, s, c, n)
                     ORDER BY n
                     """, logger: logger)

@@ -283,8 +283,8 @@ public final class SQLiteDatabase: Sendable {
                     ) WITHOUT ROWID;
                     """)
         }
-        // Issue 30: zones of interest and visits on the grid of the last fixes (LastFixCells), for the `zoi` and
-        // `visited` audiences; each index covers every column its audience reads.
+        // Issue 30: zones of interest on the grid of the last fixes (LastFixCells) and visits on a finer one
+        // (VisitCells), for the `zoi` and `visited` audiences; each index covers every column its audience reads.
         migrator.registerMigration("v10-audience-history") { db in
             try db.execute(
                 sql: """
@@ -292,8 +292,8 @@ public final class SQLiteDatabase: Sendable {
                     ALTER TABLE zois ADD COLUMN longitude REAL;
                     ALTER TABLE zois ADD COLUMN cell INTEGER;
                     ALTER TABLE visits ADD COLUMN cell INTEGER;
-                    UPDATE visits SET cell = min(17999, max(0, CAST((latitude + 90) * 100 AS INTEGER))) * 36000
-                                           + min(35999, max(0, CAST((longitude + 180) * 100 AS INTEGER)));
+                    UPDATE visits SET cell = min(179999, max(0, CAST((latitude + 90) * 1000 AS INTEGER))) * 360000
+                                           + min(359999, max(0, CAST((longitude + 180) * 1000 AS INTEGER)));
                     CREATE INDEX visits_by_cell ON visits (cell, departure, arrival, device_id, latitude, longitude);
                     """)
             // A ZOI's centre is in its body (spherical mercator): computed here as the store computes it.

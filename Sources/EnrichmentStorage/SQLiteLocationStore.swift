@@ -110,7 +110,7 @@ public final class SQLiteLocationStore: LocationStore {
             for v in change.newVisits {
                 try insert.execute(arguments: [
                     deviceId, v.id, v.arrival, v.departure, v.latitude, v.longitude, v.horizontalAccuracy,
-                    v.recordedAt, v.source, LastFixCells.cell(latitude: v.latitude, longitude: v.longitude),
+                    v.recordedAt, v.source, VisitCells.cell(latitude: v.latitude, longitude: v.longitude),
                 ])
             }
             if change.zois != state.zois { try Self.replaceZOIs(db, deviceId: deviceId, change.zois) }

@@ -1,9 +1,9 @@
 /// Where a device's zones of interest and visits are found for audiences (`zoi`, `visited`): the location store,
-/// which keeps both on the grid of `LastFixCells`.
+/// which keeps zones on the grid of `LastFixCells` and visits on the finer one of `VisitCells`.
 public protocol AudienceHistory: Sendable {
     /// Every ZOI whose centre's cell lies in one of `ranges`, in every app.
     func zoneCentres(inCells ranges: [ClosedRange<Int64>]) async throws -> [ZoneCentre]
-    /// Every visit whose cell lies in one of `ranges` and that overlaps `from...to` (epoch seconds: it departed at
+    /// Every visit whose cell (`VisitCells`) lies in one of `ranges` and that overlaps `from...to` (epoch seconds: it departed at
     /// or after `from` and arrived at or before `to`), in every app.
     func visitPlaces(inCells ranges: [ClosedRange<Int64>], from: Double, to: Double) async throws -> [VisitPlace]
 }
@@ -78,30 +78,5 @@ public enum AudienceArea: Sendable, Equatable {
                 south: latitudes.min() ?? 0, north: latitudes.max() ?? 0, west: longitudes.min() ?? 0,
                 east: longitudes.max() ?? 0)
         }
-    }
-}
-
-extension LastFixCells {
-    /// The ranges of cells of a box, one per row (with a one-cell margin for points on its edges).
-    public static func ranges(south: Double, north: Double, west: Double, east: Double) -> [ClosedRange<Int64>] {
-        let margin = 1 / perDegree
-        let westColumn = column(west - margin)
-        let eastColumn = column(east + margin)
-        return (row(south - margin)...row(north + margin)).map { row in
-            (row * columns + westColumn)...(row * columns + eastColumn)
-        }
-    }
-
-    /// `ranges` sorted, with overlapping and adjacent ones joined.
-    public static func merged(_ ranges: [ClosedRange<Int64>]) -> [ClosedRange<Int64>] {
-        var result: [ClosedRange<Int64>] = []
-        for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) {
-            if let last = result.last, range.lowerBound <= last.upperBound + 1 {
-                result[result.count - 1] = last.lowerBound...max(last.upperBound, range.upperBound)
-            } else {
-                result.append(range)
-            }
-        }
-        return result
     }
 }

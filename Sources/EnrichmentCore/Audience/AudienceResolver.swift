@@ -81,14 +81,14 @@ public struct AudienceResolver: Sendable {
         var byCell: [Int64: [Coordinate]] = [:]
         var ranges: [ClosedRange<Int64>] = []
         for poi in pois {
-            byCell[LastFixCells.cell(latitude: poi.latitude, longitude: poi.longitude), default: []].append(poi)
-            ranges += LastFixCells.ranges(center: poi, radius: radius)
+            byCell[VisitCells.cell(latitude: poi.latitude, longitude: poi.longitude), default: []].append(poi)
+            ranges += VisitCells.grid.ranges(center: poi, radius: radius)
         }
         var found = Set<String>()
         for visit in try await history.visitPlaces(
             inCells: LastFixCells.merged(ranges), from: window.from, to: window.to)
         where !found.contains(visit.deviceId) && AppNamespace.app(of: visit.deviceId) == app {
-            search: for range in LastFixCells.ranges(center: visit.coordinate, radius: radius) {
+            search: for range in VisitCells.grid.ranges(center: visit.coordinate, radius: radius) {
                 for cell in range {
                     for poi in byCell[cell] ?? [] where poi.distance(to: visit.coordinate) <= radius {
                         found.insert(visit.deviceId)

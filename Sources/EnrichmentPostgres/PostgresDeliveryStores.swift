@@ -125,13 +125,23 @@ public struct PostgresTokenStore: DeviceTokenStore {
     }
 
     public func devices(taggedWith tag: String) async throws -> [String] {
-        var found: [String] = []
-        for try await id in try await database.query("SELECT device_id FROM device_tags WHERE tag = \(tag)").decode(
-            String.self)
-        {
-            found.append(id)
-        }
-        return found
+        try await devices(taggedWithAll: [tag])
+    }
+
+    public func devices(taggedWithAll tags: [String]) async throws -> [String] {
+        guard let first = tags.first else { return [] }
+        // The first tag's devices that carry every other (each probed through the (tag, device_id) key), as one
+        // array: one value to decode, not a row per device (a common tag holds most devices).
+        let others = Array(tags.dropFirst())
+        let rows = try await database.query(
+            """
+            SELECT array_agg(t.device_id) FROM device_tags t
+            WHERE t.tag = \(first)
+              AND NOT EXISTS (SELECT 1 FROM unnest(\(others)::text[]) AS w(tag)
+                              WHERE NOT EXISTS (SELECT 1 FROM device_tags o
+                                                WHERE o.tag = w.tag AND o.device_id = t.device_id))
+            """)
+        return try await rows.decode([String]?.self).first { _ in true }.flatMap { $0 } ?? []
     }
 
     public func deactivate(_ deactivation: TokenDeactivation) async throws -> TokenRegistration? {

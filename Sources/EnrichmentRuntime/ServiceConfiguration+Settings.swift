@@ -1,3 +1,4 @@
+import Delivery
 import EnrichmentCore
 import EnrichmentStorage
 public import Essentials
@@ -357,6 +358,17 @@ extension ServiceConfiguration {
             help: "Webhook that gets a JSON POST for each token deactivation.", default: "unset",
             allowed: "an http(s) URL", parse: httpURL, store: { $0.delivery.feedbackURL = $1 }),
         Setting(
+            "default-time-zone", "ENRICH_DEFAULT_TIME_ZONE", valueName: "zone",
+            help: "The default app's time zone for devices without one (local_time, quiet hours).",
+            default: "unset", allowed: "an IANA zone name such as Europe/Paris",
+            parse: { ZoneClock.zone(named: trimmed($0)) != nil ? trimmed($0) : nil },
+            store: { $0.delivery.defaultTimeZone = $1 }),
+        Setting(
+            "frequency-cap", "ENRICH_FREQUENCY_CAP", valueName: "max/seconds",
+            help: "The default app's frequency cap: at most MAX pushes per device within SECONDS (e.g. 3/86400).",
+            default: "unset (not capped)", allowed: "MAX/SECONDS, MAX 1 to 1000, SECONDS 60 to 31536000",
+            parse: frequencyCap, store: { $0.delivery.frequencyCap = $1 }),
+        Setting(
             "push-callback-hosts", "ENRICH_PUSH_CALLBACK_HOSTS", valueName: "hosts",
             help: "Hosts a push's callback_url may name (its report is posted there once every delivery is final).",
             default: "unset (no callbacks)", allowed: "comma-separated host names or IP addresses",
@@ -499,6 +511,14 @@ extension ServiceConfiguration {
 
     private static func httpsURL(_ text: String) -> String? {
         httpURL(text).flatMap { $0.hasPrefix("https://") ? $0 : nil }
+    }
+
+    private static func frequencyCap(_ text: String) -> FrequencyCap? {
+        let parts = trimmed(text).split(separator: "/")
+        guard parts.count == 2, let max = Int(parts[0]), (1...1_000).contains(max), let window = Double(parts[1]),
+            (60...31_536_000).contains(window)
+        else { return nil }
+        return FrequencyCap(max: max, window: window)
     }
 
     private static func hostList(_ text: String) -> [String]? {

@@ -1,4 +1,5 @@
 import APNsCore
+public import Delivery
 public import EnrichmentCore
 import EnrichmentPostgres
 public import EnrichmentStorage
@@ -261,6 +262,10 @@ public struct DeliverySettings: Sendable {
     public var waitTimeout = 30.0
     /// Where each token deactivation is POSTed as JSON (bounded retries, never blocks sending).
     public var feedbackURL: String?
+    /// The default app's zone for devices without one (apps of the apps file have `time_zone`).
+    public var defaultTimeZone: String?
+    /// The default app's frequency cap (apps of the apps file have `frequency_cap`).
+    public var frequencyCap: FrequencyCap?
     /// The hosts a push's `callback_url` may name (lower case; empty: pushes may not ask for a callback).
     public var callbackHosts: [String] = []
     /// When set, each callback carries `Enrich-Signature: sha256=<HMAC-SHA256 of the body, hex>` with this key.

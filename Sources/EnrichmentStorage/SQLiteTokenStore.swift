@@ -117,6 +117,19 @@ public struct SQLiteTokenStore: DeviceTokenStore {
         }
     }
 
+    public func devices(taggedWithAll tags: [String]) async throws -> [String] {
+        guard !tags.isEmpty else { return [] }
+        // The first tag's devices, each probed for the others through the (tag, device_id) key.
+        let others = String(
+            repeating: " AND EXISTS (SELECT 1 FROM device_tags o WHERE o.tag = ? AND o.device_id = t.device_id)",
+            count: tags.count - 1)
+        return try await database.pool.read { db in
+            try String.fetchAll(
+                db, sql: "SELECT device_id FROM device_tags t WHERE t.tag = ?" + others,
+                arguments: StatementArguments(tags))
+        }
+    }
+
     public func deactivate(_ deactivation: TokenDeactivation) async throws -> TokenRegistration? {
         try await database.pool.write { db in
             var sql = """

@@ -1,3 +1,4 @@
+import Delivery
 import EnrichmentCore
 import EnrichmentRuntime
 import Essentials
@@ -57,6 +58,7 @@ struct PushTimingTests {
                 var tags: [String] = []
                 if index % 2 == 0 { tags.append("plan:pro") }
                 if index % 3 == 0 { tags.append("lang:fr") }
+                if index % 5 < 3 { tags.append("topic:news") }
                 tagsOf["t\(index)"] = Set(tags)
                 let body =
                     #"{"topic":"com.a","environment":"sandbox","tags":[\#(tags.map { "\"\($0)\"" }.joined(separator: ","))]}"#
@@ -85,6 +87,11 @@ struct PushTimingTests {
             #expect(
                 try await preview(#"{"tags":["plan:pro","lang:fr"]}"#)
                     == brute { $0.contains("plan:pro") && $0.contains("lang:fr") })
+            // Three tags, and the rarest given last (the store drives by the first).
+            let three = brute { $0.contains("plan:pro") && $0.contains("lang:fr") && $0.contains("topic:news") }
+            #expect(!three.isEmpty)
+            #expect(try await preview(#"{"tags":["topic:news","plan:pro","lang:fr"]}"#) == three)
+            #expect(try await preview(#"{"tags":["lang:fr","topic:news","plan:pro"]}"#) == three)
             #expect(
                 try await preview(#"{"all":[{"tags":["plan:pro"]},{"not":{"tags":["lang:fr"]}}]}"#)
                     == brute { $0.contains("plan:pro") && !$0.contains("lang:fr") })
@@ -313,6 +320,43 @@ struct PushTimingTests {
             #expect(over.json?["summary"]?["capped"] == .int(1), "\(over.text)")
             let s1 = mock.receivedPushes.filter { $0.deviceToken == deviceToken(1) }
             #expect(s1.count == 4)
+        }
+    }
+
+    @Test("the default app takes its zone and cap from ENRICH_DEFAULT_TIME_ZONE and ENRICH_FREQUENCY_CAP")
+    func defaultAppZoneAndCap() async throws {
+        try await withDelivery({
+            $0.delivery.defaultTimeZone = "Asia/Kolkata"
+            $0.delivery.frequencyCap = FrequencyCap(max: 1, window: 3_600)
+        }) { client, _, _ in
+            #expect(try await register(client, "plain", deviceToken(30)).status == 201)
+            let now = Date().timeIntervalSince1970
+            // No zone on the device: the default app's zone places its 09:30.
+            let timed = try await client.post(
+                "/v1/push",
+                json: pushBody(
+                    devices: ["plain"], payload: #"{"aps":{"alert":"morning"}}"#,
+                    extra: #""enrich":false,"local_time":"09:30""#))
+            let id = try #require(timed.json?["push_id"]?.stringValue, "\(timed.text)")
+            let report = try await client.get("/v1/push/\(id)")
+            #expect(report.json?["summary"]?["skipped"] == .object([:]), "\(report.text)")
+            #expect(
+                report.json?["plan"]?["first_send_at"]?.lenientDouble
+                    == Self.nextLocal("09:30", in: "Asia/Kolkata", after: now))
+            // The default cap (1 per hour) counts that scheduled push if it falls within the hour; a second
+            // push now is capped when the first is due within an hour of now, else sent.
+            let first = Self.nextLocal("09:30", in: "Asia/Kolkata", after: now)
+            let second = try await client.post(
+                "/v1/push",
+                json: pushBody(
+                    devices: ["plain"], payload: #"{"aps":{"alert":"offer"}}"#, extra: #""enrich":false,"wait":true"#))
+            let cappedNow: Int64 = first - now < 3_600 ? 1 : 0
+            #expect(second.json?["summary"]?["capped"] == .int(cappedNow), "\(second.text)")
+            let third = try await client.post(
+                "/v1/push",
+                json: pushBody(
+                    devices: ["plain"], payload: #"{"aps":{"alert":"offer"}}"#, extra: #""enrich":false,"wait":true"#))
+            #expect(third.json?["summary"]?["capped"] == .int(1), "\(third.text)")
         }
     }
 

@@ -229,4 +229,18 @@ public enum DeviceTags {
 public protocol DeviceTagSource: Sendable {
     /// The stored keys of every device carrying `tag`, in every app.
     func devices(taggedWith tag: String) async throws -> [String]
+    /// The stored keys of every device carrying all of `tags` (1 or more), in every app: the first tag's devices
+    /// that carry the others, found by the store (no list of the others is read).
+    func devices(taggedWithAll tags: [String]) async throws -> [String]
+}
+
+extension DeviceTagSource {
+    public func devices(taggedWithAll tags: [String]) async throws -> [String] {
+        guard let first = tags.first else { return [] }
+        var kept = Set(try await devices(taggedWith: first))
+        for tag in tags.dropFirst() where !kept.isEmpty {
+            kept.formIntersection(try await devices(taggedWith: tag))
+        }
+        return Array(kept)
+    }
 }

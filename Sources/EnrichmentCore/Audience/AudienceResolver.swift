@@ -28,13 +28,7 @@ public struct AudienceResolver: Sendable {
             return found
         case .tags(let wanted):
             guard let tags else { return [] }
-            var kept: Set<String>?
-            for tag in wanted {
-                let carrying = Set(try await tags.devices(taggedWith: tag).filter { AppNamespace.app(of: $0) == app })
-                kept = kept.map { $0.intersection(carrying) } ?? carrying
-                if kept?.isEmpty == true { break }
-            }
-            return kept ?? []
+            return Set(try await tags.devices(taggedWithAll: wanted).filter { AppNamespace.app(of: $0) == app })
         case .zoi(let period, let area):
             guard let history else { throw AudiencesUnsupported() }
             var found = Set<String>()

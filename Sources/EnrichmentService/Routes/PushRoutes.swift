@@ -39,18 +39,23 @@ struct PushRoutes {
                 input.wait = input.explicitWait ?? (members.count <= PushRoutes.waitDefaultLimit)
             }
             // The app's defaults: its zone for devices without one, its frequency cap.
-            let app = state.configuration.delivery.apps?.app(id: AppScope.current.app)
+            // (The default app's come from ENRICH_DEFAULT_TIME_ZONE and ENRICH_FREQUENCY_CAP.)
+            let delivery = state.configuration.delivery
+            let app = delivery.apps?.app(id: AppScope.current.app)
+            let isDefault = AppScope.current.app == AppNamespace.defaultApp
+            let appZone = app?.timeZone ?? (isDefault ? delivery.defaultTimeZone : nil)
+            let appCap = app?.frequencyCap ?? (isDefault ? delivery.frequencyCap : nil)
             var timing = input.timing
-            if !input.uncapped, timing?.cap == nil, let cap = app?.frequencyCap {
+            if !input.uncapped, timing?.cap == nil, let cap = appCap {
                 timing = timing ?? SendTiming()
                 timing?.cap = cap
             }
             if input.uncapped { timing?.cap = nil }
             // Without "missing_time_zone", a device without a zone takes the app's when it has one.
-            if timing?.needsZone == true, !input.givesMissingZone, app?.timeZone != nil {
+            if timing?.needsZone == true, !input.givesMissingZone, appZone != nil {
                 timing?.missingZone = .appDefault
             }
-            let receipt = try await state.delivery.submit(input.push, timing: timing, defaultZone: app?.timeZone)
+            let receipt = try await state.delivery.submit(input.push, timing: timing, defaultZone: appZone)
             let pushId = receipt.push.id
             // A scheduled push is not waited for: its deliveries are due later.
             if let last = receipt.push.plan?.lastSendAt, last > receipt.push.createdAt + 1 { input.wait = false }

@@ -47,7 +47,7 @@ struct SettingsTableTests {
         #expect(
             Set(ServiceConfiguration.secretVariables) == [
                 "ENRICH_WOOSMAP_KEY", "ENRICH_MAP_KEY", "ENRICH_MAP_SIGNING_SECRET", "ENRICH_API_KEY",
-                "ENRICH_APNS_P12_PASSWORD", "ENRICH_DATABASE_URL",
+                "ENRICH_APNS_P12_PASSWORD", "ENRICH_DATABASE_URL", "ENRICH_PUSH_CALLBACK_SECRET",
             ])
         let help = ServiceConfiguration.settings.helpText
         #expect(help.contains("--port <port>"))

@@ -78,6 +78,7 @@ struct SecretRedactionTests {
     static let signingSecret = "Y2FuYXJ5LXNpZ25pbmctc2VjcmV0LUk4bzk="
     static let p12Password = "canary-p12-password-A2s3"
     static let databasePassword = "canary-db-password-D4f5"
+    static let callbackSecret = "canary-callback-secret-G6h7"
 
     /// The base64 lines of a PEM's body (the key material), each long enough to be unmistakable.
     static func pemBodyLines(_ pem: String) -> [String] {
@@ -97,7 +98,7 @@ struct SecretRedactionTests {
         let (keyFile, caFile) = try writeMockCredentials(into: directory)
         let keyLines = Self.pemBodyLines(try String(contentsOfFile: keyFile, encoding: .utf8))
         try #require(!keyLines.isEmpty)
-        let canaries = [Self.apiKey, Self.woosmapKey, Self.mapKey, Self.signingSecret] + keyLines
+        let canaries = [Self.apiKey, Self.woosmapKey, Self.mapKey, Self.signingSecret, Self.callbackSecret] + keyLines
         let places = FakePlacesAPI()
         let webhook = RecordingWebhook()
         try await places.run { placesURL in
@@ -114,6 +115,8 @@ struct SecretRedactionTests {
                             "ENRICH_APNS_SANDBOX_URL": mockURL, "ENRICH_APNS_PRODUCTION_URL": mockURL,
                             "ENRICH_APNS_RETRY_DELAY": "0.05", "ENRICH_FEEDBACK_URL": hookURL + "/hook",
                             "ENRICH_LOCATION_WEBHOOK_URL": hookURL + "/hook",
+                            "ENRICH_PUSH_CALLBACK_HOSTS": "127.0.0.1",
+                            "ENRICH_PUSH_CALLBACK_SECRET": Self.callbackSecret,
                         ], in: directory)
                     var bodies: [String] = []
                     do {
@@ -169,9 +172,12 @@ struct SecretRedactionTests {
                         let push = try await client.post(
                             "/v1/push",
                             json:
-                                #"{"device_ids":["d1"],"wait":true,"payload":{"aps":{"alert":{"title":"t","body":"b"},"mutable-content":1,"category":"location","timestamp":\#(now)}}}"#,
+                                #"{"device_ids":["d1"],"wait":true,"callback_url":"\#(hookURL)/hook","payload":{"aps":{"alert":{"title":"t","body":"b"},"mutable-content":1,"category":"location","timestamp":\#(now)}}}"#,
                             headers: auth)
                         bodies.append(push.text)
+                        if let pushId = push.json?["push_id"]?.stringValue {
+                            bodies.append(try await client.get("/v1/push/\(pushId)", headers: auth).text)
+                        }
                         // The preview: the sign-in page, a wrong key, the right one, the page with the cookie.
                         bodies.append(try await client.get("/preview").text)
                         bodies.append(try await client.postForm("/preview/login", "key=wrong").text)
@@ -182,9 +188,9 @@ struct SecretRedactionTests {
                         let preview = try await client.get("/preview?device_id=d1", headers: ["Cookie": String(cookie)])
                         #expect(preview.status == 200)
                         bodies.append(try await client.get("/metrics").text)
-                        // Wait for the feedback (BadDeviceToken) and location (region enter) webhooks.
+                        // Wait for the feedback (BadDeviceToken), location (region enter) and push callback webhooks.
                         let deadline = Date().addingTimeInterval(10)
-                        while webhook.bodies.withLock({ $0.count }) < 2, Date() < deadline {
+                        while webhook.bodies.withLock({ $0.count }) < 3, Date() < deadline {
                             try await Task.sleep(for: .milliseconds(50))
                         }
                     } catch {
@@ -193,7 +199,9 @@ struct SecretRedactionTests {
                     }
                     let output = server.stop()
                     let hooks = webhook.bodies.withLock { $0.map { String(decoding: $0.encodedData(), as: UTF8.self) } }
-                    #expect(hooks.count >= 2, "both webhooks were called: \(hooks)")
+                    #expect(hooks.count >= 3, "the three webhooks were called: \(hooks)")
+                    // The callback was signed with the secret (the signature, not the secret, travels).
+                    #expect(webhook.raw.withLock { $0.contains { $0.signature?.hasPrefix("sha256=") == true } })
                     // The run logged at trace (the check is not vacuous) ...
                     #expect(output.contains("configuration"))
                     #expect(output.contains("trace") || output.contains("debug"), "\(output.prefix(2000))")

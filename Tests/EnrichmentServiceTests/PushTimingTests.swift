@@ -100,7 +100,9 @@ struct PushTimingTests {
                     == brute { $0.contains("plan:pro") || $0.contains("lang:fr") })
             // Shown with the registrations; replaced by the next registration that gives them.
             let shown = try await client.get("/v1/devices/t0/apns-tokens", headers: AppScopeTests.consumer)
-            #expect(shown.json?["tags"] == .array([.string("lang:fr"), .string("plan:pro")]), "\(shown.text)")
+            #expect(
+                shown.json?["tags"] == .array([.string("lang:fr"), .string("plan:pro"), .string("topic:news")]),
+                "\(shown.text)")
             let cleared = try await client.put(
                 "/v1/devices/t0/apns-tokens/\(deviceToken(0))",
                 json: #"{"topic":"com.a","environment":"sandbox","tags":[],"time_zone":"Asia/Kolkata"}"#,

@@ -162,6 +162,63 @@ struct AudienceTests {
         }
     }
 
+    @Test(
+        "in_region of a Wi-Fi region holds the devices whose last fix reported its network; of an 'either' region, those and the devices in its circle",
+        arguments: Backend.allCases)
+    func wifiRegion(backend: Backend) async throws {
+        let url = backend == .postgres ? try await PostgresTestDatabase.makeURL() : nil
+        try await withService({ $0.databaseURL = url.map { Secret($0) } }) { client in
+            let depot = Coordinate(latitude: 45.75, longitude: 4.85)
+            for (id, policy) in [("depot-wifi", "wifi"), ("depot-either", "either")] {
+                let reply = try await client.post(
+                    "/v1/regions",
+                    json:
+                        #"{"id":"\#(id)","latitude":\#(depot.latitude),"longitude":\#(depot.longitude),"radius":500,"wifi_ssid":"Depot-WiFi","policy":"\#(policy)"}"#
+                )
+                #expect(reply.status == 201, "\(reply.text)")
+            }
+            let now = Date().timeIntervalSince1970
+            func report(_ device: String, _ items: [String]) async throws {
+                let reply = try await client.post(
+                    "/v1/devices/\(device)/locations", json: #"{"locations":[\#(items.joined(separator: ","))]}"#)
+                #expect(reply.status == 200, "\(reply.text)")
+            }
+            let onNetwork = #","wifi_ssid":"Depot-WiFi""#
+            // On the depot's network 10 km away (a Wi-Fi region by its rule, not its circle).
+            for index in 0..<6 {
+                try await report(
+                    "w\(index)",
+                    [fixItem(now - 30, lat: 45.84, lng: 4.85 + Double(index) * 0.001, accuracy: 5, extra: onNetwork)])
+            }
+            // Was on it, then left it: out.
+            try await report(
+                "w-left",
+                [
+                    fixItem(now - 60, lat: 45.84, lng: 4.85, accuracy: 5, extra: onNetwork),
+                    fixItem(now - 30, lat: 45.84, lng: 4.86, accuracy: 5),
+                ])
+            // Another network: out.
+            try await report(
+                "w-other", [fixItem(now - 30, lat: 45.84, lng: 4.85, accuracy: 5, extra: #","wifi_ssid":"Cafe""#)])
+            // In the circle without the network; far from both.
+            for index in 0..<4 {
+                try await report(
+                    "c\(index)", [fixItem(now - 30, lat: 45.7505 + Double(index) * 0.0003, lng: 4.85, accuracy: 5)])
+            }
+            try await report("far", [fixItem(now - 30, lat: 45.70, lng: 4.70, accuracy: 5)])
+            let wifi = Set((0..<6).map { "w\($0)" })
+            let circle = Set((0..<4).map { "c\($0)" })
+            #expect(try await Self.preview(client, #"{"in_region":"depot-wifi"}"#, app: "default") == wifi)
+            #expect(
+                try await Self.preview(client, #"{"in_region":"depot-either"}"#, app: "default") == wifi.union(circle))
+            #expect(
+                try await Self.preview(
+                    client, #"{"all":[{"in_region":"depot-either"},{"not":{"in_region":"depot-wifi"}}]}"#,
+                    app: "default")
+                    == circle)
+        }
+    }
+
     @Test("an audience that breaks a rule is refused with the path of the member at fault")
     func problems() async throws {
         try await withService { client in

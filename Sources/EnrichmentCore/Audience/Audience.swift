@@ -7,6 +7,9 @@ public indirect enum Audience: Sendable, Equatable {
     /// Devices whose last fix lies within `radius` metres of `center`, no older than `maxFixAge` seconds and no
     /// coarser than `maxAccuracy` metres (an old or coarse fix is not "near").
     case near(center: Coordinate, radius: Double, maxFixAge: Double, maxAccuracy: Double)
+    /// Devices in a custom region by its rule: by its circle (against the last fix, like `near`), by its Wi-Fi
+    /// network (the region state the service keeps from the fixes, which report the network), or either.
+    case region(storedId: String, center: Coordinate, radius: Double, rule: RegionRule)
     /// Devices carrying every one of these tags (set at registration).
     case tags([String])
     /// Devices with a zone of interest of `period` whose centre lies in `area`.
@@ -37,6 +40,32 @@ public indirect enum Audience: Sendable, Equatable {
     /// Default look-back of `visited` (7 days) and the longest (366 days), seconds.
     public static let defaultVisitWindow = 604_800.0
     public static let maximumVisitWindow = 31_622_400.0
+
+    /// How a region decides who is in it (its policy).
+    public enum RegionRule: String, Sendable, Equatable {
+        /// Its circle, against the last fix.
+        case circle
+        /// The Wi-Fi network a fix reports: the region state kept from the fixes.
+        case wifi
+        /// Either of the two.
+        case either
+    }
+
+    /// A custom region as an audience reads it.
+    public struct RegionTarget: Sendable, Equatable {
+        /// The id the stores keep (the app's namespace, `custom_` prefix).
+        public var storedId: String
+        public var center: Coordinate
+        public var radius: Double
+        public var rule: RegionRule
+
+        public init(storedId: String, center: Coordinate, radius: Double, rule: RegionRule) {
+            self.storedId = storedId
+            self.center = center
+            self.radius = radius
+            self.rule = rule
+        }
+    }
 
     /// Which zones of interest a `zoi` audience looks at.
     public enum ZonePeriod: String, Sendable, Equatable, CaseIterable {
@@ -79,8 +108,8 @@ public indirect enum Audience: Sendable, Equatable {
     /// What a `near` or `in_region` needs resolved from elsewhere: a POI's position, a region's circle.
     public protocol Places: Sendable {
         func poiPosition(_ id: String) async throws -> Coordinate?
-        /// A custom region of the request's app: its centre and radius (nil: no such region).
-        func region(_ id: String) async throws -> (center: Coordinate, radius: Double)?
+        /// A custom region of the request's app (nil: no such region).
+        func region(_ id: String) async throws -> RegionTarget?
         /// The positions of every POI passing `filter`, or nil when more than `limit` pass.
         func poiPositions(matching filter: PlaceFilter, limit: Int) async throws -> [Coordinate]?
     }
@@ -112,9 +141,7 @@ public indirect enum Audience: Sendable, Equatable {
             guard let region = try await places.region(id) else {
                 throw Problem(path: here, message: "no region '\(id)' (GET /v1/regions lists them)")
             }
-            return .near(
-                center: region.center, radius: region.radius, maxFixAge: defaultMaxFixAge,
-                maxAccuracy: defaultMaxAccuracy)
+            return .region(storedId: region.storedId, center: region.center, radius: region.radius, rule: region.rule)
         case "all", "any":
             guard case .array(let items) = body, !items.isEmpty, items.count <= 32 else {
                 throw Problem(path: here, message: "must be an array of 1 to 32 audiences")

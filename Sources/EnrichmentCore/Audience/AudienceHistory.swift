@@ -6,6 +6,9 @@ public protocol AudienceHistory: Sendable {
     /// Every visit whose cell (`VisitCells`) lies in one of `ranges` and that overlaps `from...to` (epoch seconds: it departed at
     /// or after `from` and arrived at or before `to`), in every app.
     func visitPlaces(inCells ranges: [ClosedRange<Int64>], from: Double, to: Double) async throws -> [VisitPlace]
+    /// Every device whose region state says it is inside the region (`storedId`), by the region's own rule as the
+    /// fixes were evaluated (its circle with the fix's accuracy, or the Wi-Fi network the fix reported).
+    func devicesInside(region storedId: String) async throws -> [String]
 }
 
 /// A device's zone of interest, as audiences read it: its centre and its period (`HOME_PERIOD`, `WORK_PERIOD`,

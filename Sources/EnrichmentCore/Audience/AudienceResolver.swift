@@ -29,6 +29,22 @@ public struct AudienceResolver: Sendable {
         case .tags(let wanted):
             guard let tags else { return [] }
             return Set(try await tags.devices(taggedWithAll: wanted).filter { AppNamespace.app(of: $0) == app })
+        case .region(let storedId, let center, let radius, let rule):
+            var found = Set<String>()
+            if rule != .wifi {
+                found = try await resolve(
+                    .near(
+                        center: center, radius: radius, maxFixAge: Audience.defaultMaxFixAge,
+                        maxAccuracy: Audience.defaultMaxAccuracy), app: app, now: now)
+            }
+            if rule != .circle {
+                guard let history else { throw AudiencesUnsupported() }
+                for device in try await history.devicesInside(region: storedId)
+                where AppNamespace.app(of: device) == app {
+                    found.insert(device)
+                }
+            }
+            return found
         case .zoi(let period, let area):
             guard let history else { throw AudiencesUnsupported() }
             var found = Set<String>()

@@ -21,7 +21,7 @@ extension Audience {
         func walk(_ audience: Audience, excluded: Bool) {
             guard found.count < limit else { return }
             switch audience {
-            case .near(let center, let radius, _, _):
+            case .near(let center, let radius, _, _), .region(_, let center, let radius, _):
                 found.append(AudienceShape(kind: .circle(center: center, radius: radius), excluded: excluded))
             case .zoi(_, let area):
                 switch area {

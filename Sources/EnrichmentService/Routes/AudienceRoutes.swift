@@ -24,12 +24,20 @@ struct AudienceRoutes {
             try await state.pois.poi(storeId: id)?.coordinate
         }
 
-        func region(_ id: String) async throws -> (center: Coordinate, radius: Double)? {
+        func region(_ id: String) async throws -> Audience.RegionTarget? {
             let stored = AppNamespace.key(app: app, id: id.hasPrefix("custom_") ? id : "custom_\(id)")
             guard let region = try await state.location.regions().first(where: { $0.id == stored }) else {
                 return nil
             }
-            return (region.centre, region.radius)
+            let hasNetwork = region.wifiSSID != nil || region.wifiBSSID != nil
+            let rule: Audience.RegionRule =
+                switch region.policy {
+                case .circle: .circle
+                case .wifi: hasNetwork ? .wifi : .circle
+                case .either: hasNetwork ? .either : .circle
+                }
+            return Audience.RegionTarget(
+                storedId: region.id, center: region.centre, radius: region.radius, rule: rule)
         }
 
         func poiPositions(matching filter: PlaceFilter, limit: Int) async throws -> [Coordinate]? {

@@ -90,6 +90,13 @@ public struct PushDefinition: Sendable, Equatable {
     /// Where the push's report is posted once every delivery is final (nil: nowhere).
     public var callbackURL: String?
 
+    /// When the callback is first looked at: not before the last planned send (a scheduled push is not final
+    /// before), nil without a callback.
+    public var callbackDueAt: Double? {
+        guard callbackURL != nil else { return nil }
+        return max(createdAt, plan?.lastSendAt ?? createdAt)
+    }
+
     public init(
         id: String, createdAt: Double, payload: JSONValue, pushType: PushType, priority: APNsPriority? = nil,
         expiration: APNsExpiration? = nil, collapseId: String? = nil, topic: String? = nil, enrich: Bool = true,

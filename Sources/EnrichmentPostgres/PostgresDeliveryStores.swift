@@ -129,10 +129,20 @@ public struct PostgresTokenStore: DeviceTokenStore {
     }
 
     public func devices(taggedWithAll tags: [String]) async throws -> [String] {
-        guard let first = tags.first else { return [] }
-        // The first tag's devices that carry every other (each probed through the (tag, device_id) key), as one
+        guard !tags.isEmpty else { return [] }
+        // The rarest tag's devices that carry every other (each probed through the (tag, device_id) key), as one
         // array: one value to decode, not a row per device (a common tag holds most devices).
-        let others = Array(tags.dropFirst())
+        var ordered = tags
+        if tags.count > 1 {
+            var sizes: [String: Int] = [:]
+            let rows = try await database.query(
+                "SELECT w.tag, (SELECT count(*) FROM device_tags d WHERE d.tag = w.tag) FROM unnest(\(tags)::text[]) AS w(tag)"
+            )
+            for try await (tag, size) in rows.decode((String, Int).self) { sizes[tag] = size }
+            ordered.sort { sizes[$0, default: 0] < sizes[$1, default: 0] }
+        }
+        let first = ordered[0]
+        let others = Array(ordered.dropFirst())
         let rows = try await database.query(
             """
             SELECT array_agg(t.device_id) FROM device_tags t
@@ -226,7 +236,7 @@ public struct PostgresOutbox: OutboxStore {
                 enrich, mode, plan, callback_url, callback_due)
             VALUES (\(push.id), \(push.createdAt), \(payload), \(push.pushType.rawValue),
                     \(push.priority?.rawValue), \(push.expiration?.epochSeconds), \(push.collapseId), \(push.topic), \(push.enrich), \(push.mode?.rawValue), \(plan),
-                    \(push.callbackURL), \(push.callbackURL == nil ? nil : push.createdAt))
+                    \(push.callbackURL), \(push.callbackDueAt))
             """, logger: logger)
         let ids = push.deviceIds
         try await connection.run(

@@ -296,16 +296,27 @@ public final class SQLiteDatabase: Sendable {
                                            + min(359999, max(0, CAST((longitude + 180) * 1000 AS INTEGER)));
                     CREATE INDEX visits_by_cell ON visits (cell, departure, arrival, device_id, latitude, longitude);
                     """)
-            // A ZOI's centre is in its body (spherical mercator): computed here as the store computes it.
-            let rows = try Row.fetchAll(db, sql: "SELECT device_id, position, body FROM zois")
+            // A ZOI's centre is in its body (spherical mercator): computed here as the store computes it, 10,000
+            // rows at a time (a large database is not read into memory whole).
+            let page = try db.makeStatement(
+                sql: """
+                    SELECT device_id, position, body FROM zois WHERE (device_id, position) > (?, ?)
+                    ORDER BY device_id, position LIMIT 10000
+                    """)
             let update = try db.makeStatement(
                 sql: "UPDATE zois SET latitude = ?, longitude = ?, cell = ? WHERE device_id = ? AND position = ?")
-            for row in rows {
-                let zoi = try LocationCodec.zoi(row[2])
-                try update.execute(arguments: [
-                    zoi.latitude, zoi.longitude, LastFixCells.cell(latitude: zoi.latitude, longitude: zoi.longitude),
-                    row[0], row[1],
-                ])
+            var after: (String, Int) = ("", -1)
+            while true {
+                let rows = try Row.fetchAll(page, arguments: [after.0, after.1])
+                guard let last = rows.last else { break }
+                for row in rows {
+                    let zoi = try LocationCodec.zoi(row[2])
+                    try update.execute(arguments: [
+                        zoi.latitude, zoi.longitude,
+                        LastFixCells.cell(latitude: zoi.latitude, longitude: zoi.longitude), row[0], row[1],
+                    ])
+                }
+                after = (last[0], last[1])
             }
             try db.execute(sql: "CREATE INDEX zois_by_cell ON zois (cell, device_id, period, latitude, longitude)")
         }

@@ -64,7 +64,7 @@ public struct SQLiteOutbox: OutboxStore {
             arguments: [
                 push.id, push.createdAt, payload, push.pushType.rawValue, push.priority?.rawValue,
                 push.expiration?.epochSeconds, push.collapseId, push.topic, push.enrich, push.mode?.rawValue, plan,
-                push.callbackURL, push.callbackURL == nil ? nil : push.createdAt,
+                push.callbackURL, push.callbackDueAt,
             ])
         let device = try db.makeStatement(
             sql: "INSERT INTO push_devices (push_id, position, device_id, outcome, rule) VALUES (?, ?, ?, ?, ?)")

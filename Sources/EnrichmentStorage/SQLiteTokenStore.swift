@@ -119,14 +119,21 @@ public struct SQLiteTokenStore: DeviceTokenStore {
 
     public func devices(taggedWithAll tags: [String]) async throws -> [String] {
         guard !tags.isEmpty else { return [] }
-        // The first tag's devices, each probed for the others through the (tag, device_id) key.
+        // The rarest tag's devices (counted on the key), each probed for the others through the (tag, device_id) key.
         let others = String(
             repeating: " AND EXISTS (SELECT 1 FROM device_tags o WHERE o.tag = ? AND o.device_id = t.device_id)",
             count: tags.count - 1)
         return try await database.pool.read { db in
-            try String.fetchAll(
+            var ordered = tags
+            if tags.count > 1 {
+                let count = try db.cachedStatement(sql: "SELECT count(*) FROM device_tags WHERE tag = ?")
+                var sizes: [String: Int] = [:]
+                for tag in tags { sizes[tag] = try Int.fetchOne(count, arguments: [tag]) ?? 0 }
+                ordered.sort { sizes[$0, default: 0] < sizes[$1, default: 0] }
+            }
+            return try String.fetchAll(
                 db, sql: "SELECT device_id FROM device_tags t WHERE t.tag = ?" + others,
-                arguments: StatementArguments(tags))
+                arguments: StatementArguments(ordered))
         }
     }
 

@@ -291,6 +291,11 @@ struct AudienceHistoryTests {
                 (#"{"visited":{"types":["cafe"],"since":200,"until":100}}"#, "audience.visited.until"),
                 (#"{"visited":{"types":["cafe"],"within_s":3600,"since":100}}"#, "audience.visited"),
                 (#"{"visited":{"query":"type:"}}"#, "audience.visited.query"),
+                (#"{"visited":{"types":["cafe"],"since":1000}}"#, "audience.visited.since"),
+                (
+                    #"{"zoi":{"polygon":[{"latitude":48,"longitude":1},{"latitude":48,"longitude":4.5},{"latitude":49,"longitude":2}]}}"#,
+                    "audience.zoi.polygon"
+                ),
             ]
             for (audience, path) in cases {
                 let reply = try await client.post("/v1/audiences/preview", json: #"{"audience":\#(audience)}"#)

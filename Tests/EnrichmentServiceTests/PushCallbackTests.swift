@@ -97,6 +97,24 @@ struct PushCallbackTests {
         }
     }
 
+    @Test("a scheduled push's callback waits for its last send time")
+    func scheduledWaits() async throws {
+        try await withDelivery({ $0.delivery.callbackHosts = ["127.0.0.1"] }) { client, _, _ in
+            _ = try await register(client, "later", deviceToken(75))
+            let sendAt = Date().timeIntervalSince1970 + 3_600
+            let reply = try await client.post(
+                "/v1/push",
+                json: pushBody(
+                    devices: ["later"], payload: #"{"aps":{"alert":"later"}}"#,
+                    extra: #""enrich":false,"send_at":\#(sendAt),"callback_url":"http://127.0.0.1:9/hook""#))
+            let pushId = try #require(reply.json?["push_id"]?.stringValue, "\(reply.text)")
+            let callback = try await client.get("/v1/push/\(pushId)").json?["callback"]
+            #expect(callback?["state"] == .string("waiting"))
+            #expect(callback?["attempts"] == .int(0))
+            #expect(callback?["next_attempt_at"]?.lenientDouble == sendAt, "\(String(describing: callback))")
+        }
+    }
+
     @Test("callback_url is refused when callbacks are off, for a host not allowed, and when it is not http(s)")
     func refused() async throws {
         try await withDelivery { client, _, _ in

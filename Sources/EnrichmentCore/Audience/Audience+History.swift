@@ -1,4 +1,5 @@
 public import Essentials
+import Foundation
 
 /// `zoi` and `visited`: audiences over what the location pipeline learned of each device (its zones of interest
 /// and its visits), not only its last fix.
@@ -92,11 +93,26 @@ extension Audience {
                 vertices.append(Coordinate(latitude: latitude, longitude: longitude))
             }
             let longitudes = vertices.map(\.longitude)
+            let latitudes = vertices.map(\.latitude)
             if let west = longitudes.min(), let east = longitudes.max(), east - west > 180 {
                 throw Problem(
                     path: "\(path).polygon",
                     message: "spans more than 180° of longitude: a polygon may not cross the antimeridian "
                         + "(split it in two with 'any')")
+            }
+            // As large as the largest circle (100 km radius): the box around it is read whole.
+            if let south = latitudes.min(), let north = latitudes.max(), let west = longitudes.min(),
+                let east = longitudes.max()
+            {
+                let middle = (south + north) / 2 * .pi / 180
+                let height = (north - south) * 111_195
+                let width = (east - west) * 111_195 * cos(middle)
+                if max(height, width) > 2 * maximumRadius {
+                    throw Problem(
+                        path: "\(path).polygon",
+                        message: "spans more than \(Int(2 * maximumRadius / 1000)) km: split it with 'any', or use "
+                            + "a narrower one")
+                }
             }
             return .polygon(vertices)
         }
@@ -170,6 +186,11 @@ extension Audience {
             }
             guard let since = try members.number("since", in: 0...32_503_680_000) else {
                 throw Problem(path: "\(path).since", message: "is required with until: an instant, epoch seconds")
+            }
+            if members["until"] == nil, since < Date().timeIntervalSince1970 - maximumVisitWindow {
+                throw Problem(
+                    path: "\(path).since",
+                    message: "is more than 366 days ago: give a later since, or until (at most 366 days after it)")
             }
             let until = try members.number("until", in: 0...32_503_680_000)
             if let until, until < since {

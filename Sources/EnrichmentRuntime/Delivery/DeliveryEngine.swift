@@ -131,7 +131,8 @@ public final class DeliveryEngine: Sendable {
             APNsCircuit(base: settings.retryDelay, cap: max(settings.retryDelay, settings.probeInterval))
         }
         self.callbacks = PushCallbacks(
-            outbox: outbox, clock: clock, logger: logger, secret: settings.callbackSecret)
+            outbox: outbox, clock: clock, logger: logger, secret: settings.callbackSecret,
+            hosts: settings.callbackHosts)
         _ = rendezvous.watch(Self.wakeKey)
         _ = rendezvous.watch(Self.callbackKey)
     }
@@ -307,7 +308,8 @@ public final class DeliveryEngine: Sendable {
         while !isStopping {
             let seen = rendezvous.generation(Self.callbackKey)
             do {
-                try await callbacks.dispatchDue()
+                // A full page means more are due: look again at once.
+                while try await callbacks.dispatchDue() == PushCallbacks.page, !isStopping {}
                 if failing { logger.notice("push callbacks resumed: the store answers again") }
                 failing = false
             } catch {

@@ -12,7 +12,7 @@ import NIOHTTP1
 ///
 /// Durable and shared by the nodes: a push's callback is a due time in the store. A node takes a due callback for
 /// a minute (no other node posts it meanwhile), posts the report, and records the outcome; a failed post is tried
-/// again with backoff (30 s doubling, 8 attempts over about two hours), then given up and shown as `failed` by
+/// again with backoff (30 s doubling, 8 attempts over about an hour), then given up and shown as `failed` by
 /// `GET /v1/push/{id}`. A node that dies after posting and before recording posts it again (at least once): the
 /// receiver tells repeats by `push_id`.
 struct PushCallbacks: Sendable {
@@ -20,17 +20,22 @@ struct PushCallbacks: Sendable {
     let clock: any WallClock
     let logger: Logger
     let secret: Secret?
+    /// The hosts callbacks may go to now (ENRICH_PUSH_CALLBACK_HOSTS).
+    let hosts: [String]
 
     static let attempts = 8
     static let firstRetry = 30.0
     static let claim = 60.0
     static let timeout: TimeAmount = .seconds(10)
 
+    /// Most callbacks read per look; a full page is followed by another look at once.
+    static let page = 64
+
     /// Posts every callback due now (a few at a time); returns how many were tried.
     @discardableResult
     func dispatchDue() async throws -> Int {
         let now = clock.now().timeIntervalSince1970
-        let due = try await outbox.callbacksDue(now: now, limit: 64)
+        let due = try await outbox.callbacksDue(now: now, limit: Self.page)
         await withTaskGroup(of: Void.self) { group in
             var running = 0
             for callback in due {
@@ -47,35 +52,70 @@ struct PushCallbacks: Sendable {
 
     func post(_ callback: PushCallbackDue) async {
         let now = clock.now().timeIntervalSince1970
+        let claimed: Bool
         do {
-            guard try await outbox.claimCallback(pushId: callback.pushId, now: now, until: now + Self.claim),
-                let report = try await outbox.report(pushId: callback.pushId)
-            else { return }
-            let confirmed = try await outbox.confirmedCount(pushId: callback.pushId)
-            let body = Self.body(report, confirmed: confirmed, now: clock.now().timeIntervalSince1970)
-            let outcome = await send(body, to: callback.url, pushId: callback.pushId)
-            let attempt = callback.attempts + 1
-            let retryAt: Double? =
-                outcome == "sent" || attempt >= Self.attempts
-                ? nil : clock.now().timeIntervalSince1970 + Self.firstRetry * Double(1 << (attempt - 1))
-            try await outbox.recordCallback(
-                pushId: callback.pushId, at: clock.now().timeIntervalSince1970, outcome: outcome, retryAt: retryAt)
-            if outcome != "sent" {
-                let metadata: Logger.Metadata = [
-                    "push_id": "\(callback.pushId)", "outcome": "\(outcome)", "attempt": "\(attempt)",
-                ]
-                if retryAt == nil {
-                    logger.error("push callback given up after \(attempt) attempts", metadata: metadata)
-                } else {
-                    logger.warning("push callback failed; it is tried again", metadata: metadata)
-                }
-            }
+            claimed = try await outbox.claimCallback(pushId: callback.pushId, now: now, until: now + Self.claim)
         } catch {
-            // The store is out: the callback stays due (or its claim runs out) and is tried on a later pass.
+            // The store is out: the callback stays due and is tried on a later pass.
             logger.warning(
                 "push callback not tried: the store did not answer",
                 metadata: ["push_id": "\(callback.pushId)", "error": "\(error)"])
+            return
         }
+        guard claimed else { return }
+        let outcome: String
+        var final = false
+        if let problem = Self.urlProblem(callback.url, hosts: hosts) {
+            // The operator took the host off the list since the push was made: never called.
+            outcome = problem
+            final = true
+        } else {
+            do {
+                guard let report = try await outbox.report(pushId: callback.pushId) else { return }
+                let confirmed = try await outbox.confirmedCount(pushId: callback.pushId)
+                let body = Self.body(report, confirmed: confirmed, now: clock.now().timeIntervalSince1970)
+                outcome = await send(body, to: callback.url, pushId: callback.pushId)
+            } catch {
+                outcome = "the report could not be read: \(error)"
+            }
+        }
+        // Stopping (the node shuts down): nothing is recorded; the claim runs out and the callback is tried again.
+        if Task.isCancelled { return }
+        let attempt = callback.attempts + 1
+        let retryAt: Double? =
+            outcome == "sent" || final || attempt >= Self.attempts
+            ? nil : clock.now().timeIntervalSince1970 + Self.retryDelay(afterAttempt: attempt)
+        do {
+            try await outbox.recordCallback(
+                pushId: callback.pushId, at: clock.now().timeIntervalSince1970, outcome: outcome, retryAt: retryAt)
+        } catch {
+            logger.warning(
+                "push callback outcome not recorded: the store did not answer; it may be posted again",
+                metadata: ["push_id": "\(callback.pushId)", "error": "\(error)"])
+        }
+        if outcome != "sent" {
+            let metadata: Logger.Metadata = [
+                "push_id": "\(callback.pushId)", "outcome": "\(outcome)", "attempt": "\(attempt)",
+            ]
+            if retryAt == nil {
+                logger.error("push callback given up after \(attempt) attempts", metadata: metadata)
+            } else {
+                logger.warning("push callback failed; it is tried again", metadata: metadata)
+            }
+        }
+    }
+
+    /// 30 s after the first attempt, doubling: 30 s, 1, 2, 4, 8, 16 and 32 min (about 64 min in all).
+    static func retryDelay(afterAttempt attempt: Int) -> Double {
+        firstRetry * Double(1 << (attempt - 1))
+    }
+
+    /// Why a stored callback URL may not be called now (its host is no longer allowed), or nil.
+    static func urlProblem(_ url: String, hosts: [String]) -> String? {
+        guard let host = URL(string: url)?.host?.lowercased() else { return "not a URL" }
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        return hosts.contains(bare) || hosts.contains(host)
+            ? nil : "host \(host) is no longer in ENRICH_PUSH_CALLBACK_HOSTS: not called"
     }
 
     /// One POST; `sent` or why not (the status, or the error). Redirects are not followed.

@@ -18,10 +18,13 @@ import NIOHTTP1
 /// otherwise send events, and whatever the URL carries, to another host). A 3xx is a failed attempt, logged with
 /// its status and retried like any other.
 final class WebhookQueue: Sendable {
-    /// The client webhooks go through: the process's event loops, redirects never followed.
+    /// The client webhooks go through: the process's event loops, redirects never followed, and a receiver that
+    /// stops sending for 10 s in the middle of an answer is given up on (a request's own deadline covers only
+    /// the wait for the answer's head).
     static let client = HTTPClient(
         eventLoopGroup: HTTPClient.defaultEventLoopGroup,
-        configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
+        configuration: HTTPClient.Configuration(
+            redirectConfiguration: .disallow, timeout: .init(connect: .seconds(5), read: .seconds(10))))
 
     let url: String
     let name: String

@@ -41,7 +41,9 @@ struct AudienceRoutes {
         }
 
         func poiPositions(matching filter: PlaceFilter, limit: Int) async throws -> [Coordinate]? {
-            state.index.positions(matching: filter, limit: limit)
+            // An index still loading would answer "no such POI": say so instead (503, retry).
+            if let problem = state.placesLoading.problem { throw PlacesStillLoading(problem: problem) }
+            return state.index.positions(matching: filter, limit: limit)
         }
     }
 

@@ -234,9 +234,13 @@ let package = Package(
         .executableTarget(
             name: "places-bench",
             dependencies: [
+                "Delivery",
                 "EnrichmentCore",
+                "EnrichmentPostgres",
                 "EnrichmentRuntime",
+                "EnrichmentStorage",
                 "Essentials",
+                "LocationCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings

@@ -6,9 +6,18 @@
 #   - `near` audiences (500 m, 2 km, 10 km at Paris, 500 m at London and Lyon, 1 km where nobody is): the median
 #     time of 7 resolutions (AudienceResolver, as POST /v1/audiences/preview runs it) and the count;
 #   - the reference: scipy's cKDTree over the same points (unit vectors, query_ball_point, then the same age and
-#     accuracy filter), the same queries: its median, the counts (which must be equal) and our ratio.
+#     accuracy filter), the same queries: its median, the counts (which must be equal) and our ratio;
+#   - the same for `tags`, `zoi` and `visited` (gen-population.py --extras: each device's tags, a home and most
+#     often a work zone, 3 to 10 visits at 20,000 POIs over 30 days), loaded through the stores' own paths (tags
+#     with setProfile, --tag-width at a time; zones and visits with the location store's bulk importHistory, the
+#     rows updateVisits writes, --chunk devices per transaction), timed the same way (with the store's read alone,
+#     to tell it from the resolver's work), against numpy (boolean arrays, cKDTree, haversine) in the same run;
+#   - on PostgreSQL, EXPLAIN (ANALYZE, BUFFERS) of the largest reads (the common tag, zones within 10 km, visits
+#     at every cafe) on the loaded database, before the throwaway cluster goes.
+# Any count that differs from the reference's is printed with _MISMATCH and makes the script exit with 1 at the end.
 #
-#   scripts/bench-audiences.sh            # SIZES="100000 1000000" by default
+#   scripts/bench-audiences.sh            # SIZES="100000 1000000" by default (about 1.5 hours on 2 cores, most
+#                                         # of it the 1M loads); SIZES=100000 runs in under 10 minutes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${ENRICH_TEST_DATABASE_URL:-}" ]; then exec scripts/with-postgres.sh "$0" "$@"; fi
@@ -30,12 +39,15 @@ lat,lng,radius_m
 30.0000,-40.0000,1000
 CSV
 
+status=0
 for N in $SIZES; do
   echo "== $N devices"
-  python3 scripts/gen-population.py --devices "$N" --seed 30 > "$TMP/pop.csv"
+  start=$(date +%s)
+  python3 scripts/gen-population.py --devices "$N" --seed 30 --extras "$TMP/x-$N" > "$TMP/pop.csv"
+  echo "{\"phase\":\"generate\",\"seconds\":$(( $(date +%s) - start ))}"
   echo "-- SQLite"
   "$BENCH" audiences --population "$TMP/pop.csv" --queries "$TMP/queries.csv" --database "$TMP/a-$N.sqlite" \
-    --now "$NOW" | tee "$TMP/sqlite-$N.jsonl"
+    --now "$NOW" --extras "$TMP/x-$N" | tee "$TMP/sqlite-$N.jsonl"
   sqlite3_bytes=$(( $(stat -c %s "$TMP/a-$N.sqlite") + $(stat -c %s "$TMP/a-$N.sqlite-wal" 2>/dev/null || echo 0) ))
   echo "{\"phase\":\"size\",\"store\":\"sqlite\",\"bytes_per_device\":$(( sqlite3_bytes / N ))}"
   echo "-- PostgreSQL"
@@ -43,11 +55,50 @@ for N in $SIZES; do
   psql -q "$ENRICH_TEST_DATABASE_URL" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
   URL="${ENRICH_TEST_DATABASE_URL%/*}/$DB?sslmode=disable"
   "$BENCH" audiences --population "$TMP/pop.csv" --queries "$TMP/queries.csv" --database-url "$URL" \
-    --now "$NOW" | tee "$TMP/postgres-$N.jsonl"
+    --now "$NOW" --extras "$TMP/x-$N" | tee "$TMP/postgres-$N.jsonl"
   pg_bytes=$(psql -At "$URL" -c "SELECT pg_database_size(current_database())")
   echo "{\"phase\":\"size\",\"store\":\"postgres\",\"bytes_per_device\":$(( pg_bytes / N ))}"
+  echo "-- PostgreSQL: the plans of the largest reads (the stores' queries, the resolver's cell ranges)"
+  python3 - "$TMP/x-$N/pois.csv" "$NOW" > "$TMP/explain.sql" <<'PY'
+import csv, math, sys
+def ranges(lat, lng, radius, per):  # CellGrid.ranges(center:radius:), for these plans only
+    rows, columns = 180 * per, 360 * per
+    row = lambda v: min(rows - 1, max(0, math.floor((v + 90) * per)))
+    column = lambda v: min(columns - 1, max(0, math.floor((v + 180) * per)))
+    mpd = 6371008.8 * math.pi / 180
+    span = radius / mpd * 1.001 + 1e-9
+    south, north = max(-90, lat - span), min(90, lat + span)
+    cosine = math.cos(min(89.9, max(abs(south), abs(north))) * math.pi / 180)
+    wide = min(180, radius / (mpd * max(cosine, 1e-6)) * 1.001 + 1e-9)
+    west, east = column(lng - wide), column(lng + wide)
+    return [(r * columns + west, r * columns + east) for r in range(row(south), row(north) + 1)]
+def merged(found):
+    out = []
+    for lo, hi in sorted(found):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+def arrays(found):
+    return "'{%s}'::int8[], '{%s}'::int8[]" % (",".join(str(a) for a, _ in found), ",".join(str(b) for _, b in found))
+now = float(sys.argv[2])
+cafes = [(float(r["lat"]), float(r["lng"])) for r in csv.DictReader(open(sys.argv[1])) if r["type"] == "cafe"]
+zones = ranges(48.8566, 2.3522, 10000, 100)
+visits = merged([c for lat, lng in cafes for c in ranges(lat, lng, 100, 1000)])
+print("\\echo tags_common (device_tags, plan:free)")
+print("EXPLAIN (ANALYZE, BUFFERS) SELECT array_agg(t.device_id) FROM device_tags t WHERE t.tag = 'plan:free';")
+print("\\echo zoi_home_paris_10km (zois, %d cell ranges)" % len(zones))
+print("EXPLAIN (ANALYZE, BUFFERS) SELECT z.device_id, z.period, z.latitude, z.longitude FROM unnest(%s) AS r(lo, hi)"
+      " JOIN zois z ON z.cell BETWEEN r.lo AND r.hi;" % arrays(zones))
+print("\\echo visited_cafe_7d (visits, %d cell ranges)" % len(visits))
+print("EXPLAIN (ANALYZE, BUFFERS) SELECT v.device_id, v.latitude, v.longitude, v.arrival, v.departure"
+      " FROM unnest(%s) AS r(lo, hi) JOIN visits v ON v.cell BETWEEN r.lo AND r.hi"
+      " WHERE v.departure >= %r AND v.arrival <= %r;" % (arrays(visits), now - 604800, now))
+PY
+  psql -X -q "$URL" -f "$TMP/explain.sql" | sed 's/^/    /'
   echo "-- scipy cKDTree on the same points and queries, and the ratios"
-  python3 - "$TMP/pop.csv" "$TMP/queries.csv" "$TMP/sqlite-$N.jsonl" "$TMP/postgres-$N.jsonl" <<'PY'
+  python3 - "$TMP/pop.csv" "$TMP/queries.csv" "$TMP/sqlite-$N.jsonl" "$TMP/postgres-$N.jsonl" <<'PY' || status=1
 import csv, json, sys, time
 import numpy as np
 from scipy.spatial import cKDTree
@@ -62,6 +113,7 @@ print(json.dumps({"phase": "ckdtree_build", "seconds": round(time.perf_counter()
 keep = (pop[:, 2] <= 3600) & (pop[:, 3] <= 500)
 ours = {name: [json.loads(l) for l in open(path) if '"near"' in l] for name, path in (("sqlite", sys.argv[3]), ("postgres", sys.argv[4]))}
 queries = np.loadtxt(sys.argv[2], delimiter=",", skiprows=1, ndmin=2)
+mismatch = False
 for i, (lat, lng, radius) in enumerate(queries):
     chord = 2 * np.sin(radius / EARTH / 2)
     times = []
@@ -80,6 +132,153 @@ for i, (lat, lng, radius) in enumerate(queries):
         row[f"{name}_ratio_to_ckdtree"] = round(ref / mine["median_ms"], 3) if mine["median_ms"] else None
         if mine["count"] != count:
             row[f"{name}_MISMATCH"] = True
+            mismatch = True
     print(json.dumps(row))
+sys.exit(3 if mismatch else 0)
+PY
+  echo "-- tags, zoi, visited: numpy on the same data, and the ratios"
+  python3 - "$TMP/pop.csv" "$TMP/x-$N/extras.npz" "$NOW" "$TMP/sqlite-$N.jsonl" "$TMP/postgres-$N.jsonl" \
+    <<'PY' || status=1
+import json, math, sys, time
+import numpy as np
+from scipy.spatial import cKDTree
+EARTH = 6371008.8  # Coordinate.earthRadius
+MERCATOR = 6378137.0  # SphericalMercator.radius
+NOW = float(sys.argv[3])
+WEEK = 604800.0
+PARIS = (48.8566, 2.3522)
+POLYGON = [(48.905, 2.280), (48.900, 2.410), (48.850, 2.440), (48.815, 2.380), (48.825, 2.250), (48.870, 2.230)]
+start = time.perf_counter()
+x = np.load(sys.argv[2])
+pop = np.genfromtxt(sys.argv[1], delimiter=",", skip_header=1, usecols=(1, 2, 3, 4))
+n = len(pop)
+def unit(lat, lng):
+    lat, lng = np.radians(lat), np.radians(lng)
+    return np.column_stack([np.cos(lat) * np.cos(lng), np.cos(lat) * np.sin(lng), np.sin(lat)])
+def haversine(lat1, lng1, lat2, lng2):  # Coordinate.distance, term by term
+    r1, r2 = lat1 * math.pi / 180, lat2 * math.pi / 180
+    half_lat = np.sin((r2 - r1) / 2)
+    half_lng = np.sin((lng2 - lng1) * math.pi / 180 / 2)
+    a = half_lat * half_lat + np.cos(r1) * np.cos(r2) * half_lng * half_lng
+    return 2 * EARTH * np.arcsin(np.minimum(1, np.sqrt(a)))
+def stored(lat, lng):  # what the stores keep of a zone: y2lat(lat2y(lat)), x2lon(lon2x(lng)) with the C library
+    la = [((math.atan(math.exp(math.log(math.tan(math.pi / 4 + (v * math.pi) / 180 / 2)) * MERCATOR / MERCATOR))
+            * 2 - math.pi / 2) * 180) / math.pi for v in lat.tolist()]
+    lo = [((((v * math.pi) / 180 * MERCATOR) / MERCATOR) * 180) / math.pi for v in lng.tolist()]
+    return np.array(la), np.array(lo)
+# Tags: one boolean array per tag.
+names = [str(t) for t in x["tag_names"]]
+tagged = {}
+for k, name in enumerate(names):
+    member = np.zeros(n, dtype=bool)
+    member[x["tag_device"][x["tag_id"] == k]] = True
+    tagged[name] = member
+# Home zones (as stored) in a cKDTree of unit vectors.
+home_lat, home_lng = stored(x["home_lat"], x["home_lng"])
+home_tree = cKDTree(unit(home_lat, home_lng))
+# Visits: times as the bench stores them, POIs in a cKDTree per query.
+arrival = NOW - x["arrival_age"]
+departure = NOW - x["departure_age"]
+visit_device, visit_lat, visit_lng = x["visit_device"], x["visit_lat"], x["visit_lng"]
+visit_unit = unit(visit_lat, visit_lng)
+poi_types = [str(t) for t in x["poi_types"]]
+poi_lat, poi_lng, poi_type = x["poi_lat"], x["poi_lng"], x["poi_type"]
+fix_ok = (pop[:, 2] <= 3600) & (pop[:, 3] <= 500)
+def visit_unit_of(p):
+    return unit(np.array([poi_lat[p]]), np.array([poi_lng[p]]))[0]
+
+def chord(radius):
+    return 2 * math.sin(radius / EARTH / 2) * 1.000001 + 1e-12
+def zoi_circle(lat, lng, radius):
+    hits = np.array(home_tree.query_ball_point(unit(np.array([lat]), np.array([lng]))[0], chord(radius)), dtype=np.int64)
+    member = np.zeros(n, dtype=bool)
+    if len(hits):
+        member[hits[haversine(lat, lng, home_lat[hits], home_lng[hits]) <= radius]] = True
+    return member
+def zoi_polygon(vertices):  # AudienceArea.contains: even-odd, edges straight in degrees
+    inside = np.zeros(n, dtype=bool)
+    j = len(vertices) - 1
+    for i in range(len(vertices)):
+        (alat, alng), (blat, blng) = vertices[i], vertices[j]
+        crosses = (alat > home_lat) != (blat > home_lat)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            at = (blng - alng) * (home_lat - alat) / (blat - alat) + alng
+        inside ^= crosses & (home_lng < at)
+        j = i
+    return inside
+visit_tree = cKDTree(visit_unit)
+print(json.dumps({"phase": "reference_prepare", "seconds": round(time.perf_counter() - start, 3)}))
+def visited(pois, radius, seconds):
+    member = np.zeros(n, dtype=bool)
+    if len(pois) <= 16:  # a few POIs: the visits around each (a cKDTree over every visit), then the window
+        for p in pois:
+            hits = np.array(visit_tree.query_ball_point(visit_unit_of(p), chord(radius)), dtype=np.int64)
+            if len(hits) == 0:
+                continue
+            hits = hits[(departure[hits] >= NOW - seconds) & (arrival[hits] <= NOW)]
+            hits = hits[haversine(poi_lat[p], poi_lng[p], visit_lat[hits], visit_lng[hits]) <= radius]
+            member[visit_device[hits]] = True
+        return member
+    # Many POIs: the visits of the window, each against its nearest POI (a cKDTree over the POIs).
+    window = (departure >= NOW - seconds) & (arrival <= NOW)
+    rows = np.nonzero(window)[0]
+    if len(pois) == 0 or len(rows) == 0:
+        return member
+    tree = cKDTree(unit(poi_lat[pois], poi_lng[pois]))
+    _, nearest = tree.query(visit_unit[rows], distance_upper_bound=chord(radius), workers=-1)
+    close = nearest < len(pois)
+    rows, nearest = rows[close], nearest[close]
+    near = haversine(poi_lat[pois][nearest], poi_lng[pois][nearest], visit_lat[rows], visit_lng[rows]) <= radius
+    member[visit_device[rows[near]]] = True
+    return member
+def near(lat, lng, radius):
+    return fix_ok & (haversine(lat, lng, pop[:, 0], pop[:, 1]) <= radius)
+poi_id = 0  # the bench's --poi-id p0
+cafes = np.nonzero(poi_type == poi_types.index("cafe"))[0]
+gyms = np.nonzero(poi_type == poi_types.index("gym"))[0]
+queries = {
+    "tags_common": lambda: tagged["plan:free"],
+    "tags_two": lambda: tagged["lang:fr"] & tagged["topic:sports"],
+    "tags_rare": lambda: tagged["beta:tester"],
+    "zoi_home_paris_2km": lambda: zoi_circle(*PARIS, 2000),
+    "zoi_home_paris_10km": lambda: zoi_circle(*PARIS, 10000),
+    "zoi_home_paris_polygon": lambda: zoi_polygon(POLYGON),
+    "visited_poi_7d": lambda: visited(np.array([poi_id]), 100, WEEK),
+    "visited_cafe_7d": lambda: visited(cafes, 100, WEEK),
+    "all_near_paris_2km_not_home_there": lambda: near(*PARIS, 2000) & ~zoi_circle(*PARIS, 2000),
+    "all_pro_visited_gym_7d": lambda: tagged["plan:pro"] & visited(gyms, 100, WEEK),
+}
+ours = {name: {row["name"]: row for row in map(json.loads, open(path)) if row.get("phase") == "audience"}
+        for name, path in (("sqlite", sys.argv[4]), ("postgres", sys.argv[5]))}
+mismatch = False
+for query, compute in queries.items():
+    times = []
+    for _ in range(7):
+        t = time.perf_counter()
+        count = int(np.count_nonzero(compute()))
+        times.append((time.perf_counter() - t) * 1000)
+    ref = sorted(times)[3]
+    row = {"phase": "reference", "name": query, "numpy_count": count, "numpy_median_ms": round(ref, 3)}
+    for name, lines in ours.items():
+        mine = lines.get(query)
+        if mine is None:
+            row[f"{name}_MISSING"] = True
+            mismatch = True
+            continue
+        row[f"{name}_count"] = mine["count"]
+        row[f"{name}_median_ms"] = round(mine["median_ms"], 3)
+        if "store_ms" in mine:
+            row[f"{name}_store_ms"] = round(mine["store_ms"], 3)
+            row[f"{name}_store_rows"] = mine["store_rows"]
+        row[f"{name}_ratio_to_numpy"] = round(ref / mine["median_ms"], 4) if mine["median_ms"] else None
+        if mine["count"] != count:
+            row[f"{name}_MISMATCH"] = True
+            mismatch = True
+    print(json.dumps(row))
+if mismatch:
+    print("MISMATCH: a count differs from the reference's (see _MISMATCH / _MISSING above)", file=sys.stderr)
+sys.exit(3 if mismatch else 0)
 PY
 done
+[ "$status" = 0 ] || echo "MISMATCH in at least one audience (see above)" >&2
+exit "$status"

@@ -53,16 +53,49 @@ public final class PostgresLocationStore: LocationStore {
         _ connection: PostgresConnection, deviceId: String, _ zois: [ZoneOfInterest], logger: Logger
     ) async throws {
         try await connection.run("DELETE FROM zois WHERE device_id = \(deviceId)", logger: logger)
+        try await insertZOIs(
+            connection, deviceIds: Array(repeating: deviceId, count: zois.count), positions: Array(zois.indices), zois,
+            logger: logger)
+    }
+
+    /// Inserts zones (of one device or many, `deviceIds` and `positions` row by row), with their centres and
+    /// LastFixCells cells, in one statement.
+    static func insertZOIs(
+        _ connection: PostgresConnection, deviceIds: [String], positions: [Int], _ zois: [ZoneOfInterest],
+        logger: Logger
+    ) async throws {
         guard !zois.isEmpty else { return }
         let periods = zois.map { $0.period ?? "" }
         try await connection.run(
             """
             INSERT INTO zois (device_id, position, id, period, body, latitude, longitude, cell)
-            SELECT \(deviceId), n - 1, i, NULLIF(p, ''), b, la, lo, c
-            FROM unnest(\(zois.map(\.id))::text[], \(periods)::text[], \(zois.map(LocationCodec.encode))::text[],
-                        \(zois.map(\.latitude))::float8[], \(zois.map(\.longitude))::float8[],
+            SELECT d, o, i, NULLIF(p, ''), b, la, lo, c
+            FROM unnest(\(deviceIds)::text[], \(positions)::int8[], \(zois.map(\.id))::text[], \(periods)::text[],
+                        \(zois.map(LocationCodec.encode))::text[], \(zois.map(\.latitude))::float8[],
+                        \(zois.map(\.longitude))::float8[],
                         \(zois.map { LastFixCells.cell(latitude: $0.latitude, longitude: $0.longitude) })::int8[])
-                 WITH ORDINALITY AS u(i, p, b, la, lo, c, n)
+                 AS u(d, o, i, p, b, la, lo, c)
+            """, logger: logger)
+    }
+
+    /// Appends visits (of one device or many, `deviceIds` row by row), with their VisitCells cells, in one
+    /// statement, in order.
+    static func insertVisits(
+        _ connection: PostgresConnection, deviceIds: [String], _ v: [Visit], logger: Logger
+    ) async throws {
+        guard !v.isEmpty else { return }
+        try await connection.run(
+            """
+            INSERT INTO visits (device_id, id, arrival, departure, latitude, longitude, horizontal_accuracy,
+                                recorded_at, source, cell)
+            SELECT dv, i, a, d, la, lo, h, r, s, c
+            FROM unnest(\(deviceIds)::text[], \(v.map(\.id))::text[], \(v.map(\.arrival))::float8[],
+                        \(v.map(\.departure))::float8[], \(v.map(\.latitude))::float8[], \(v.map(\.longitude))::float8[],
+                        \(v.map(\.horizontalAccuracy))::float8[], \(v.map(\.recordedAt))::float8[],
+                        \(v.map(\.source))::text[],
+                        \(v.map { VisitCells.cell(latitude: $0.latitude, longitude: $0.longitude) })::int8[])
+                 WITH ORDINALITY AS u(dv, i, a, d, la, lo, h, r, s, c, n)
+            ORDER BY n
             """, logger: logger)
     }
 
@@ -98,27 +131,54 @@ public final class PostgresLocationStore: LocationStore {
                 visits: try await Self.visits(connection, deviceId: deviceId, logger: logger),
                 zois: try await Self.zois(connection, deviceId: deviceId, logger: logger))
             let (change, result) = try body(state)
-            let v = change.newVisits
-            if !v.isEmpty {
-                try await connection.run(
-                    """
-                    INSERT INTO visits (device_id, id, arrival, departure, latitude, longitude, horizontal_accuracy,
-                                        recorded_at, source, cell)
-                    SELECT \(deviceId), i, a, d, la, lo, h, r, s, c
-                    FROM unnest(\(v.map(\.id))::text[], \(v.map(\.arrival))::float8[], \(v.map(\.departure))::float8[],
-                                \(v.map(\.latitude))::float8[], \(v.map(\.longitude))::float8[],
-                                \(v.map(\.horizontalAccuracy))::float8[], \(v.map(\.recordedAt))::float8[],
-                                \(v.map(\.source))::text[],
-                                \(v.map { VisitCells.cell(latitude: $0.latitude, longitude: $0.longitude) })::int8[])
-                         WITH ORDINALITY AS u(i, a, d, la, lo, h, r, s, c, n)
-                    ORDER BY n
-                    """, logger: logger)
-            }
+            try await Self.insertVisits(
+                connection, deviceIds: Array(repeating: deviceId, count: change.newVisits.count), change.newVisits,
+                logger: logger)
             if change.zois != state.zois {
                 try await Self.replaceZOIs(connection, deviceId: deviceId, change.zois, logger: logger)
             }
             try await Self.append(connection, change.events, logger: logger)
             return result
+        }
+    }
+
+    /// Loads history computed elsewhere (a migration from another system, a benchmark's population) in bulk: for
+    /// each device, appends its visits and replaces its zones, storing exactly what `updateVisits` stores for a
+    /// run whose change has these visits and zones (the same rows, cells and encoding), in one transaction for the
+    /// whole chunk: the devices' advisory locks (those `updateVisits` takes) in one statement, then one delete and
+    /// two multi-row inserts. It does not run the visit pipeline: nothing is detected, clustered or classified, no
+    /// location event is written, and a device's existing visits are neither read nor merged (a visit id it
+    /// already has fails the chunk). A device listed twice keeps the zones of its last entry. A chunk of a few
+    /// thousand devices takes as many advisory locks (PostgreSQL's lock table holds `max_locks_per_transaction`
+    /// times `max_connections`, 6,400 by default, across all transactions).
+    public func importHistory(_ devices: [(deviceId: String, visits: [Visit], zois: [ZoneOfInterest])]) async throws {
+        guard !devices.isEmpty else { return }
+        var last: [String: Int] = [:]
+        for (index, device) in devices.enumerated() { last[device.deviceId] = index }
+        let ids = last.keys.sorted()
+        var visitDevices: [String] = []
+        var visits: [Visit] = []
+        var zoneDevices: [String] = []
+        var positions: [Int] = []
+        var zones: [ZoneOfInterest] = []
+        for (index, device) in devices.enumerated() {
+            visitDevices.append(contentsOf: repeatElement(device.deviceId, count: device.visits.count))
+            visits.append(contentsOf: device.visits)
+            guard last[device.deviceId] == index else { continue }
+            zoneDevices.append(contentsOf: repeatElement(device.deviceId, count: device.zois.count))
+            positions.append(contentsOf: device.zois.indices)
+            zones.append(contentsOf: device.zois)
+        }
+        try await transaction { [visitDevices, visits, zoneDevices, positions, zones] connection in
+            try await connection.run(
+                """
+                SELECT pg_advisory_xact_lock(hashtext('visits:' || id))
+                FROM unnest(\(ids)::text[]) WITH ORDINALITY AS u(id, n) ORDER BY n
+                """, logger: logger)
+            try await Self.insertVisits(connection, deviceIds: visitDevices, visits, logger: logger)
+            try await connection.run("DELETE FROM zois WHERE device_id = ANY(\(ids)::text[])", logger: logger)
+            try await Self.insertZOIs(
+                connection, deviceIds: zoneDevices, positions: positions, zones, logger: logger)
         }
     }
 

@@ -94,6 +94,23 @@ public final class SQLiteLocationStore: LocationStore {
         }
     }
 
+    /// Appends visits of a device, with their VisitCells cells.
+    static func insertVisits(_ db: Database, deviceId: String, _ visits: [Visit]) throws {
+        guard !visits.isEmpty else { return }
+        let insert = try db.cachedStatement(
+            sql: """
+                INSERT INTO visits (device_id, id, arrival, departure, latitude, longitude, horizontal_accuracy,
+                                    recorded_at, source, cell)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+        for v in visits {
+            try insert.execute(arguments: [
+                deviceId, v.id, v.arrival, v.departure, v.latitude, v.longitude, v.horizontalAccuracy,
+                v.recordedAt, v.source, VisitCells.cell(latitude: v.latitude, longitude: v.longitude),
+            ])
+        }
+    }
+
     public func updateVisits<T: Sendable>(
         deviceId: String, _ body: @Sendable (DeviceVisits) throws -> (DeviceVisitsChange, T)
     ) async throws -> T {
@@ -101,24 +118,35 @@ public final class SQLiteLocationStore: LocationStore {
             let state = DeviceVisits(
                 visits: try Self.visits(db, deviceId: deviceId), zois: try Self.zois(db, deviceId: deviceId))
             let (change, result) = try body(state)
-            let insert = try db.cachedStatement(
-                sql: """
-                    INSERT INTO visits (device_id, id, arrival, departure, latitude, longitude, horizontal_accuracy,
-                                        recorded_at, source, cell)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """)
-            for v in change.newVisits {
-                try insert.execute(arguments: [
-                    deviceId, v.id, v.arrival, v.departure, v.latitude, v.longitude, v.horizontalAccuracy,
-                    v.recordedAt, v.source, VisitCells.cell(latitude: v.latitude, longitude: v.longitude),
-                ])
-            }
+            try Self.insertVisits(db, deviceId: deviceId, change.newVisits)
             if change.zois != state.zois { try Self.replaceZOIs(db, deviceId: deviceId, change.zois) }
             try Self.append(db, change.events)
             return (result, change.zois.contains { $0.period == ZOIPeriod.home || $0.period == ZOIPeriod.work })
         }
         if classified { noteState([deviceId]) }
         return result
+    }
+
+    /// Loads history computed elsewhere (a migration from another system, a benchmark's population) in bulk: for
+    /// each device, appends its visits and replaces its zones, storing exactly what `updateVisits` stores for a
+    /// run whose change has these visits and zones (the same rows, cells and encoding), in one write transaction
+    /// for the whole chunk. It does not run the visit pipeline: nothing is detected, clustered or classified, no
+    /// location event is written, and a device's existing visits are neither read nor merged (a visit id it
+    /// already has fails the chunk). A device listed twice keeps the zones of its last entry.
+    public func importHistory(_ devices: [(deviceId: String, visits: [Visit], zois: [ZoneOfInterest])]) async throws {
+        guard !devices.isEmpty else { return }
+        let classified = try await database.pool.write { db in
+            var classified: [String] = []
+            for device in devices {
+                try Self.insertVisits(db, deviceId: device.deviceId, device.visits)
+                try Self.replaceZOIs(db, deviceId: device.deviceId, device.zois)
+                if device.zois.contains(where: { $0.period == ZOIPeriod.home || $0.period == ZOIPeriod.work }) {
+                    classified.append(device.deviceId)
+                }
+            }
+            return classified
+        }
+        noteState(classified)
     }
 
     public func visits(deviceId: String) async throws -> [Visit] {

@@ -3,9 +3,12 @@ import EnrichmentCore
 import EnrichmentRuntime
 import Essentials
 import Foundation
+import LocationCore
 
 /// `audiences`: loads a population's last fixes into the service's store (SQLite file or PostgreSQL) through the
-/// store's own write path, then times `near` audiences (run by `scripts/bench-audiences.sh`; never by tests).
+/// store's own write path, then times `near` audiences; with `--extras`, also loads each device's tags, zones of
+/// interest and visits the same way and times `tags`, `zoi`, `visited` and combinations (run by
+/// `scripts/bench-audiences.sh`; never by tests).
 struct Audiences: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Load a population (id,lat,lng,age_s,accuracy_m) and time near audiences; one JSON line each.")
@@ -16,6 +19,11 @@ struct Audiences: AsyncParsableCommand {
     @Option(help: "... or a PostgreSQL URL (postgres://...).") var databaseURL: String?
     @Option(help: "Timed runs per query (the median is reported).") var runs = 7
     @Option(help: "The instant the population's ages count back from (epoch seconds; default now).") var now: Double?
+    @Option(help: "Folder written by gen-population.py --extras: also load and time tags, zoi and visited.")
+    var extras: String?
+    @Option(help: "Concurrent setProfile calls while loading tags.") var tagWidth = 32
+    @Option(help: "Devices per importHistory transaction while loading zones and visits.") var chunk = 2_000
+    @Option(help: "The POI of the one-POI visited audience.") var poiId = "p0"
 
     func rows(_ path: String) throws -> [[Substring]] {
         guard let data = FileManager.default.contents(atPath: path) else {
@@ -77,6 +85,9 @@ struct Audiences: AsyncParsableCommand {
                         "radius_m": .double(radius), "count": .int(Int64(count)),
                         "median_ms": .double(times[times.count / 2]), "max_ms": .double(times.last ?? 0),
                     ])))
+        }
+        if let extras {
+            try await loadAndTimeExtras(runtime, folder: extras, now: now)
         }
     }
 

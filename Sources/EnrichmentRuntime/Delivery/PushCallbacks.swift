@@ -15,7 +15,7 @@ import NIOHTTP1
 /// again with backoff (30 s doubling, 8 attempts over about an hour), then given up and shown as `failed` by
 /// `GET /v1/push/{id}`. A node that dies after posting and before recording posts it again (at least once): the
 /// receiver tells repeats by `push_id`.
-struct PushCallbacks: Sendable {
+public struct PushCallbacks: Sendable {
     let outbox: any OutboxStore
     let clock: any WallClock
     let logger: Logger
@@ -113,9 +113,14 @@ struct PushCallbacks: Sendable {
     /// Why a stored callback URL may not be called now (its host is no longer allowed), or nil.
     static func urlProblem(_ url: String, hosts: [String]) -> String? {
         guard let host = URL(string: url)?.host?.lowercased() else { return "not a URL" }
+        return isAllowed(host: host, hosts: hosts)
+            ? nil : "host \(host) is no longer in ENRICH_PUSH_CALLBACK_HOSTS: not called"
+    }
+
+    /// Whether a URL's (lower-case) host is one of `hosts`; an IPv6 literal matches with or without brackets.
+    public static func isAllowed(host: String, hosts: [String]) -> Bool {
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         return hosts.contains(bare) || hosts.contains(host)
-            ? nil : "host \(host) is no longer in ENRICH_PUSH_CALLBACK_HOSTS: not called"
     }
 
     /// One POST; `sent` or why not (the status, or the error). Redirects are not followed.

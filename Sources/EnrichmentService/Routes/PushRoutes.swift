@@ -512,8 +512,7 @@ struct PushRequest {
                 "callback_url is off on this service: its operator names the hosts pushes may call back in "
                     + "ENRICH_PUSH_CALLBACK_HOSTS", field: field)
         }
-        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        guard hosts.contains(bare) || hosts.contains(host) else {
+        guard PushCallbacks.isAllowed(host: host, hosts: hosts) else {
             throw APIError.invalid(
                 .invalidRequest,
                 "callback_url's host '\(host)' is not one this service may call (ENRICH_PUSH_CALLBACK_HOSTS names "

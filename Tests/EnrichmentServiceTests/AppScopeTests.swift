@@ -188,7 +188,7 @@ struct AppScopeTests {
     static let appless: Set<String> = [
         "GET /health", "GET /health/live", "GET /health/ready", "GET /metrics", "POST /v1/pois",
         "GET /v1/pois/:storeId", "DELETE /v1/pois/:storeId", "GET /stores/search", "GET /preview", "POST /preview",
-        "POST /preview/login", "POST /preview/logout",
+        "POST /preview/login", "POST /preview/logout", "GET /preview/audience", "POST /preview/audience",
     ]
 
     /// The service's route table, as `buildRouter` records it.

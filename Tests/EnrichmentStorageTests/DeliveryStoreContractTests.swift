@@ -218,8 +218,8 @@ struct PostgresSpecificTests {
         for try await version in rows.decode(String.self) { versions.append(version) }
         #expect(
             versions == [
-                "v1-fixes", "v1-pois", "v10-last-fixes", "v11-schedule", "v2-delivery", "v3-pois-version",
-                "v4-location",
+                "v1-fixes", "v1-pois", "v10-last-fixes", "v11-schedule", "v12-audience-history", "v13-push-callbacks",
+                "v2-delivery", "v3-pois-version", "v4-location",
                 "v5-poi-deletions", "v6-takeover", "v7-activities", "v8-channels", "v9-activity-invalid",
             ])
         // Every node can use the schema.

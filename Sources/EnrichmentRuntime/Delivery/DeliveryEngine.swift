@@ -242,7 +242,10 @@ public final class DeliveryEngine: Sendable {
             if try await outbox.pendingCount(pushId: pushId) == 0 { return true }
             let left = deadline - ContinuousClock.now
             if left <= .zero { return false }
-            _ = await rendezvous.wait(pushId, since: seen, timeout: left)
+            // Another node may send the push's deliveries (a shared store): nothing here is told when it does, so
+            // look again every half second rather than only at the deadline.
+            _ = await rendezvous.wait(
+                pushId, since: seen, timeout: exclusiveStore ? left : min(left, .milliseconds(500)))
             seen = rendezvous.generation(pushId)
         }
     }

@@ -192,23 +192,10 @@ public indirect enum Audience: Sendable, Equatable {
     }
 
     static func near(_ body: JSONValue, places: any Places, path: String) async throws -> Audience {
-        guard case .object(let members) = body else {
-            throw Problem(
-                path: path, message: "must be an object: {latitude, longitude, radius_m} or {poi_id, radius_m}")
-        }
-        let allowed = ["latitude", "longitude", "poi_id", "radius_m", "max_fix_age_s", "max_accuracy_m"]
-        if let unknown = members.keys.sorted().first(where: { !allowed.contains($0) }) {
-            throw Problem(path: "\(path).\(unknown)", message: "unknown (allowed: \(allowed.joined(separator: ", ")))")
-        }
-        func number(_ key: String, in range: ClosedRange<Double>) throws -> Double? {
-            guard let value = members[key] else { return nil }
-            guard value.stringValue == nil, let number = value.lenientDouble, range.contains(number) else {
-                throw Problem(
-                    path: "\(path).\(key)",
-                    message: "must be a number from \(range.lowerBound) to \(range.upperBound)")
-            }
-            return number
-        }
+        let members = try Members(
+            body, path: path,
+            allowed: ["latitude", "longitude", "poi_id", "radius_m", "max_fix_age_s", "max_accuracy_m"],
+            example: "{latitude, longitude, radius_m} or {poi_id, radius_m}")
         let center: Coordinate
         if let poi = members["poi_id"] {
             guard members["latitude"] == nil, members["longitude"] == nil else {
@@ -222,20 +209,20 @@ public indirect enum Audience: Sendable, Equatable {
             }
             center = position
         } else {
-            guard let latitude = try number("latitude", in: -90...90),
-                let longitude = try number("longitude", in: -180...180)
+            guard let latitude = try members.number("latitude", in: -90...90),
+                let longitude = try members.number("longitude", in: -180...180)
             else {
                 throw Problem(path: path, message: "needs latitude and longitude (or poi_id)")
             }
             center = Coordinate(latitude: latitude, longitude: longitude)
         }
-        guard let radius = try number("radius_m", in: 1...maximumRadius) else {
+        guard let radius = try members.number("radius_m", in: 1...maximumRadius) else {
             throw Problem(path: "\(path).radius_m", message: "is required: metres from 1 to \(Int(maximumRadius))")
         }
         return .near(
             center: center, radius: radius,
-            maxFixAge: try number("max_fix_age_s", in: 1...31_536_000) ?? defaultMaxFixAge,
-            maxAccuracy: try number("max_accuracy_m", in: 1...100_000) ?? defaultMaxAccuracy)
+            maxFixAge: try members.number("max_fix_age_s", in: 1...31_536_000) ?? defaultMaxFixAge,
+            maxAccuracy: try members.number("max_accuracy_m", in: 1...100_000) ?? defaultMaxAccuracy)
     }
 }
 
@@ -259,15 +246,4 @@ public protocol DeviceTagSource: Sendable {
     /// The stored keys of every device carrying all of `tags` (1 or more), in every app: the first tag's devices
     /// that carry the others, found by the store (no list of the others is read).
     func devices(taggedWithAll tags: [String]) async throws -> [String]
-}
-
-extension DeviceTagSource {
-    public func devices(taggedWithAll tags: [String]) async throws -> [String] {
-        guard let first = tags.first else { return [] }
-        var kept = Set(try await devices(taggedWith: first))
-        for tag in tags.dropFirst() where !kept.isEmpty {
-            kept.formIntersection(try await devices(taggedWith: tag))
-        }
-        return Array(kept)
-    }
 }

@@ -621,7 +621,9 @@ public final class DeliveryEngine: Sendable {
             recorded += rest.count
         }
         for pushId in Set(claimed.map(\.pushId)) { rendezvous.notify(pushId) }
-        rendezvous.notify(Self.callbackKey)
+        // A push can only have asked for a callback where callbacks are on: elsewhere a batch costs no look (the
+        // 5 s look still finds any left from before they were turned off).
+        if !settings.callbackHosts.isEmpty { rendezvous.notify(Self.callbackKey) }
         logger.debug(
             "batch done",
             metadata: [

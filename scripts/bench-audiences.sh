@@ -9,7 +9,7 @@
 #     accuracy filter), the same queries: its median, the counts (which must be equal) and our ratio;
 #   - the same for `tags`, `zoi` and `visited` (gen-population.py --extras: each device's tags, a home and most
 #     often a work zone, 3 to 10 visits at 20,000 POIs over 30 days), loaded through the stores' own paths (tags
-#     with setProfile, --tag-width at a time; zones and visits with the location store's bulk importHistory, the
+#     with setProfiles, zones and visits with the location store's bulk importHistory, the
 #     rows updateVisits writes, --chunk devices per transaction), timed the same way (with the store's read alone,
 #     to tell it from the resolver's work), against numpy (boolean arrays, cKDTree, haversine) in the same run;
 #   - on PostgreSQL, EXPLAIN (ANALYZE, BUFFERS) of the largest reads (the common tag, zones within 10 km, visits
@@ -65,13 +65,22 @@ def ranges(lat, lng, radius, per):  # CellGrid.ranges(center:radius:), for these
     rows, columns = 180 * per, 360 * per
     row = lambda v: min(rows - 1, max(0, math.floor((v + 90) * per)))
     column = lambda v: min(columns - 1, max(0, math.floor((v + 180) * per)))
-    mpd = 6371008.8 * math.pi / 180
-    span = radius / mpd * 1.001 + 1e-9
+    angle = min(math.pi, radius / 6371008.8 * 1.001 + 1e-9)
+    span = math.degrees(angle)
     south, north = max(-90, lat - span), min(90, lat + span)
-    cosine = math.cos(min(89.9, max(abs(south), abs(north))) * math.pi / 180)
-    wide = min(180, radius / (mpd * max(cosine, 1e-6)) * 1.001 + 1e-9)
-    west, east = column(lng - wide), column(lng + wide)
-    return [(r * columns + west, r * columns + east) for r in range(row(south), row(north) + 1)]
+    phi_c = math.radians(lat)
+    ratio = math.sin(phi_c) / math.cos(angle)
+    widest = math.asin(ratio) if abs(ratio) <= 1 else math.copysign(math.pi / 2, phi_c)
+    out = []
+    for r in range(row(south), row(north) + 1):  # each row clipped to the circle, as the service does
+        phi = min(math.radians((r + 1) / per - 90), max(math.radians(r / per - 90), widest))
+        divisor = math.cos(phi) * math.cos(phi_c)
+        half = 180.0
+        if divisor > 1e-12:
+            c = (math.cos(angle) - math.sin(phi) * math.sin(phi_c)) / divisor
+            half = 180.0 if c <= -1 else math.degrees(math.acos(min(1.0, c)))
+        out.append((r * columns + column(lng - half), r * columns + column(lng + half)))
+    return out
 def merged(found):
     out = []
     for lo, hi in sorted(found):
@@ -90,11 +99,18 @@ print("\\echo tags_common (device_tags, plan:free)")
 print("EXPLAIN (ANALYZE, BUFFERS) SELECT array_agg(t.device_id) FROM device_tags t WHERE t.tag = 'plan:free';")
 print("\\echo zoi_home_paris_10km (zois, %d cell ranges)" % len(zones))
 print("EXPLAIN (ANALYZE, BUFFERS) SELECT z.device_id, z.period, z.latitude, z.longitude FROM unnest(%s) AS r(lo, hi)"
-      " JOIN zois z ON z.cell BETWEEN r.lo AND r.hi;" % arrays(zones))
+      " CROSS JOIN LATERAL (SELECT device_id, period, latitude, longitude FROM zois"
+      " WHERE cell BETWEEN r.lo AND r.hi OFFSET 0) AS z;" % arrays(zones))
 print("\\echo visited_cafe_7d (visits, %d cell ranges)" % len(visits))
 print("EXPLAIN (ANALYZE, BUFFERS) SELECT v.device_id, v.latitude, v.longitude, v.arrival, v.departure"
-      " FROM unnest(%s) AS r(lo, hi) JOIN visits v ON v.cell BETWEEN r.lo AND r.hi"
+      " FROM unnest(%s) AS r(lo, hi) CROSS JOIN LATERAL (SELECT device_id, latitude, longitude, arrival, departure"
+      " FROM visits WHERE cell BETWEEN r.lo AND r.hi OFFSET 0) AS v"
       " WHERE v.departure >= %r AND v.arrival <= %r;" % (arrays(visits), now - 604800, now))
+print("\\echo near_paris_10km (last_fixes, %d cell ranges)" % len(zones))
+print("EXPLAIN (ANALYZE, BUFFERS) SELECT array_agg(l.device_id), array_agg(l.latitude), array_agg(l.longitude)"
+      " FROM unnest(%s) AS r(lo, hi) CROSS JOIN LATERAL (SELECT device_id, fix_time, latitude, longitude,"
+      " horizontal_accuracy FROM last_fixes WHERE cell BETWEEN r.lo AND r.hi OFFSET 0) AS l"
+      " WHERE l.fix_time >= %r AND coalesce(l.horizontal_accuracy, 0) <= 500;" % (arrays(zones), now - 3600))
 PY
   psql -X -q "$URL" -f "$TMP/explain.sql" | sed 's/^/    /'
   echo "-- scipy cKDTree on the same points and queries, and the ratios"

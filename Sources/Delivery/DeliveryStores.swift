@@ -19,8 +19,30 @@ public protocol DeviceTokenStore: DeviceTagSource {
     /// Sets what the device carries: its zone when `timeZone` is given (`.some(nil)` clears it), its tags when
     /// `tags` is given (replacing them). `removeDevice` removes them too.
     func setProfile(deviceId: String, timeZone: String??, tags: [String]?, at: Double) async throws
+    /// `setProfile` for many devices in one transaction (an import of a population's tags); a device listed twice
+    /// ends with its last entry.
+    func setProfiles(_ changes: [ProfileChange], at: Double) async throws
     /// The profiles of the listed devices (devices with neither zone nor tags are absent).
     func profiles(deviceIds: [String]) async throws -> [String: DeviceProfile]
+}
+
+/// What `setProfiles` sets on one device (nil leaves that part as it is; a zone of `.some(nil)` clears it).
+public struct ProfileChange: Sendable {
+    public var deviceId: String
+    public var timeZone: String??
+    public var tags: [String]?
+
+    public init(deviceId: String, timeZone: String?? = nil, tags: [String]? = nil) {
+        self.deviceId = deviceId
+        self.timeZone = timeZone
+        self.tags = tags
+    }
+}
+
+extension DeviceTokenStore {
+    public func setProfile(deviceId: String, timeZone: String??, tags: [String]?, at: Double) async throws {
+        try await setProfiles([ProfileChange(deviceId: deviceId, timeZone: timeZone, tags: tags)], at: at)
+    }
 }
 
 /// The durable outbox: pushes and their deliveries, committed before the service answers, drained by workers.

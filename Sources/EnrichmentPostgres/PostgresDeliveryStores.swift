@@ -86,21 +86,36 @@ public struct PostgresTokenStore: DeviceTokenStore {
         }
     }
 
-    public func setProfile(deviceId: String, timeZone: String??, tags: [String]?, at: Double) async throws {
+    public func setProfiles(_ changes: [ProfileChange], at: Double) async throws {
+        // The last entry of a device listed twice, as SQLite's loop leaves it.
+        var zones: [String: String?] = [:]
+        var tags: [String: [String]] = [:]
+        for change in changes {
+            if let zone = change.timeZone { zones[change.deviceId] = zone }
+            if let set = change.tags { tags[change.deviceId] = set }
+        }
+        guard !zones.isEmpty || !tags.isEmpty else { return }
+        let zoneIds = Array(zones.keys)
+        let zoneNames = zoneIds.map { (zones[$0] ?? nil) ?? "" }  // "" is a cleared zone (no IANA name is empty)
+        let tagged = Array(tags.keys)
+        let pairs = tagged.flatMap { id in Set(tags[id] ?? []).map { (id, $0) } }
+        let pairIds = pairs.map(\.0)
+        let pairTags = pairs.map(\.1)
         try await database.withTransaction { connection in
-            if let timeZone {
+            if !zoneIds.isEmpty {
                 try await connection.run(
                     """
-                    INSERT INTO device_profiles (device_id, time_zone, updated_at) VALUES (\(deviceId), \(timeZone), \(at))
+                    INSERT INTO device_profiles (device_id, time_zone, updated_at)
+                    SELECT d, NULLIF(z, ''), \(at) FROM unnest(\(zoneIds)::text[], \(zoneNames)::text[]) AS u(d, z)
                     ON CONFLICT (device_id) DO UPDATE SET time_zone = excluded.time_zone, updated_at = excluded.updated_at
                     """, logger: database.logger)
             }
-            if let tags {
+            if !tagged.isEmpty {
                 try await connection.run(
-                    "DELETE FROM device_tags WHERE device_id = \(deviceId)", logger: database.logger)
+                    "DELETE FROM device_tags WHERE device_id = ANY(\(tagged)::text[])", logger: database.logger)
                 try await connection.run(
                     """
-                    INSERT INTO device_tags (tag, device_id) SELECT DISTINCT t, \(deviceId) FROM unnest(\(tags)::text[]) AS t
+                    INSERT INTO device_tags (tag, device_id) SELECT t, d FROM unnest(\(pairTags)::text[], \(pairIds)::text[]) AS u(t, d)
                     ON CONFLICT DO NOTHING
                     """, logger: database.logger)
             }
@@ -143,7 +158,7 @@ public struct PostgresTokenStore: DeviceTokenStore {
         }
         let first = ordered[0]
         let others = Array(ordered.dropFirst())
-        let rows = try await database.query(
+        let rows = try await database.bulkRead(
             """
             SELECT array_agg(t.device_id) FROM device_tags t
             WHERE t.tag = \(first)

@@ -431,13 +431,17 @@ struct SnapshotStatement: PostgresPreparedStatement {
 }
 
 extension PostgresLocationStore: AudienceHistory {
+    // Each cell range is read through the cell index (`LATERAL ... OFFSET 0`, which the planner cannot flatten
+    // into a join it might answer by scanning the table, as it did for last fixes on a table not analysed yet).
     public func zoneCentres(inCells ranges: [ClosedRange<Int64>]) async throws -> [ZoneCentre] {
         guard !ranges.isEmpty else { return [] }
-        let rows = try await database.query(
+        let rows = try await database.bulkRead(
             """
             SELECT z.device_id, z.period, z.latitude, z.longitude
             FROM unnest(\(ranges.map(\.lowerBound))::int8[], \(ranges.map(\.upperBound))::int8[]) AS r(lo, hi)
-            JOIN zois z ON z.cell BETWEEN r.lo AND r.hi
+            CROSS JOIN LATERAL (
+                SELECT device_id, period, latitude, longitude FROM zois WHERE cell BETWEEN r.lo AND r.hi OFFSET 0
+            ) AS z
             """)
         var found: [ZoneCentre] = []
         for try await (id, period, latitude, longitude) in rows.decode((String, String?, Double, Double).self) {
@@ -452,11 +456,13 @@ extension PostgresLocationStore: AudienceHistory {
         -> [VisitPlace]
     {
         guard !ranges.isEmpty else { return [] }
-        let rows = try await database.query(
+        let rows = try await database.bulkRead(
             """
             SELECT v.device_id, v.latitude, v.longitude, v.arrival, v.departure
             FROM unnest(\(ranges.map(\.lowerBound))::int8[], \(ranges.map(\.upperBound))::int8[]) AS r(lo, hi)
-            JOIN visits v ON v.cell BETWEEN r.lo AND r.hi
+            CROSS JOIN LATERAL (
+                SELECT device_id, latitude, longitude, arrival, departure FROM visits WHERE cell BETWEEN r.lo AND r.hi OFFSET 0
+            ) AS v
             WHERE v.departure >= \(from) AND v.arrival <= \(to)
             """)
         var found: [VisitPlace] = []

@@ -56,25 +56,38 @@ public struct PostgresFixStore: FixStore {
             """)
     }
 
-    /// Every device's last fix in the given cells (audiences), in one query.
-    public func lastFixes(inCells ranges: [ClosedRange<Int64>]) async throws -> [LocationFix] {
+    /// Where each device of the given cells was at its last fix, fresh and fine enough (audiences), in one query
+    /// that answers one row of three arrays: a 10 km audience in a city reads over 100,000 devices, and decoding
+    /// them as rows cost several times the query. Each range is read through the cell index (`LATERAL ... OFFSET
+    /// 0`, which the planner cannot flatten): on a table not analysed yet, the filters on age and accuracy made
+    /// it scan the whole table instead (100 ms at a million devices for an empty answer).
+    public func lastPositions(
+        inCells ranges: [ClosedRange<Int64>], fixedSince oldest: Double, accuracyAtMost maxAccuracy: Double
+    ) async throws -> [DevicePosition] {
         guard !ranges.isEmpty else { return [] }
         let lows = ranges.map(\.lowerBound)
         let highs = ranges.map(\.upperBound)
-        let rows = try await database.query(
+        let rows = try await database.bulkRead(
             """
-            SELECT l.device_id, l.fix_time, l.latitude, l.longitude, l.horizontal_accuracy
+            SELECT array_agg(l.device_id), array_agg(l.latitude), array_agg(l.longitude)
             FROM unnest(\(lows)::int8[], \(highs)::int8[]) AS r(lo, hi)
-            JOIN last_fixes l ON l.cell BETWEEN r.lo AND r.hi
+            CROSS JOIN LATERAL (
+                SELECT device_id, fix_time, latitude, longitude, horizontal_accuracy FROM last_fixes WHERE cell BETWEEN r.lo AND r.hi OFFSET 0
+            ) AS l
+            WHERE l.fix_time >= \(oldest) AND coalesce(l.horizontal_accuracy, 0) <= \(maxAccuracy)
             """)
-        var found: [LocationFix] = []
-        for try await (id, time, latitude, longitude, accuracy) in rows.decode(
-            (String, Double, Double, Double, Double?).self)
-        {
-            found.append(
-                LocationFix(
-                    deviceId: id, coordinate: Coordinate(latitude: latitude, longitude: longitude), fixTime: time,
-                    horizontalAccuracy: accuracy, receivedAt: 0))
+        var found: [DevicePosition] = []
+        for try await (ids, latitudes, longitudes) in rows.decode(([String]?, [Double]?, [Double]?).self) {
+            guard let ids, let latitudes, let longitudes, ids.count == latitudes.count,
+                ids.count == longitudes.count
+            else { continue }
+            found.reserveCapacity(ids.count)
+            for index in ids.indices {
+                found.append(
+                    DevicePosition(
+                        deviceId: ids[index],
+                        coordinate: Coordinate(latitude: latitudes[index], longitude: longitudes[index])))
+            }
         }
         return found
     }

@@ -37,22 +37,40 @@ public struct SQLiteFixStore: FixStore {
         }
     }
 
-    /// Every device's last fix in the given cells (audiences).
-    public func lastFixes(inCells ranges: [ClosedRange<Int64>]) async throws -> [LocationFix] {
+    /// Where each device of the given cells was at its last fix, fresh and fine enough (audiences), read from the covering
+    /// `last_fixes_by_cell` index alone. The rows are read through SQLite's C interface: a 10 km audience in a
+    /// city reads over 100,000 of them, and GRDB's `Row` spent more than the read itself on each.
+    public func lastPositions(
+        inCells ranges: [ClosedRange<Int64>], fixedSince oldest: Double, accuracyAtMost maxAccuracy: Double
+    ) async throws -> [DevicePosition] {
         try await database.pool.read { db in
             let statement = try db.cachedStatement(
                 sql: """
-                    SELECT device_id, fix_time, latitude, longitude, horizontal_accuracy FROM last_fixes
-                    WHERE cell BETWEEN ? AND ?
+                    SELECT device_id, latitude, longitude FROM last_fixes
+                    WHERE cell BETWEEN ? AND ? AND fix_time >= ? AND ifnull(horizontal_accuracy, 0) <= ?
                     """)
-            var found: [LocationFix] = []
+            let handle = statement.sqliteStatement
+            var found: [DevicePosition] = []
             for range in ranges {
-                let rows = try Row.fetchCursor(statement, arguments: [range.lowerBound, range.upperBound])
-                while let row = try rows.next() {
+                try statement.setArguments([range.lowerBound, range.upperBound, oldest, maxAccuracy])
+                defer { sqlite3_reset(handle) }
+                while true {
+                    let code = sqlite3_step(handle)
+                    if code == SQLITE_DONE { break }
+                    guard code == SQLITE_ROW, let text = sqlite3_column_text(handle, 0) else {
+                        throw DatabaseError(
+                            resultCode: ResultCode(rawValue: code),
+                            message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+                    }
+                    let id = String(
+                        decoding: UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(handle, 0))),
+                        as: UTF8.self)
                     found.append(
-                        LocationFix(
-                            deviceId: row[0], coordinate: Coordinate(latitude: row[2], longitude: row[3]),
-                            fixTime: row[1], horizontalAccuracy: row[4], receivedAt: 0))
+                        DevicePosition(
+                            deviceId: id,
+                            coordinate: Coordinate(
+                                latitude: sqlite3_column_double(handle, 1), longitude: sqlite3_column_double(handle, 2))
+                        ))
                 }
             }
             return found

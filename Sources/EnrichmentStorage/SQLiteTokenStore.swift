@@ -77,21 +77,25 @@ public struct SQLiteTokenStore: DeviceTokenStore {
         }
     }
 
-    public func setProfile(deviceId: String, timeZone: String??, tags: [String]?, at: Double) async throws {
+    public func setProfiles(_ changes: [ProfileChange], at: Double) async throws {
+        guard !changes.isEmpty else { return }
         try await database.pool.write { db in
-            if let timeZone {
-                try db.execute(
-                    sql: """
-                        INSERT INTO device_profiles (device_id, time_zone, updated_at) VALUES (?, ?, ?)
-                        ON CONFLICT (device_id) DO UPDATE SET time_zone = excluded.time_zone,
-                            updated_at = excluded.updated_at
-                        """, arguments: [deviceId, timeZone, at])
-            }
-            if let tags {
-                try db.execute(sql: "DELETE FROM device_tags WHERE device_id = ?", arguments: [deviceId])
-                let insert = try db.cachedStatement(
-                    sql: "INSERT OR IGNORE INTO device_tags (tag, device_id) VALUES (?, ?)")
-                for tag in tags { try insert.execute(arguments: [tag, deviceId]) }
+            let zone = try db.cachedStatement(
+                sql: """
+                    INSERT INTO device_profiles (device_id, time_zone, updated_at) VALUES (?, ?, ?)
+                    ON CONFLICT (device_id) DO UPDATE SET time_zone = excluded.time_zone,
+                        updated_at = excluded.updated_at
+                    """)
+            let clear = try db.cachedStatement(sql: "DELETE FROM device_tags WHERE device_id = ?")
+            let insert = try db.cachedStatement(sql: "INSERT OR IGNORE INTO device_tags (tag, device_id) VALUES (?, ?)")
+            for change in changes {
+                if let timeZone = change.timeZone {
+                    try zone.execute(arguments: [change.deviceId, timeZone, at])
+                }
+                if let tags = change.tags {
+                    try clear.execute(arguments: [change.deviceId])
+                    for tag in tags { try insert.execute(arguments: [tag, change.deviceId]) }
+                }
             }
         }
     }

@@ -137,7 +137,7 @@ extension Audiences {
                 fields["store_rows"] = .int(Int64(rows))
                 fields["store_ms"] = .double(storeTimes[1])
             }
-            print(Self.line(.object(fields)))
+            Self.emit(Self.line(.object(fields)))
         }
     }
 
@@ -145,8 +145,8 @@ extension Audiences {
         Double((ContinuousClock.now - begin) / .microseconds(1)) / 1000
     }
 
-    /// Each device's tags through the token store's own write path (`setProfile`, as registration sets them),
-    /// `tagWidth` devices at a time.
+    /// Each device's tags through the token store's bulk write path (`setProfiles`, the rows registration's
+    /// `setProfile` writes), `chunk` devices per transaction, two chunks in flight.
     func loadTags(_ runtime: EnrichmentRuntime, path: String, now: Double) async throws {
         let tokens = runtime.tokens
         var lines = try CSVLines(path)
@@ -155,22 +155,29 @@ extension Audiences {
         var tagCount = 0
         try await withThrowingTaskGroup(of: Void.self) { group in
             var running = 0
-            while let row = lines.next() {
-                if running >= tagWidth {
+            var changes: [ProfileChange] = []
+            func send() async throws {
+                if running >= 2 {
                     try await group.next()
                     running -= 1
                 }
-                let id = String(row[0])
+                let batch = changes
+                changes = []
+                group.addTask { try await tokens.setProfiles(batch, at: now) }
+                running += 1
+            }
+            while let row = lines.next() {
                 let tags = row[1].split(separator: " ").map(String.init)
                 devices += 1
                 tagCount += tags.count
-                group.addTask { try await tokens.setProfile(deviceId: id, timeZone: nil, tags: tags, at: now) }
-                running += 1
+                changes.append(ProfileChange(deviceId: String(row[0]), tags: tags))
+                if changes.count == chunk { try await send() }
             }
+            if !changes.isEmpty { try await send() }
             try await group.waitForAll()
         }
         let seconds = Self.milliseconds(since: started) / 1000
-        print(
+        Self.emit(
             Self.line(
                 .object([
                     "phase": .string("load_tags"), "devices": .int(Int64(devices)), "tags": .int(Int64(tagCount)),
@@ -242,7 +249,7 @@ extension Audiences {
         }
         guard pending == nil else { throw ValidationError("visits of a device not in \(zois): \(pending![0])") }
         let seconds = Self.milliseconds(since: started) / 1000
-        print(
+        Self.emit(
             Self.line(
                 .object([
                     "phase": .string("load_history"), "devices": .int(Int64(devices)),

@@ -21,8 +21,8 @@ struct Audiences: AsyncParsableCommand {
     @Option(help: "The instant the population's ages count back from (epoch seconds; default now).") var now: Double?
     @Option(help: "Folder written by gen-population.py --extras: also load and time tags, zoi and visited.")
     var extras: String?
-    @Option(help: "Concurrent setProfile calls while loading tags.") var tagWidth = 32
-    @Option(help: "Devices per importHistory transaction while loading zones and visits.") var chunk = 2_000
+    @Option(help: "Devices per setProfiles or importHistory transaction while loading tags, zones and visits.")
+    var chunk = 2_000
     @Option(help: "The POI of the one-POI visited audience.") var poiId = "p0"
 
     func rows(_ path: String) throws -> [[Substring]] {
@@ -58,7 +58,7 @@ struct Audiences: AsyncParsableCommand {
         }
         if !batch.isEmpty { try await runtime.fixes.insert(batch) }
         let loadSeconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1e6
-        print(
+        Self.emit(
             Self.line(
                 .object([
                     "phase": .string("load"), "devices": .int(Int64(people.count)),
@@ -78,7 +78,7 @@ struct Audiences: AsyncParsableCommand {
                 times.append(Double((ContinuousClock.now - begin) / .microseconds(1)) / 1000)
             }
             times.sort()
-            print(
+            Self.emit(
                 Self.line(
                     .object([
                         "phase": .string("near"), "lat": .double(center.latitude), "lng": .double(center.longitude),
@@ -89,6 +89,11 @@ struct Audiences: AsyncParsableCommand {
         if let extras {
             try await loadAndTimeExtras(runtime, folder: extras, now: now)
         }
+    }
+
+    /// One line to stdout, written at once (not buffered: through `tee`, a stopped run shows what it measured).
+    static func emit(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }
 
     static func line(_ value: JSONValue) -> String { String(decoding: JSONWriter.bytes(value), as: UTF8.self) }

@@ -18,11 +18,11 @@ struct LastFixCellsTests {
     @Test("every point within the radius lies in one of the circle's cell ranges, at every latitude and size")
     func coversTheCircle() {
         var generator = SeededGenerator(seed: 11)
-        for _ in 0..<2_000 {
+        for _ in 0..<4_000 {
             let center = Coordinate(
-                latitude: Double.random(in: -85...85, using: &generator),
+                latitude: Double.random(in: -89.9...89.9, using: &generator),
                 longitude: Double.random(in: -179...179, using: &generator))
-            let radius = [50.0, 500, 5_000, 50_000].randomElement(using: &generator)!
+            let radius = [50.0, 500, 5_000, 50_000, 200_000].randomElement(using: &generator)!
             let ranges = LastFixCells.ranges(center: center, radius: radius)
             for _ in 0..<20 {
                 // Mostly on the edge, where a bounding box too small would lose the point.
@@ -46,5 +46,17 @@ struct LastFixCellsTests {
         let ranges = LastFixCells.ranges(center: Coordinate(latitude: 48.8566, longitude: 2.3522), radius: 500)
         #expect(ranges.count == 2)
         #expect(ranges.allSatisfy { $0.count <= 3 })
+    }
+
+    @Test("a row near the top or bottom of a large circle is narrower than the circle's bounding box")
+    func rowsFollowTheCircle() {
+        let paris = Coordinate(latitude: 48.8566, longitude: 2.3522)
+        let ranges = LastFixCells.ranges(center: paris, radius: 10_000)
+        let cells = ranges.reduce(0) { $0 + $1.count }
+        let widest = ranges.map(\.count).max() ?? 0
+        // The box: 19 rows of the widest row's width; the disc is π/4 of it, plus the cells its edge crosses.
+        #expect(ranges.count == 19)
+        #expect(Double(cells) < 0.9 * Double(ranges.count * widest))
+        #expect(ranges.first!.count < widest / 2 && ranges.last!.count < widest / 2)
     }
 }

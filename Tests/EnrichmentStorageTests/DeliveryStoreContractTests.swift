@@ -164,6 +164,30 @@ struct DeliveryStoreContractTests {
         #expect(try await outbox.report(pushId: "nope") == nil)
     }
 
+    @Test(
+        "profiles set in bulk: zones set and cleared, tags replaced, a device listed twice keeps its last entry",
+        arguments: DeliveryStoreKind.allCases)
+    func profilesInBulk(kind: DeliveryStoreKind) async throws {
+        let temp = try TemporaryDatabase()
+        let (tokens, _) = try await kind.makeStores(temp)
+        try await tokens.setProfile(deviceId: "d1", timeZone: "Europe/Paris", tags: ["plan:free", "lang:fr"], at: 1)
+        try await tokens.setProfile(deviceId: "d2", timeZone: "Asia/Kolkata", tags: ["plan:pro"], at: 1)
+        try await tokens.setProfiles(
+            [
+                ProfileChange(deviceId: "d1", tags: ["plan:pro", "plan:pro", "topic:news"]),
+                ProfileChange(deviceId: "d2", timeZone: .some(nil)),
+                ProfileChange(deviceId: "d3", timeZone: "America/New_York", tags: ["beta:tester"]),
+                ProfileChange(deviceId: "d3", tags: ["lang:en"]),
+            ], at: 2)
+        let profiles = try await tokens.profiles(deviceIds: ["d1", "d2", "d3", "d4"])
+        #expect(profiles["d1"] == DeviceProfile(timeZone: "Europe/Paris", tags: ["plan:pro", "topic:news"]))
+        #expect(profiles["d2"] == DeviceProfile(timeZone: nil, tags: ["plan:pro"]))
+        #expect(profiles["d3"] == DeviceProfile(timeZone: "America/New_York", tags: ["lang:en"]))
+        #expect(profiles["d4"] == nil)
+        #expect(Set(try await tokens.devices(taggedWith: "plan:pro")) == ["d1", "d2"])
+        #expect(try await tokens.devices(taggedWith: "lang:fr").isEmpty)
+    }
+
     @Test("claims are released for a restart: all of them, or one owner's", arguments: DeliveryStoreKind.allCases)
     func release(kind: DeliveryStoreKind) async throws {
         let temp = try TemporaryDatabase()

@@ -12,19 +12,30 @@ public struct AudienceResolver: Sendable {
         self.history = history
     }
 
+    /// A `near` over more rows of cells than this is read in two halves at once (about 4.5 km of radius).
+    static let splitAbove = 8
+
     /// The devices of `app` (stored keys, `AppNamespace`) the audience holds at `now` (epoch seconds).
     public func resolve(_ audience: Audience, app: String, now: Double) async throws -> Set<String> {
         switch audience {
         case .near(let center, let radius, let maxFixAge, let maxAccuracy):
-            let candidates = try await fixes.lastFixes(inCells: LastFixCells.ranges(center: center, radius: radius))
-            var found = Set<String>()
-            let oldest = now - maxFixAge
-            for fix in candidates
-            where fix.fixTime >= oldest && (fix.horizontalAccuracy ?? 0) <= maxAccuracy
-                && AppNamespace.app(of: fix.deviceId) == app && center.distance(to: fix.coordinate) <= radius
-            {
-                found.insert(fix.deviceId)
+            let ranges = LastFixCells.ranges(center: center, radius: radius)
+            let fixes = self.fixes
+            @Sendable func members(_ part: [ClosedRange<Int64>]) async throws -> [String] {
+                try await fixes.lastPositions(inCells: part, fixedSince: now - maxFixAge, accuracyAtMost: maxAccuracy)
+                    .compactMap { fix in
+                        AppNamespace.app(of: fix.deviceId) == app && center.distance(to: fix.coordinate) <= radius
+                            ? fix.deviceId : nil
+                    }
             }
+            guard ranges.count >= Self.splitAbove else { return Set(try await members(ranges)) }
+            // A large circle (a city's 10 km holds 100,000 devices of a million) is read as two halves at once, on
+            // two of the store's connections: alternate rows, so that each half holds as many of the dense rows
+            // near the centre as the other.
+            async let even = members(stride(from: 0, to: ranges.count, by: 2).map { ranges[$0] })
+            let odd = try await members(stride(from: 1, to: ranges.count, by: 2).map { ranges[$0] })
+            var found = Set(try await even)
+            found.formUnion(odd)
             return found
         case .tags(let wanted):
             guard let tags else { return [] }

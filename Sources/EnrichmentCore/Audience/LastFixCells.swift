@@ -30,21 +30,36 @@ public struct CellGrid: Sendable {
     }
 
     /// The ranges of cell numbers (inclusive) whose cells may hold a point within `radius` metres of `center`: one
-    /// range per row of the circle's bounding box. A circle across the antimeridian is cut at it.
+    /// range per row of cells the circle crosses, from the circle's westmost to its eastmost point within that
+    /// row (not the whole bounding box: a row near the circle's top or bottom is narrow, which leaves about a
+    /// fifth fewer cells to read for a large circle). A circle across the antimeridian is cut at it.
     public func ranges(center: Coordinate, radius: Double) -> [ClosedRange<Int64>] {
-        // Degrees on the sphere every distance is measured on, with a margin: a cell too many costs a few rows, a
+        // Angles on the sphere every distance is measured on, with a margin: a cell too many costs a few rows, a
         // cell too few would lose a device.
-        let metresPerDegree = Coordinate.earthRadius * .pi / 180
-        let latitudeSpan = radius / metresPerDegree * 1.001 + 1e-9
+        let angle = min(.pi, radius / Coordinate.earthRadius * 1.001 + 1e-9)
+        let latitudeSpan = angle * 180 / .pi
         let south = max(-90, center.latitude - latitudeSpan)
         let north = min(90, center.latitude + latitudeSpan)
-        // The widest longitude span of the circle is at its latitude farthest from the equator.
-        let widest = max(abs(south), abs(north))
-        let cosine = cos(min(89.9, widest) * .pi / 180)
-        let longitudeSpan = min(180, radius / (metresPerDegree * max(cosine, 1e-6)) * 1.001 + 1e-9)
-        let west = column(center.longitude - longitudeSpan)
-        let east = column(center.longitude + longitudeSpan)
-        return (row(south)...row(north)).map { row in (row * columns + west)...(row * columns + east) }
+        let centreLatitude = center.latitude * .pi / 180
+        // The circle is widest (in longitude) at this latitude, a little poleward of its centre.
+        let ratio = sin(centreLatitude) / cos(angle)
+        let widest = abs(ratio) <= 1 ? asin(ratio) : (centreLatitude >= 0 ? .pi / 2 : -.pi / 2)
+        return (row(south)...row(north)).map { row in
+            // Within the row's band of latitudes, the circle is widest at the latitude nearest `widest`; its half
+            // width there solves cos(angle) = sin φ sin φc + cos φ cos φc cos Δλ.
+            let bandSouth = (Double(row) / perDegree - 90) * .pi / 180
+            let bandNorth = (Double(row + 1) / perDegree - 90) * .pi / 180
+            let latitude = min(bandNorth, max(bandSouth, widest))
+            let divisor = cos(latitude) * cos(centreLatitude)
+            var halfWidth = 180.0
+            if divisor > 1e-12 {
+                let cosine = (cos(angle) - sin(latitude) * sin(centreLatitude)) / divisor
+                halfWidth = cosine <= -1 ? 180 : acos(min(1, cosine)) * 180 / .pi
+            }
+            let west = column(center.longitude - halfWidth)
+            let east = column(center.longitude + halfWidth)
+            return (row * columns + west)...(row * columns + east)
+        }
     }
 
     /// The ranges of cells of a box, one per row (with a one-cell margin for points on its edges).

@@ -83,8 +83,10 @@ public final class CachingFixStore: FixStore {
     }
 
     /// Straight from the store, which keeps the last-fix index.
-    public func lastFixes(inCells ranges: [ClosedRange<Int64>]) async throws -> [LocationFix] {
-        try await base.lastFixes(inCells: ranges)
+    public func lastPositions(
+        inCells ranges: [ClosedRange<Int64>], fixedSince oldest: Double, accuracyAtMost maxAccuracy: Double
+    ) async throws -> [DevicePosition] {
+        try await base.lastPositions(inCells: ranges, fixedSince: oldest, accuracyAtMost: maxAccuracy)
     }
 
     public func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix] {

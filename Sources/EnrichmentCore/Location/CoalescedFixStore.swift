@@ -22,8 +22,10 @@ public struct CoalescedFixStore: FixStore {
     public func deleteDevice(_ deviceId: String) async throws -> Int { try await base.deleteDevice(deviceId) }
 
     /// Straight from the store, which keeps the last-fix index.
-    public func lastFixes(inCells ranges: [ClosedRange<Int64>]) async throws -> [LocationFix] {
-        try await base.lastFixes(inCells: ranges)
+    public func lastPositions(
+        inCells ranges: [ClosedRange<Int64>], fixedSince oldest: Double, accuracyAtMost maxAccuracy: Double
+    ) async throws -> [DevicePosition] {
+        try await base.lastPositions(inCells: ranges, fixedSince: oldest, accuracyAtMost: maxAccuracy)
     }
 
     public func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix] {

@@ -52,9 +52,23 @@ public protocol FixStore: Sendable {
     /// first one of that device (nil: it had none): what region evaluation and the visit detector would otherwise
     /// read back. Nil when the store does not tell.
     func insertReportingPrior(_ fixes: [LocationFix]) async throws -> PriorFixes?
-    /// Every device's last fix whose cell (`LastFixCells`) lies in one of `ranges`: the candidates of a `near`
-    /// audience (device id, position, fix time and accuracy; no context or extras).
-    func lastFixes(inCells ranges: [ClosedRange<Int64>]) async throws -> [LocationFix]
+    /// The position of every device whose last fix lies in a cell (`LastFixCells`) of one of `ranges`, was taken
+    /// at or after `oldest` and has an accuracy (none counts as 0) of at most `maxAccuracy` metres: the candidates
+    /// of a `near` audience.
+    func lastPositions(
+        inCells ranges: [ClosedRange<Int64>], fixedSince oldest: Double, accuracyAtMost maxAccuracy: Double
+    ) async throws -> [DevicePosition]
+}
+
+/// Where a device was at its last fix (audiences).
+public struct DevicePosition: Sendable, Equatable {
+    public var deviceId: String
+    public var coordinate: Coordinate
+
+    public init(deviceId: String, coordinate: Coordinate) {
+        self.deviceId = deviceId
+        self.coordinate = coordinate
+    }
 }
 
 /// A store that keeps no last-fix index cannot resolve audiences.
@@ -70,7 +84,9 @@ public struct PriorFixes: Sendable {
 
 extension FixStore {
     /// Test doubles and read-only views keep no last-fix index.
-    public func lastFixes(inCells ranges: [ClosedRange<Int64>]) async throws -> [LocationFix] {
+    public func lastPositions(
+        inCells ranges: [ClosedRange<Int64>], fixedSince oldest: Double, accuracyAtMost maxAccuracy: Double
+    ) async throws -> [DevicePosition] {
         throw AudiencesUnsupported()
     }
 

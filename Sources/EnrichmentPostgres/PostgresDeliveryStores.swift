@@ -95,9 +95,10 @@ public struct PostgresTokenStore: DeviceTokenStore {
             if let set = change.tags { tags[change.deviceId] = set }
         }
         guard !zones.isEmpty || !tags.isEmpty else { return }
-        let zoneIds = Array(zones.keys)
+        // Rows locked in device order, so that two imports sharing devices cannot deadlock.
+        let zoneIds = zones.keys.sorted()
         let zoneNames = zoneIds.map { (zones[$0] ?? nil) ?? "" }  // "" is a cleared zone (no IANA name is empty)
-        let tagged = Array(tags.keys)
+        let tagged = tags.keys.sorted()
         let pairs = tagged.flatMap { id in Set(tags[id] ?? []).map { (id, $0) } }
         let pairIds = pairs.map(\.0)
         let pairTags = pairs.map(\.1)
@@ -146,7 +147,7 @@ public struct PostgresTokenStore: DeviceTokenStore {
     public func devices(taggedWithAll tags: [String]) async throws -> [String] {
         guard !tags.isEmpty else { return [] }
         // The rarest tag's devices that carry every other (each probed through the (tag, device_id) key), as one
-        // array: one value to decode, not a row per device (a common tag holds most devices).
+        // text of lines (`PackedRows`): one value to decode, not a row per device (a common tag holds most devices).
         var ordered = tags
         if tags.count > 1 {
             var sizes: [String: Int] = [:]
@@ -160,13 +161,13 @@ public struct PostgresTokenStore: DeviceTokenStore {
         let others = Array(ordered.dropFirst())
         let rows = try await database.bulkRead(
             """
-            SELECT array_agg(t.device_id) FROM device_tags t
+            SELECT string_agg(t.device_id, E'\\n') FROM device_tags t
             WHERE t.tag = \(first)
               AND NOT EXISTS (SELECT 1 FROM unnest(\(others)::text[]) AS w(tag)
                               WHERE NOT EXISTS (SELECT 1 FROM device_tags o
                                                 WHERE o.tag = w.tag AND o.device_id = t.device_id))
             """)
-        return try await rows.decode([String]?.self).first { _ in true }.flatMap { $0 } ?? []
+        return try await PackedRows.lines(rows)
     }
 
     public func deactivate(_ deactivation: TokenDeactivation) async throws -> TokenRegistration? {

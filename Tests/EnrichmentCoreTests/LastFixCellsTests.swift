@@ -19,18 +19,27 @@ struct LastFixCellsTests {
     func coversTheCircle() {
         var generator = SeededGenerator(seed: 11)
         for _ in 0..<4_000 {
+            // A third of the circles near the antimeridian or a pole.
             let center = Coordinate(
-                latitude: Double.random(in: -89.9...89.9, using: &generator),
-                longitude: Double.random(in: -179...179, using: &generator))
-            let radius = [50.0, 500, 5_000, 50_000, 200_000].randomElement(using: &generator)!
+                latitude: Bool.random(using: &generator)
+                    ? Double.random(in: -89.9...89.9, using: &generator)
+                    : (Bool.random(using: &generator) ? 1 : -1) * Double.random(in: 88...89.99, using: &generator),
+                longitude: Int.random(in: 0..<3, using: &generator) == 0
+                    ? (Bool.random(using: &generator) ? 1 : -1) * Double.random(in: 179...180, using: &generator)
+                    : Double.random(in: -180...180, using: &generator))
+            let radius = [1.0, 50, 500, 5_000, 50_000, 200_000].randomElement(using: &generator)!
             let ranges = LastFixCells.ranges(center: center, radius: radius)
             for _ in 0..<20 {
                 // Mostly on the edge, where a bounding box too small would lose the point.
                 let metres = radius * (Bool.random(using: &generator) ? 1 : Double.random(in: 0...1, using: &generator))
                 let point = Self.destination(
                     center, metres: metres * 0.999_999, bearing: Double.random(in: 0..<(2 * .pi), using: &generator))
-                guard center.distance(to: point) <= radius, abs(point.longitude) < 180 else { continue }
-                let cell = LastFixCells.cell(latitude: point.latitude, longitude: point.longitude)
+                guard center.distance(to: point) <= radius else { continue }
+                // Across the antimeridian: the same place, on the other side.
+                let longitude =
+                    point.longitude > 180
+                    ? point.longitude - 360 : point.longitude < -180 ? point.longitude + 360 : point.longitude
+                let cell = LastFixCells.cell(latitude: point.latitude, longitude: longitude)
                 #expect(ranges.contains { $0.contains(cell) }, "\(center) r=\(radius): \(point) in cell \(cell)")
             }
         }
@@ -46,6 +55,18 @@ struct LastFixCellsTests {
         let ranges = LastFixCells.ranges(center: Coordinate(latitude: 48.8566, longitude: 2.3522), radius: 500)
         #expect(ranges.count == 2)
         #expect(ranges.allSatisfy { $0.count <= 3 })
+    }
+
+    @Test("a circle across the antimeridian reads both sides; one around a pole reads its rows whole")
+    func antimeridianAndPole() {
+        let fiji = LastFixCells.ranges(center: Coordinate(latitude: -17.8, longitude: 179.95), radius: 20_000)
+        let west = LastFixCells.cell(latitude: -17.8, longitude: -179.9)  // 15 km east of the centre
+        let east = LastFixCells.cell(latitude: -17.8, longitude: 179.99)
+        #expect(fiji.contains { $0.contains(west) } && fiji.contains { $0.contains(east) })
+        let pole = LastFixCells.ranges(center: Coordinate(latitude: 89.5, longitude: 90), radius: 100_000)
+        // The centre is 56 km from the pole, any point at 89.9° 11 km from it: every longitude is within 100 km.
+        let far = LastFixCells.cell(latitude: 89.9, longitude: -120)
+        #expect(pole.contains { $0.contains(far) })
     }
 
     @Test("a row near the top or bottom of a large circle is narrower than the circle's bounding box")

@@ -113,7 +113,6 @@ struct AudienceTests {
             #expect(region.status == 201)
             let east = Coordinate(latitude: Self.paris.latitude, longitude: Self.paris.longitude + 0.015)
             for app in ["consumer", "courier"] {
-                // 5 km is read in two halves at once (more than AudienceResolver.splitAbove rows of cells).
                 for radius in [300.0, 1_000, 2_500, 5_000] {
                     let got = try await Self.preview(client, Self.near(Self.paris, radius), app: app)
                     let want = Self.bruteNear(devices, app: app, center: Self.paris, radius: radius)

@@ -12,34 +12,24 @@ public struct AudienceResolver: Sendable {
         self.history = history
     }
 
-    /// A `near` over more rows of cells than this is read in two halves at once (about 4.5 km of radius).
-    static let splitAbove = 8
-
     /// The devices of `app` (stored keys, `AppNamespace`) the audience holds at `now` (epoch seconds).
     public func resolve(_ audience: Audience, app: String, now: Double) async throws -> Set<String> {
         switch audience {
         case .near(let center, let radius, let maxFixAge, let maxAccuracy):
-            let ranges = LastFixCells.ranges(center: center, radius: radius)
-            let fixes = self.fixes
-            @Sendable func members(_ part: [ClosedRange<Int64>]) async throws -> [String] {
-                try await fixes.lastPositions(inCells: part, fixedSince: now - maxFixAge, accuracyAtMost: maxAccuracy)
-                    .compactMap { fix in
-                        AppNamespace.app(of: fix.deviceId) == app && center.distance(to: fix.coordinate) <= radius
-                            ? fix.deviceId : nil
-                    }
+            // One read, so one snapshot: a device whose fix moves within the circle is found once, wherever.
+            let positions = try await fixes.lastPositions(
+                inCells: LastFixCells.ranges(center: center, radius: radius), fixedSince: now - maxFixAge,
+                accuracyAtMost: maxAccuracy)
+            var found = Set<String>(minimumCapacity: positions.count)
+            for position in positions
+            where AppNamespace.belongs(position.deviceId, to: app) && center.distance(to: position.coordinate) <= radius
+            {
+                found.insert(position.deviceId)
             }
-            guard ranges.count >= Self.splitAbove else { return Set(try await members(ranges)) }
-            // A large circle (a city's 10 km holds 100,000 devices of a million) is read as two halves at once, on
-            // two of the store's connections: alternate rows, so that each half holds as many of the dense rows
-            // near the centre as the other.
-            async let even = members(stride(from: 0, to: ranges.count, by: 2).map { ranges[$0] })
-            let odd = try await members(stride(from: 1, to: ranges.count, by: 2).map { ranges[$0] })
-            var found = Set(try await even)
-            found.formUnion(odd)
             return found
         case .tags(let wanted):
             guard let tags else { return [] }
-            return Set(try await tags.devices(taggedWithAll: wanted).filter { AppNamespace.app(of: $0) == app })
+            return Set(try await tags.devices(taggedWithAll: wanted).filter { AppNamespace.belongs($0, to: app) })
         case .region(let storedId, let center, let radius, let rule):
             var found = Set<String>()
             if rule != .wifi {
@@ -51,16 +41,17 @@ public struct AudienceResolver: Sendable {
             if rule != .circle {
                 guard let history else { throw AudiencesUnsupported() }
                 for device in try await history.devicesInside(region: storedId)
-                where AppNamespace.app(of: device) == app {
+                where AppNamespace.belongs(device, to: app) {
                     found.insert(device)
                 }
             }
             return found
         case .zoi(let period, let area):
             guard let history else { throw AudiencesUnsupported() }
-            var found = Set<String>()
-            for zone in try await history.zoneCentres(inCells: area.cellRanges)
-            where period.holds(zone.period) && AppNamespace.app(of: zone.deviceId) == app
+            let zones = try await history.zoneCentres(inCells: area.cellRanges)
+            var found = Set<String>(minimumCapacity: zones.count)
+            for zone in zones
+            where period.holds(zone.period) && AppNamespace.belongs(zone.deviceId, to: app)
                 && area.contains(zone.coordinate)
             {
                 found.insert(zone.deviceId)
@@ -105,10 +96,11 @@ public struct AudienceResolver: Sendable {
             byCell[VisitCells.cell(latitude: poi.latitude, longitude: poi.longitude), default: []].append(poi)
             ranges += VisitCells.grid.ranges(center: poi, radius: radius)
         }
-        var found = Set<String>()
-        for visit in try await history.visitPlaces(
+        let visits = try await history.visitPlaces(
             inCells: LastFixCells.merged(ranges), from: window.from, to: window.to)
-        where !found.contains(visit.deviceId) && AppNamespace.app(of: visit.deviceId) == app {
+        var found = Set<String>(minimumCapacity: visits.count)
+        for visit in visits
+        where !found.contains(visit.deviceId) && AppNamespace.belongs(visit.deviceId, to: app) {
             search: for range in VisitCells.grid.ranges(center: visit.coordinate, radius: radius) {
                 for cell in range {
                     for poi in byCell[cell] ?? [] where poi.distance(to: visit.coordinate) <= radius {

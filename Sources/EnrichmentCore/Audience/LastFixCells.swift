@@ -29,10 +29,11 @@ public struct CellGrid: Sendable {
         min(columns - 1, max(0, Int64(((longitude + 180) * perDegree).rounded(.down))))
     }
 
-    /// The ranges of cell numbers (inclusive) whose cells may hold a point within `radius` metres of `center`: one
-    /// range per row of cells the circle crosses, from the circle's westmost to its eastmost point within that
-    /// row (not the whole bounding box: a row near the circle's top or bottom is narrow, which leaves about a
-    /// fifth fewer cells to read for a large circle). A circle across the antimeridian is cut at it.
+    /// The ranges of cell numbers (inclusive) whose cells may hold a point within `radius` metres of `center`: in
+    /// each row of cells the circle crosses, from the circle's westmost to its eastmost point within that row (not
+    /// the whole bounding box: a row near the circle's top or bottom is narrow, which leaves about a fifth fewer
+    /// cells to read for a large circle). A row that crosses the antimeridian is two ranges, one each side; a row
+    /// the circle covers all round (near a pole it contains) is the whole row.
     public func ranges(center: Coordinate, radius: Double) -> [ClosedRange<Int64>] {
         // Angles on the sphere every distance is measured on, with a margin: a cell too many costs a few rows, a
         // cell too few would lose a device.
@@ -44,22 +45,33 @@ public struct CellGrid: Sendable {
         // The circle is widest (in longitude) at this latitude, a little poleward of its centre.
         let ratio = sin(centreLatitude) / cos(angle)
         let widest = abs(ratio) <= 1 ? asin(ratio) : (centreLatitude >= 0 ? .pi / 2 : -.pi / 2)
-        return (row(south)...row(north)).map { row in
-            // Within the row's band of latitudes, the circle is widest at the latitude nearest `widest`; its half
-            // width there solves cos(angle) = sin φ sin φc + cos φ cos φc cos Δλ.
+        let haversineOfAngle = pow(sin(angle / 2), 2)
+        var result: [ClosedRange<Int64>] = []
+        for row in row(south)...row(north) {
+            // Within the row's band of latitudes, the circle is widest at the latitude φ nearest `widest`; its half
+            // width Δλ there solves the haversine formula, hav(angle) = hav(φ - φc) + cos φ cos φc hav(Δλ) (stable
+            // for a radius of a metre, where the law of cosines loses the difference in rounding).
             let bandSouth = (Double(row) / perDegree - 90) * .pi / 180
             let bandNorth = (Double(row + 1) / perDegree - 90) * .pi / 180
             let latitude = min(bandNorth, max(bandSouth, widest))
             let divisor = cos(latitude) * cos(centreLatitude)
-            var halfWidth = 180.0
-            if divisor > 1e-12 {
-                let cosine = (cos(angle) - sin(latitude) * sin(centreLatitude)) / divisor
-                halfWidth = cosine <= -1 ? 180 : acos(min(1, cosine)) * 180 / .pi
+            let haversine =
+                divisor > 1e-12
+                ? (haversineOfAngle - pow(sin((latitude - centreLatitude) / 2), 2)) / divisor : 1
+            let first = row * columns
+            guard haversine < 1 else {
+                result.append(first...(first + columns - 1))
+                continue
             }
-            let west = column(center.longitude - halfWidth)
-            let east = column(center.longitude + halfWidth)
-            return (row * columns + west)...(row * columns + east)
+            let halfWidth = 2 * asin(max(0, haversine).squareRoot()) * 180 / .pi
+            let west = center.longitude - halfWidth
+            let east = center.longitude + halfWidth
+            result.append((first + column(west))...(first + column(east)))
+            // The part of the row beyond the antimeridian, on its other side.
+            if west < -180 { result.append((first + column(west + 360))...(first + columns - 1)) }
+            if east > 180 { result.append(first...(first + column(east - 360))) }
         }
+        return result
     }
 
     /// The ranges of cells of a box, one per row (with a one-cell margin for points on its edges).

@@ -58,6 +58,32 @@ for N in $SIZES; do
     --now "$NOW" --extras "$TMP/x-$N" | tee "$TMP/postgres-$N.jsonl"
   pg_bytes=$(psql -At "$URL" -c "SELECT pg_database_size(current_database())")
   echo "{\"phase\":\"size\",\"store\":\"postgres\",\"bytes_per_device\":$(( pg_bytes / N ))}"
+  # Just loaded, the tables' visibility maps are not set: an index-only scan still reads the heap for each row
+  # (Heap Fetches in the plans below). Autovacuum sets them; measured again after a VACUUM, the steady state of
+  # append-only tables (visits, zones, tags); last_fixes, updated by every fix, lies between the two.
+  echo "-- PostgreSQL after VACUUM ANALYZE (the same audiences, nothing loaded)"
+  psql -q "$URL" -c "VACUUM ANALYZE"
+  "$BENCH" audiences --population "$TMP/pop.csv" --queries "$TMP/queries.csv" --database-url "$URL" \
+    --now "$NOW" --extras "$TMP/x-$N" --time-only | tee "$TMP/postgres-vacuumed-$N.jsonl"
+  python3 - "$TMP/postgres-$N.jsonl" "$TMP/postgres-vacuumed-$N.jsonl" <<'PY' || status=1
+import json, sys
+def timed(path):
+    out = {}
+    for line in open(path):
+        d = json.loads(line)
+        if d.get("phase") in ("near", "audience"):
+            out[d.get("name") or "near_%s_%s_%s" % (d["lat"], d["lng"], d["radius_m"])] = d
+    return out
+before, after = timed(sys.argv[1]), timed(sys.argv[2])
+bad = False
+for name, d in after.items():
+    same = before[name]["count"] == d["count"]
+    bad |= not same
+    print(json.dumps({"phase": "postgres_vacuumed" if same else "postgres_vacuumed_MISMATCH", "name": name,
+                      "count": d["count"], "loaded_ms": round(before[name]["median_ms"], 3),
+                      "vacuumed_ms": round(d["median_ms"], 3)}))
+sys.exit(1 if bad else 0)
+PY
   echo "-- PostgreSQL: the plans of the largest reads (the stores' queries, the resolver's cell ranges)"
   python3 - "$TMP/x-$N/pois.csv" "$NOW" > "$TMP/explain.sql" <<'PY'
 import csv, math, sys

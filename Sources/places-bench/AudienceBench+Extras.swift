@@ -52,8 +52,10 @@ extension Audiences {
     static let week = 604_800.0
 
     func loadAndTimeExtras(_ runtime: EnrichmentRuntime, folder: String, now: Double) async throws {
-        try await loadTags(runtime, path: "\(folder)/tags.csv", now: now)
-        try await loadHistory(runtime, zois: "\(folder)/zois.csv", visits: "\(folder)/visits.csv", now: now)
+        if !timeOnly {
+            try await loadTags(runtime, path: "\(folder)/tags.csv", now: now)
+            try await loadHistory(runtime, zois: "\(folder)/zois.csv", visits: "\(folder)/visits.csv", now: now)
+        }
         var pois: [String: Coordinate] = [:]
         var byType: [String: [Coordinate]] = [:]
         var lines = try CSVLines("\(folder)/pois.csv")

@@ -24,6 +24,8 @@ struct Audiences: AsyncParsableCommand {
     @Option(help: "Devices per setProfiles or importHistory transaction while loading tags, zones and visits.")
     var chunk = 2_000
     @Option(help: "The POI of the one-POI visited audience.") var poiId = "p0"
+    @Flag(help: "Load nothing: time the audiences of a database an earlier run loaded (e.g. after VACUUM).")
+    var timeOnly = false
 
     func rows(_ path: String) throws -> [[Substring]] {
         guard let data = FileManager.default.contents(atPath: path) else {
@@ -40,6 +42,35 @@ struct Audiences: AsyncParsableCommand {
         configuration.databaseURL = databaseURL.map { Secret($0) }
         let runtime = try await EnrichmentRuntime.open(configuration, scope: .storage)
         let now = self.now ?? Date().timeIntervalSince1970
+        if !timeOnly { try await loadFixes(runtime, now: now) }
+        let resolver = AudienceResolver(fixes: runtime.fixes)
+        for query in try rows(queries) {
+            let center = Coordinate(latitude: Double(query[0])!, longitude: Double(query[1])!)
+            let radius = Double(query[2])!
+            let audience = Audience.near(center: center, radius: radius, maxFixAge: 3_600, maxAccuracy: 500)
+            var times: [Double] = []
+            var count = 0
+            for _ in 0..<runs {
+                let begin = ContinuousClock.now
+                count = try await resolver.resolve(audience, app: AppNamespace.defaultApp, now: now).count
+                times.append(Double((ContinuousClock.now - begin) / .microseconds(1)) / 1000)
+            }
+            times.sort()
+            Self.emit(
+                Self.line(
+                    .object([
+                        "phase": .string("near"), "lat": .double(center.latitude), "lng": .double(center.longitude),
+                        "radius_m": .double(radius), "count": .int(Int64(count)),
+                        "median_ms": .double(times[times.count / 2]), "max_ms": .double(times.last ?? 0),
+                    ])))
+        }
+        if let extras {
+            try await loadAndTimeExtras(runtime, folder: extras, now: now)
+        }
+    }
+
+    /// Every device's fix through the store's own write path, 10,000 at a time.
+    func loadFixes(_ runtime: EnrichmentRuntime, now: Double) async throws {
         let people = try rows(population)
         let rssBefore = Self.residentBytes()
         let started = ContinuousClock.now
@@ -65,30 +96,6 @@ struct Audiences: AsyncParsableCommand {
                     "seconds": .double(loadSeconds), "fixes_per_second": .double(Double(people.count) / loadSeconds),
                     "rss_growth_bytes": .int(Int64(Self.residentBytes() - rssBefore)),
                 ])))
-        let resolver = AudienceResolver(fixes: runtime.fixes)
-        for query in try rows(queries) {
-            let center = Coordinate(latitude: Double(query[0])!, longitude: Double(query[1])!)
-            let radius = Double(query[2])!
-            let audience = Audience.near(center: center, radius: radius, maxFixAge: 3_600, maxAccuracy: 500)
-            var times: [Double] = []
-            var count = 0
-            for _ in 0..<runs {
-                let begin = ContinuousClock.now
-                count = try await resolver.resolve(audience, app: AppNamespace.defaultApp, now: now).count
-                times.append(Double((ContinuousClock.now - begin) / .microseconds(1)) / 1000)
-            }
-            times.sort()
-            Self.emit(
-                Self.line(
-                    .object([
-                        "phase": .string("near"), "lat": .double(center.latitude), "lng": .double(center.longitude),
-                        "radius_m": .double(radius), "count": .int(Int64(count)),
-                        "median_ms": .double(times[times.count / 2]), "max_ms": .double(times.last ?? 0),
-                    ])))
-        }
-        if let extras {
-            try await loadAndTimeExtras(runtime, folder: extras, now: now)
-        }
     }
 
     /// One line to stdout, written at once (not buffered: through `tee`, a stopped run shows what it measured).

@@ -1,4 +1,3 @@
-import NIOCore
 import PostgresNIO
 
 /// Large reads (audiences: 100,000 rows and more) answered as one row of two values, so that the client decodes

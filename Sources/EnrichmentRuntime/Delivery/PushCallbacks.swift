@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Crypto
 import Delivery
 import EnrichmentCore
@@ -6,7 +5,6 @@ import Essentials
 import Foundation
 import Logging
 import NIOCore
-import NIOHTTP1
 
 /// Posts each push's report to the push's `callback_url` once every one of its deliveries is final (issue 30).
 ///
@@ -125,19 +123,11 @@ public struct PushCallbacks: Sendable {
 
     /// One POST; `sent` or why not (the status, or the error). Redirects are not followed.
     func send(_ body: [UInt8], to url: String, pushId: String) async -> String {
-        var request = HTTPClientRequest(url: url)
-        request.method = .POST
-        request.headers.add(name: "content-type", value: "application/json")
-        request.headers.add(name: "user-agent", value: "enrichment-server push callback")
-        request.headers.add(name: "enrich-push-id", value: pushId)
-        if let secret {
-            request.headers.add(name: "enrich-signature", value: Self.signature(body, key: secret.exposed))
-        }
-        request.body = .bytes(ByteBuffer(bytes: body))
+        var headers = [("user-agent", "enrichment-server push callback"), ("enrich-push-id", pushId)]
+        if let secret { headers.append(("enrich-signature", Self.signature(body, key: secret.exposed))) }
         do {
-            let response = try await WebhookQueue.client.execute(request, timeout: Self.timeout)
-            _ = try? await response.body.collect(upTo: 64 << 10)
-            return (200...299).contains(response.status.code) ? "sent" : "HTTP \(response.status.code)"
+            let status = try await WebhookQueue.post(body, to: url, headers: headers, timeout: Self.timeout)
+            return (200...299).contains(status) ? "sent" : "HTTP \(status)"
         } catch {
             return "unreachable: \(error)"
         }

@@ -58,25 +58,34 @@ final class WebhookQueue: Sendable {
         }
     }
 
-    private func send(_ body: [UInt8]) async {
+    /// POSTs one JSON body to `url` through `client` with `headers`, reads (at most 64 KiB of) the answer, and
+    /// returns its status; throws when the receiver cannot be reached or does not answer within `timeout`.
+    static func post(
+        _ body: [UInt8], to url: String, headers: [(String, String)] = [], timeout: TimeAmount
+    ) async throws -> UInt {
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "content-type", value: "application/json")
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
         request.body = .bytes(ByteBuffer(bytes: body))
+        let response = try await client.execute(request, timeout: timeout)
+        _ = try? await response.body.collect(upTo: 64 << 10)
+        return response.status.code
+    }
+
+    private func send(_ body: [UInt8]) async {
         var delay = 0.5
         for attempt in 1...attempts {
             do {
-                let response = try await Self.client.execute(request, timeout: .seconds(5))
-                _ = try? await response.body.collect(upTo: 64 << 10)
-                if (200...299).contains(response.status.code) { return }
-                if (300...399).contains(response.status.code) {
+                let status = try await Self.post(body, to: url, timeout: .seconds(5))
+                if (200...299).contains(status) { return }
+                if (300...399).contains(status) {
                     logger.warning(
                         "\(name) webhook answered a redirect, which is not followed: set the webhook URL to where events should go",
-                        metadata: ["status": "\(response.status.code)", "attempt": "\(attempt)"])
+                        metadata: ["status": "\(status)", "attempt": "\(attempt)"])
                 } else {
                     logger.warning(
-                        "\(name) webhook refused an event",
-                        metadata: ["status": "\(response.status.code)", "attempt": "\(attempt)"])
+                        "\(name) webhook refused an event", metadata: ["status": "\(status)", "attempt": "\(attempt)"])
                 }
             } catch {
                 logger.warning(

@@ -58,8 +58,69 @@ for N in $SIZES; do
     --now "$NOW" --extras "$TMP/x-$N" | tee "$TMP/postgres-$N.jsonl"
   pg_bytes=$(psql -At "$URL" -c "SELECT pg_database_size(current_database())")
   echo "{\"phase\":\"size\",\"store\":\"postgres\",\"bytes_per_device\":$(( pg_bytes / N ))}"
+  echo "-- PostgreSQL: the plans of the largest reads (the stores' queries, the resolver's cell ranges)"
+  python3 - "$TMP/x-$N/pois.csv" "$NOW" > "$TMP/explain.sql" <<'PY'
+import csv, math, sys
+def ranges(lat, lng, radius, per):  # CellGrid.ranges(center:radius:), for these plans only
+    rows, columns = 180 * per, 360 * per
+    row = lambda v: min(rows - 1, max(0, math.floor((v + 90) * per)))
+    column = lambda v: min(columns - 1, max(0, math.floor((v + 180) * per)))
+    angle = min(math.pi, radius / 6371008.8 * 1.001 + 1e-9)
+    span = math.degrees(angle)
+    south, north = max(-90, lat - span), min(90, lat + span)
+    phi_c = math.radians(lat)
+    ratio = math.sin(phi_c) / math.cos(angle)
+    widest = math.asin(ratio) if abs(ratio) <= 1 else math.copysign(math.pi / 2, phi_c)
+    out = []
+    for r in range(row(south), row(north) + 1):  # each row clipped to the circle, as the service does
+        phi = min(math.radians((r + 1) / per - 90), max(math.radians(r / per - 90), widest))
+        divisor = math.cos(phi) * math.cos(phi_c)
+        h = (math.sin(angle / 2) ** 2 - math.sin((phi - phi_c) / 2) ** 2) / divisor if divisor > 1e-12 else 1
+        half = math.degrees(2 * math.asin(math.sqrt(min(1, max(0, h)))))
+        if h >= 1 or math.cos(angle) <= 0 or 2 * half >= 360 - 2 / per:
+            out.append((r * columns, r * columns + columns - 1))
+            continue
+        out.append((r * columns + column(lng - half), r * columns + column(lng + half)))
+        if lng - half < -180: out.append((r * columns + column(lng - half + 360), r * columns + columns - 1))
+        if lng + half > 180: out.append((r * columns, r * columns + column(lng + half - 360)))
+    return out
+def merged(found):
+    out = []
+    for lo, hi in sorted(found):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+def arrays(found):
+    return "'{%s}'::int8[], '{%s}'::int8[]" % (",".join(str(a) for a, _ in found), ",".join(str(b) for _, b in found))
+now = float(sys.argv[2])
+cafes = [(float(r["lat"]), float(r["lng"])) for r in csv.DictReader(open(sys.argv[1])) if r["type"] == "cafe"]
+zones = ranges(48.8566, 2.3522, 10000, 100)
+visits = merged([c for lat, lng in cafes for c in ranges(lat, lng, 100, 1000)])
+print("\\echo tags_common (device_tags, plan:free)")
+print("EXPLAIN (ANALYZE, BUFFERS) SELECT string_agg(t.device_id, E'\\n') FROM device_tags t WHERE t.tag = 'plan:free';")
+print("\\echo zoi_home_paris_10km (zois, %d cell ranges)" % len(zones))
+print("EXPLAIN (ANALYZE, BUFFERS) SELECT string_agg(z.device_id || coalesce(E'\\t' || z.period, ''), E'\\n'),"
+      " string_agg(float8send(z.latitude) || float8send(z.longitude), ''::bytea) FROM unnest(%s) AS r(lo, hi)"
+      " CROSS JOIN LATERAL (SELECT device_id, period, latitude, longitude FROM zois"
+      " WHERE cell BETWEEN r.lo AND r.hi OFFSET 0) AS z;" % arrays(zones))
+print("\\echo visited_cafe_7d (visits, %d cell ranges)" % len(visits))
+print("EXPLAIN (ANALYZE, BUFFERS) SELECT string_agg(v.device_id, E'\\n'), string_agg(float8send(v.latitude)"
+      " || float8send(v.longitude) || float8send(v.arrival) || float8send(v.departure), ''::bytea)"
+      " FROM unnest(%s) AS r(lo, hi) CROSS JOIN LATERAL (SELECT device_id, latitude, longitude, arrival, departure"
+      " FROM visits WHERE cell BETWEEN r.lo AND r.hi OFFSET 0) AS v"
+      " WHERE v.departure >= %r AND v.arrival <= %r;" % (arrays(visits), now - 604800, now))
+print("\\echo near_paris_10km (last_fixes, %d cell ranges)" % len(zones))
+print("EXPLAIN (ANALYZE, BUFFERS) SELECT string_agg(l.device_id, E'\\n'),"
+      " string_agg(float8send(l.latitude) || float8send(l.longitude), ''::bytea)"
+      " FROM unnest(%s) AS r(lo, hi) CROSS JOIN LATERAL (SELECT device_id, fix_time, latitude, longitude,"
+      " horizontal_accuracy FROM last_fixes WHERE cell BETWEEN r.lo AND r.hi OFFSET 0) AS l"
+      " WHERE l.fix_time >= %r AND coalesce(l.horizontal_accuracy, 0) <= 500;" % (arrays(zones), now - 3600))
+PY
+  psql -X -q "$URL" -f "$TMP/explain.sql" | sed 's/^/    /'
   # Just loaded, the tables' visibility maps are not set: an index-only scan still reads the heap for each row
-  # (Heap Fetches in the plans below). Autovacuum sets them; measured again after a VACUUM, the steady state of
+  # (Heap Fetches in the plans above). Autovacuum sets them; measured again after a VACUUM, the steady state of
   # append-only tables (visits, zones, tags); last_fixes, updated by every fix, lies between the two.
   echo "-- PostgreSQL after VACUUM ANALYZE (the same audiences, nothing loaded)"
   psql -q "$URL" -c "VACUUM ANALYZE"
@@ -84,61 +145,6 @@ for name, d in after.items():
                       "vacuumed_ms": round(d["median_ms"], 3)}))
 sys.exit(1 if bad else 0)
 PY
-  echo "-- PostgreSQL: the plans of the largest reads (the stores' queries, the resolver's cell ranges)"
-  python3 - "$TMP/x-$N/pois.csv" "$NOW" > "$TMP/explain.sql" <<'PY'
-import csv, math, sys
-def ranges(lat, lng, radius, per):  # CellGrid.ranges(center:radius:), for these plans only
-    rows, columns = 180 * per, 360 * per
-    row = lambda v: min(rows - 1, max(0, math.floor((v + 90) * per)))
-    column = lambda v: min(columns - 1, max(0, math.floor((v + 180) * per)))
-    angle = min(math.pi, radius / 6371008.8 * 1.001 + 1e-9)
-    span = math.degrees(angle)
-    south, north = max(-90, lat - span), min(90, lat + span)
-    phi_c = math.radians(lat)
-    ratio = math.sin(phi_c) / math.cos(angle)
-    widest = math.asin(ratio) if abs(ratio) <= 1 else math.copysign(math.pi / 2, phi_c)
-    out = []
-    for r in range(row(south), row(north) + 1):  # each row clipped to the circle, as the service does
-        phi = min(math.radians((r + 1) / per - 90), max(math.radians(r / per - 90), widest))
-        divisor = math.cos(phi) * math.cos(phi_c)
-        half = 180.0
-        if divisor > 1e-12:
-            c = (math.cos(angle) - math.sin(phi) * math.sin(phi_c)) / divisor
-            half = 180.0 if c <= -1 else math.degrees(math.acos(min(1.0, c)))
-        out.append((r * columns + column(lng - half), r * columns + column(lng + half)))
-    return out
-def merged(found):
-    out = []
-    for lo, hi in sorted(found):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
-def arrays(found):
-    return "'{%s}'::int8[], '{%s}'::int8[]" % (",".join(str(a) for a, _ in found), ",".join(str(b) for _, b in found))
-now = float(sys.argv[2])
-cafes = [(float(r["lat"]), float(r["lng"])) for r in csv.DictReader(open(sys.argv[1])) if r["type"] == "cafe"]
-zones = ranges(48.8566, 2.3522, 10000, 100)
-visits = merged([c for lat, lng in cafes for c in ranges(lat, lng, 100, 1000)])
-print("\\echo tags_common (device_tags, plan:free)")
-print("EXPLAIN (ANALYZE, BUFFERS) SELECT array_agg(t.device_id) FROM device_tags t WHERE t.tag = 'plan:free';")
-print("\\echo zoi_home_paris_10km (zois, %d cell ranges)" % len(zones))
-print("EXPLAIN (ANALYZE, BUFFERS) SELECT z.device_id, z.period, z.latitude, z.longitude FROM unnest(%s) AS r(lo, hi)"
-      " CROSS JOIN LATERAL (SELECT device_id, period, latitude, longitude FROM zois"
-      " WHERE cell BETWEEN r.lo AND r.hi OFFSET 0) AS z;" % arrays(zones))
-print("\\echo visited_cafe_7d (visits, %d cell ranges)" % len(visits))
-print("EXPLAIN (ANALYZE, BUFFERS) SELECT v.device_id, v.latitude, v.longitude, v.arrival, v.departure"
-      " FROM unnest(%s) AS r(lo, hi) CROSS JOIN LATERAL (SELECT device_id, latitude, longitude, arrival, departure"
-      " FROM visits WHERE cell BETWEEN r.lo AND r.hi OFFSET 0) AS v"
-      " WHERE v.departure >= %r AND v.arrival <= %r;" % (arrays(visits), now - 604800, now))
-print("\\echo near_paris_10km (last_fixes, %d cell ranges)" % len(zones))
-print("EXPLAIN (ANALYZE, BUFFERS) SELECT array_agg(l.device_id), array_agg(l.latitude), array_agg(l.longitude)"
-      " FROM unnest(%s) AS r(lo, hi) CROSS JOIN LATERAL (SELECT device_id, fix_time, latitude, longitude,"
-      " horizontal_accuracy FROM last_fixes WHERE cell BETWEEN r.lo AND r.hi OFFSET 0) AS l"
-      " WHERE l.fix_time >= %r AND coalesce(l.horizontal_accuracy, 0) <= 500;" % (arrays(zones), now - 3600))
-PY
-  psql -X -q "$URL" -f "$TMP/explain.sql" | sed 's/^/    /'
   echo "-- scipy cKDTree on the same points and queries, and the ratios"
   python3 - "$TMP/pop.csv" "$TMP/queries.csv" "$TMP/sqlite-$N.jsonl" "$TMP/postgres-$N.jsonl" <<'PY' || status=1
 import csv, json, sys, time

@@ -99,7 +99,7 @@ public struct PostgresTokenStore: DeviceTokenStore {
         let zoneIds = zones.keys.sorted()
         let zoneNames = zoneIds.map { (zones[$0] ?? nil) ?? "" }  // "" is a cleared zone (no IANA name is empty)
         let tagged = tags.keys.sorted()
-        let pairs = tagged.flatMap { id in Set(tags[id] ?? []).map { (id, $0) } }
+        let pairs = tagged.flatMap { id in Set(tags[id] ?? []).sorted().map { (id, $0) } }
         let pairIds = pairs.map(\.0)
         let pairTags = pairs.map(\.1)
         try await database.withTransaction { connection in

@@ -29,6 +29,10 @@ struct LastFixCellsTests {
                     : Double.random(in: -180...180, using: &generator))
             let radius = [1.0, 50, 500, 5_000, 50_000, 200_000].randomElement(using: &generator)!
             let ranges = LastFixCells.ranges(center: center, radius: radius)
+            // No cell is read twice.
+            let sorted = ranges.sorted { $0.lowerBound < $1.lowerBound }
+            #expect(
+                zip(sorted, sorted.dropFirst()).allSatisfy { $0.upperBound < $1.lowerBound }, "\(center) r=\(radius)")
             for _ in 0..<20 {
                 // Mostly on the edge, where a bounding box too small would lose the point.
                 let metres = radius * (Bool.random(using: &generator) ? 1 : Double.random(in: 0...1, using: &generator))
@@ -55,6 +59,24 @@ struct LastFixCellsTests {
         let ranges = LastFixCells.ranges(center: Coordinate(latitude: 48.8566, longitude: 2.3522), radius: 500)
         #expect(ranges.count == 2)
         #expect(ranges.allSatisfy { $0.count <= 3 })
+    }
+
+    @Test("a circle wider than a quarter of the Earth covers every point within it")
+    func hugeCircles() {
+        var generator = SeededGenerator(seed: 12)
+        for center in [(0.0, 0.0), (30, 100), (-45, -170)].map({ Coordinate(latitude: $0.0, longitude: $0.1) }) {
+            let radius = 15_000_000.0
+            let ranges = LastFixCells.ranges(center: center, radius: radius)
+            for _ in 0..<300 {
+                let point = Self.destination(
+                    center, metres: Double.random(in: 10_000_000...radius, using: &generator) * 0.999_999,
+                    bearing: Double.random(in: 0..<(2 * .pi), using: &generator))
+                guard center.distance(to: point) <= radius else { continue }
+                let longitude = (point.longitude + 540).truncatingRemainder(dividingBy: 360) - 180
+                let cell = LastFixCells.cell(latitude: point.latitude, longitude: longitude)
+                #expect(ranges.contains { $0.contains(cell) }, "\(center): \(point) in cell \(cell)")
+            }
+        }
     }
 
     @Test("a circle across the antimeridian reads both sides; one around a pole reads its rows whole")

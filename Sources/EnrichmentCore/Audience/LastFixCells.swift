@@ -59,11 +59,14 @@ public struct CellGrid: Sendable {
                 divisor > 1e-12
                 ? (haversineOfAngle - pow(sin((latitude - centreLatitude) / 2), 2)) / divisor : 1
             let first = row * columns
-            guard haversine < 1 else {
+            let halfWidth = 2 * asin(min(1, max(0, haversine)).squareRoot()) * 180 / .pi
+            // All round: the circle holds the row's whole band of latitudes (near a pole it contains), spans nearly
+            // all of it (its two ends would meet in one cell, read twice), or is wider than a quarter of the Earth,
+            // where the latitude nearest `widest` is the row's narrowest, not its widest.
+            guard haversine < 1, cos(angle) > 0, 2 * halfWidth < 360 - 2 / perDegree else {
                 result.append(first...(first + columns - 1))
                 continue
             }
-            let halfWidth = 2 * asin(max(0, haversine).squareRoot()) * 180 / .pi
             let west = center.longitude - halfWidth
             let east = center.longitude + halfWidth
             result.append((first + column(west))...(first + column(east)))

@@ -60,7 +60,7 @@ extension PostgresBackend {
     }
 
     /// One large read (an audience's cells, a common tag's devices) on a pooled connection, its rows read in full,
-    /// with PostgreSQL's JIT compilation off for it (`SET LOCAL jit = off` in a read-only transaction). The
+    /// with PostgreSQL's JIT compilation off for it (`SET LOCAL jit = off` in a transaction of its own). The
     /// planner estimates a join over thousands of cell ranges at millions of rows, far over `jit_above_cost`, and
     /// compiling the plan then took 150 ms of a 330 ms query that returns 36,000 rows (BENCHMARKS.md); the
     /// setting ends with the transaction, so the pooled connection keeps the server's own setting.
@@ -68,17 +68,9 @@ extension PostgresBackend {
         _ query: PostgresQuery, logger: Logger? = nil, file: String = #fileID, line: Int = #line
     ) async throws -> PostgresRows {
         let logger = logger ?? self.logger
-        return try await withConnection { connection in
-            try await connection.run("BEGIN READ ONLY", logger: logger)
-            do {
-                try await connection.run("SET LOCAL jit = off", logger: logger)
-                let rows = try await connection.run(query, logger: logger, file: file, line: line).collect()
-                try await connection.run("COMMIT", logger: logger)
-                return PostgresRows(rows: rows)
-            } catch {
-                if !connection.isClosed { _ = try? await connection.run("ROLLBACK", logger: logger) }
-                throw error
-            }
+        return try await withTransaction { connection in
+            try await connection.run("SET LOCAL jit = off", logger: logger)
+            return PostgresRows(rows: try await connection.run(query, logger: logger, file: file, line: line).collect())
         }
     }
 

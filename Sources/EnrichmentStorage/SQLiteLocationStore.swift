@@ -96,16 +96,21 @@ public final class SQLiteLocationStore: LocationStore {
 
     /// Appends visits of a device, with their VisitCells cells.
     static func insertVisits(_ db: Database, deviceId: String, _ visits: [Visit]) throws {
-        guard !visits.isEmpty else { return }
+        try insertVisits(db, visits.map { (seq: nil, deviceId: deviceId, visit: $0) })
+    }
+
+    /// Appends visits, each with its VisitCells cell, in the order given; a nil `seq` takes the next one.
+    static func insertVisits(_ db: Database, _ rows: [(seq: Int64?, deviceId: String, visit: Visit)]) throws {
+        guard !rows.isEmpty else { return }
         let insert = try db.cachedStatement(
             sql: """
-                INSERT INTO visits (device_id, id, arrival, departure, latitude, longitude, horizontal_accuracy,
-                                    recorded_at, source, cell)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO visits (seq, device_id, id, arrival, departure, latitude, longitude,
+                                    horizontal_accuracy, recorded_at, source, cell)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
-        for v in visits {
+        for (seq, deviceId, v) in rows {
             try insert.execute(arguments: [
-                deviceId, v.id, v.arrival, v.departure, v.latitude, v.longitude, v.horizontalAccuracy,
+                seq, deviceId, v.id, v.arrival, v.departure, v.latitude, v.longitude, v.horizontalAccuracy,
                 v.recordedAt, v.source, VisitCells.cell(latitude: v.latitude, longitude: v.longitude),
             ])
         }
@@ -127,15 +132,15 @@ public final class SQLiteLocationStore: LocationStore {
         return result
     }
 
+    /// The writer's page cache during `importHistory`, KiB.
+    static let importCacheKiB = 128 * 1024
+
     /// Loads history computed elsewhere (a migration from another system, a benchmark's population) in bulk: for
     /// each device, appends its visits and replaces its zones, storing exactly what `updateVisits` stores for a
     /// run whose change has these visits and zones (the same rows, cells and encoding), in one write transaction
     /// for the whole chunk. It does not run the visit pipeline: nothing is detected, clustered or classified, no
     /// location event is written, and a device's existing visits are neither read nor merged (a visit id it
     /// already has fails the chunk). A device listed twice keeps the zones of its last entry.
-    /// The writer's page cache during `importHistory`, KiB.
-    static let importCacheKiB = 128 * 1024
-
     public func importHistory(_ devices: [(deviceId: String, visits: [Visit], zois: [ZoneOfInterest])]) async throws {
         guard !devices.isEmpty else { return }
         let classified = try await database.pool.writeWithoutTransaction { db in
@@ -151,26 +156,14 @@ public final class SQLiteLocationStore: LocationStore {
                 // `seq` (a device's visits are read in its order) numbered in the order given, rows written in
                 // cell order.
                 let base = try Int64.fetchOne(db, sql: "SELECT max(seq) FROM visits") ?? 0
-                var visits = devices.flatMap { device in device.visits.map { (device: device.deviceId, visit: $0) } }
+                let rows = devices.flatMap { device in device.visits.map { (device.deviceId, $0) } }
                     .enumerated().map { index, entry in
                         (
-                            seq: base + 1 + Int64(index), device: entry.device, visit: entry.visit,
-                            cell: VisitCells.cell(latitude: entry.visit.latitude, longitude: entry.visit.longitude)
+                            cell: VisitCells.cell(latitude: entry.1.latitude, longitude: entry.1.longitude),
+                            row: (seq: Int64?.some(base + 1 + Int64(index)), deviceId: entry.0, visit: entry.1)
                         )
                     }
-                visits.sort { $0.cell < $1.cell }
-                let insert = try db.cachedStatement(
-                    sql: """
-                        INSERT INTO visits (seq, device_id, id, arrival, departure, latitude, longitude,
-                                            horizontal_accuracy, recorded_at, source, cell)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                        """)
-                for (seq, device, v, cell) in visits {
-                    try insert.execute(arguments: [
-                        seq, device, v.id, v.arrival, v.departure, v.latitude, v.longitude, v.horizontalAccuracy,
-                        v.recordedAt, v.source, cell,
-                    ])
-                }
+                try Self.insertVisits(db, rows.sorted { $0.cell < $1.cell }.map(\.row))
                 for device in devices {
                     try Self.replaceZOIs(db, deviceId: device.deviceId, device.zois)
                     if device.zois.contains(where: { $0.period == ZOIPeriod.home || $0.period == ZOIPeriod.work }) {

@@ -388,6 +388,7 @@ let package = Package(
                 "APNsCore", "APNsClient", "Essentials", "MockAPNs", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -10,6 +10,9 @@ missing=()
 [ -f /usr/include/sqlite3.h ] || missing+=(libsqlite3-dev)
 command -v openssl >/dev/null || missing+=(openssl)
 [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+# nghttpd (nghttp2's server), a second independent HTTP/2 server: padding, small HPACK tables, small windows,
+# trailers and stream limits, each a command-line option, for the sender's wire tests.
+command -v nghttpd >/dev/null || missing+=(nghttp2-server)
 # curl (built with nghttp2), an independent HTTP/2 client: it sends the mock APNs header values our typed sender
 # cannot write, so the mock's answers to them are checked against a peer.
 curl --version 2>/dev/null | grep -q HTTP2 || missing+=(curl)

@@ -4,16 +4,17 @@ import NIOCore
 import NIOHPACK
 import NIOHTTP2
 
-/// One HTTP/2 connection to APNs, spoken frame by frame: it owns its streams, reads answers, obeys the server's
-/// SETTINGS, GOAWAY and resets, watches for a dead peer with PING, and reports every outcome to its pool.
+/// One HTTP/2 connection to APNs, spoken byte by byte (`HTTP2Wire`): it owns its streams, encodes its requests'
+/// headers (HPACK), reads answers, obeys the server's SETTINGS, flow control, GOAWAY and resets, watches for a dead
+/// peer with PING, and reports every outcome to its pool.
 ///
-/// No child channel per stream: a push is two frames written here and one entry in `streams`, and the pool flushes
-/// once per round of sends, so the frames of many pushes leave in one TLS record and one `write`.
-/// Everything runs on the pool's event loop.
-final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
+/// No HTTP/2 library in between: a push is a HEADERS and a DATA frame appended to one buffer and one entry in
+/// `streams`, and the pool flushes once per round of sends, so the frames of many pushes leave in one TLS record and
+/// one `write`. (swift-nio-http2's general state machine cost about half of the sender's CPU; a client that only
+/// opens request streams needs little of it.) Everything runs on the pool's event loop.
+final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     enum State {
         /// TCP/TLS/HTTP/2 preface under way; no SETTINGS from the server yet.
@@ -32,43 +33,66 @@ final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
         var status: Int?
         var apnsID: String?
         var body: [UInt8] = []
+        /// What the server still lets this stream send (its flow-control window for the stream).
+        var sendWindow: Int
+        /// The part of the request body that flow control held back; nil once END_STREAM is written.
+        var unsent: ByteBuffer?
+        /// DATA bytes received on the stream and not yet returned with a WINDOW_UPDATE.
+        var unreturned = 0
     }
 
     let number: Int
     private(set) var state = State.connecting
     private let pool: APNsConnectionPool
+    private let authority: String
     private var context: ChannelHandlerContext?
-    private var streams: [HTTP2StreamID: InFlight] = [:]
+    private var streams: [UInt32: InFlight] = [:]
     /// Streams in the order they were opened, with their deadlines: timeouts are found at the head.
-    private var deadlines = CircularBuffer<(HTTP2StreamID, NIODeadline)>(initialCapacity: 64)
-    private var nextStreamID = HTTP2StreamID(1)
+    private var deadlines = CircularBuffer<(UInt32, NIODeadline)>(initialCapacity: 64)
+    private var nextStreamID: UInt32 = 1
     /// The server's SETTINGS_MAX_CONCURRENT_STREAMS (none sent: unlimited, held to `pool.streamCap`).
     private var remoteStreamLimit = Int.max
-    private var goAwayLastStreamID: HTTP2StreamID?
+    private var goAwayLastStreamID: UInt32?
     private var lastInbound = NIODeadline.now()
     private var pingSentAt: NIODeadline?
     private var pingCounter: UInt64 = 0
     private var ticker: RepeatedTask?
-    private var needsFlush = false
+    /// Frames written since the last flush: they leave together.
+    private var outbound = ByteBuffer()
     /// Pushes written since the last flush.
     private var unflushedPushes = 0
     /// Flush after this many pushes even inside one round: the server starts on the first ones while the rest are
     /// encoded (a whole round in one write leaves each side idle while the other works).
     static let pushesPerFlush = 10
-    /// DATA bytes received since the last connection-level WINDOW_UPDATE. Without a stream multiplexer nobody else
-    /// returns them, and a server that answers with bodies (errors, or nghttpd's echo) would stall once 64 KiB are in.
+    /// Bytes read that do not make a whole frame yet.
+    private var inbound: ByteBuffer?
+    /// A header block whose CONTINUATION frames have not all arrived.
+    private var pendingBlock: (streamID: UInt32, endStream: Bool, block: ByteBuffer)?
+    private var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+    private var encoder = HPACKRequestEncoder()
+    /// The server's window for the whole connection, and its SETTINGS that shape what we send.
+    private var connectionSendWindow = HTTP2Wire.defaultWindow
+    private var initialStreamWindow = HTTP2Wire.defaultWindow
+    private var peerMaxFrameSize = HTTP2Wire.defaultMaxFrameSize
+    /// Streams whose body waits for window, oldest first (entries of finished streams are skipped).
+    private var waitingForWindow = CircularBuffer<UInt32>()
+    /// DATA bytes received since the last connection-level WINDOW_UPDATE: a server that answers with bodies
+    /// (errors, or nghttpd's echo) would stall once 64 KiB are in.
     private var unreturnedWindow = 0
+    private var prefaceSent = false
     /// Why the connection failed, for the pool's message (the first error seen wins).
     private(set) var failure: (any Error)?
 
-    init(number: Int, pool: APNsConnectionPool) {
+    init(number: Int, pool: APNsConnectionPool, authority: String) {
         self.number = number
         self.pool = pool
+        self.authority = authority
     }
 
-    /// Streams this connection can open now.
+    /// Streams this connection can open now (none while bodies already wait for the connection's window).
     var capacity: Int {
         guard state == .ready else { return 0 }
+        if connectionSendWindow <= 0, !waitingForWindow.isEmpty { return 0 }
         return max(0, min(remoteStreamLimit, pool.streamCap) - streams.count)
     }
 
@@ -77,46 +101,141 @@ final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
     // MARK: Sending
 
     /// Writes one push (HEADERS + DATA) on a new stream; the pool flushes after its round of sends.
-    func send(_ job: PushJob, headers: HPACKHeaders, payload: ByteBuffer, timeout: TimeAmount) {
-        guard let context, state == .ready else {
+    func send(_ job: PushJob, request: APNsRequest, authorization: String?, payload: ByteBuffer, timeout: TimeAmount) {
+        guard context != nil, state == .ready else {
             pool.refused([job], by: self)
             return
         }
         let streamID = nextStreamID
-        nextStreamID = nextStreamID.advanced(by: 2)
-        streams[streamID] = InFlight(job: job)
+        nextStreamID += 2
+        writeHeaders(request, authorization: authorization, streamID: streamID)
+        var flight = InFlight(job: job, sendWindow: initialStreamWindow)
+        flight.unsent = writeBody(payload, streamID: streamID, window: &flight.sendWindow)
+        if flight.unsent != nil { waitingForWindow.append(streamID) }
+        streams[streamID] = flight
         deadlines.append((streamID, .now() + timeout))
-        // No write promise (one allocation per push saved): a stream the state machine refuses still ends, through
-        // StreamClosedEvent or at worst the request timeout.
-        context.write(
-            wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
-        context.write(
-            wrapOutboundOut(
-                HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(payload), endStream: true)))),
-            promise: nil)
-        needsFlush = true
         unflushedPushes += 1
         if unflushedPushes >= Self.pushesPerFlush { flushIfNeeded() }
         // Client stream ids are odd and end at 2^31 - 1: well before that, move to a new connection.
-        if Int(nextStreamID) > Int(Int32.max) - 1024 { beginDraining() }
+        if nextStreamID > UInt32(Int32.max) - 2048 { beginDraining() }
     }
 
-    /// Sends what `send` wrote; one flush for many pushes.
+    private func writeHeaders(_ request: APNsRequest, authorization: String?, streamID: UInt32) {
+        let frameStart = outbound.writerIndex
+        HTTP2Wire.writeFrameHeader(
+            into: &outbound, length: 0, type: .headers, flags: HTTP2Wire.Flag.endHeaders, streamID: streamID)
+        let blockStart = outbound.writerIndex
+        encoder.beginBlock(into: &outbound)
+        HPACKRequestEncoder.writePostHTTPS(into: &outbound)
+        // Unique per token: a literal that never enters the table (it would push the repeating fields out).
+        HPACKRequestEncoder.writeDevicePath(token: request.deviceToken, into: &outbound)
+        encoder.writeRepeating(name: ":authority", staticName: 1, value: authority, into: &outbound)
+        if let authorization {
+            encoder.writeRepeating(name: "authorization", staticName: 23, value: authorization, into: &outbound)
+        }
+        if let topic = request.topic {
+            encoder.writeRepeating(name: "apns-topic", staticName: nil, value: topic, into: &outbound)
+        }
+        if let pushType = request.pushType {
+            encoder.writeRepeating(name: "apns-push-type", staticName: nil, value: pushType.rawValue, into: &outbound)
+        }
+        if let priority = request.priority {
+            encoder.writeRepeating(
+                name: "apns-priority", staticName: nil, value: priority.headerValue, into: &outbound)
+        }
+        if let expiration = request.expiration {
+            encoder.writeRepeating(
+                name: "apns-expiration", staticName: nil, value: expiration.headerValue, into: &outbound)
+        }
+        if let collapseID = request.collapseID {
+            encoder.writeLiteral(name: "apns-collapse-id", staticName: nil, value: collapseID, into: &outbound)
+        }
+        if let apnsID = request.apnsID {
+            encoder.writeLiteral(name: "apns-id", staticName: nil, value: apnsID, into: &outbound)
+        }
+        encoder.writeRepeating(name: "content-type", staticName: 31, value: "application/json", into: &outbound)
+        HPACKRequestEncoder.writeContentLength(request.payload.count, into: &outbound)
+        let blockLength = outbound.writerIndex - blockStart
+        if blockLength <= peerMaxFrameSize {
+            HTTP2Wire.setFrameLength(blockLength, at: frameStart, in: &outbound)
+            return
+        }
+        // Larger than a frame: HEADERS with the first part, CONTINUATION frames with the rest (RFC 9113 6.10).
+        var block = outbound.getSlice(at: blockStart, length: blockLength)!
+        outbound.moveWriterIndex(to: frameStart)
+        var type = HTTP2Wire.FrameType.headers
+        while block.readableBytes > 0 {
+            let length = min(block.readableBytes, peerMaxFrameSize)
+            let last = length == block.readableBytes
+            HTTP2Wire.writeFrameHeader(
+                into: &outbound, length: length, type: type, flags: last ? HTTP2Wire.Flag.endHeaders : 0,
+                streamID: streamID)
+            var part = block.readSlice(length: length)!
+            outbound.writeBuffer(&part)
+            type = .continuation
+        }
+    }
+
+    /// Writes as much of `body` as the windows and the frame size allow, the last frame with END_STREAM; returns
+    /// what is left (nil when all of it went).
+    private func writeBody(_ body: ByteBuffer, streamID: UInt32, window: inout Int) -> ByteBuffer? {
+        var rest = body
+        if rest.readableBytes == 0 {
+            HTTP2Wire.writeFrameHeader(
+                into: &outbound, length: 0, type: .data, flags: HTTP2Wire.Flag.endStream, streamID: streamID)
+            return nil
+        }
+        while rest.readableBytes > 0 {
+            let length = min(rest.readableBytes, peerMaxFrameSize, connectionSendWindow, window)
+            guard length > 0 else { return rest }
+            let last = length == rest.readableBytes
+            HTTP2Wire.writeFrameHeader(
+                into: &outbound, length: length, type: .data, flags: last ? HTTP2Wire.Flag.endStream : 0,
+                streamID: streamID)
+            var part = rest.readSlice(length: length)!
+            outbound.writeBuffer(&part)
+            connectionSendWindow -= length
+            window -= length
+        }
+        return nil
+    }
+
+    /// Sends the bodies that waited for window, oldest first, as far as the windows now allow.
+    private func resumeWaiting() {
+        guard !waitingForWindow.isEmpty else { return }
+        var still = CircularBuffer<UInt32>(initialCapacity: waitingForWindow.count)
+        while let streamID = waitingForWindow.popFirst() {
+            guard var flight = streams[streamID], let unsent = flight.unsent else { continue }
+            guard connectionSendWindow > 0 else {
+                still.append(streamID)
+                continue
+            }
+            flight.unsent = writeBody(unsent, streamID: streamID, window: &flight.sendWindow)
+            if flight.unsent != nil { still.append(streamID) }
+            streams[streamID] = flight
+        }
+        waitingForWindow = still
+    }
+
+    /// Sends what was written since the last flush; one flush for many pushes.
     func flushIfNeeded() {
-        guard needsFlush, let context else { return }
-        needsFlush = false
+        guard let context, outbound.readableBytes > 0 else { return }
+        let bytes = outbound
+        outbound = context.channel.allocator.buffer(capacity: max(4096, bytes.readableBytes))
         unflushedPushes = 0
-        context.flush()
+        context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
     }
 
     // MARK: Channel events
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        outbound = context.channel.allocator.buffer(capacity: 4096)
         lastInbound = .now()
         ticker = context.eventLoop.scheduleRepeatedTask(initialDelay: pool.tick, delay: pool.tick) { [weak self] _ in
             self?.onTick()
         }
+        if context.channel.isActive { sendPreface() }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -125,70 +244,46 @@ final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
         self.context = nil
     }
 
+    func channelActive(context: ChannelHandlerContext) {
+        // TLS buffers these until its handshake is done.
+        sendPreface()
+        context.fireChannelActive()
+    }
+
+    /// The client preface and our SETTINGS: no server push; the defaults for the rest.
+    private func sendPreface() {
+        guard !prefaceSent else { return }
+        prefaceSent = true
+        outbound.writeStaticString(HTTP2Wire.preface)
+        HTTP2Wire.writeSettings(into: &outbound, [(.enablePush, 0), (.maxConcurrentStreams, 100)])
+        flushIfNeeded()
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
+        var bytes = unwrapInboundIn(data)
         lastInbound = .now()
-        switch frame.payload {
-        case .headers(let headers):
-            guard var flight = streams[frame.streamID] else { return }
-            if flight.status == nil {
-                flight.status = headers.headers.first(name: ":status").flatMap { Int($0) }
-                flight.apnsID = headers.headers.first(name: "apns-id")
+        if inbound == nil {
+            inbound = bytes
+        } else {
+            inbound!.writeBuffer(&bytes)
+        }
+        do {
+            while state != .closed,
+                let frame = try HTTP2Wire.readFrame(from: &inbound!, maxFrameSize: HTTP2Wire.defaultMaxFrameSize)
+            {
+                try handle(frame)
             }
-            if headers.endStream {
-                streams.removeValue(forKey: frame.streamID)
-                answer(flight)
-            } else {
-                streams[frame.streamID] = flight
-            }
-        case .data(let data):
-            unreturnedWindow += data.data.readableBytes + (data.paddingBytes ?? 0)
-            if unreturnedWindow >= 32_768 {
-                context.write(
-                    wrapOutboundOut(
-                        HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unreturnedWindow))
-                    ),
-                    promise: nil)
-                unreturnedWindow = 0
-                needsFlush = true
-            }
-            guard var flight = streams[frame.streamID] else { return }
-            if case .byteBuffer(let buffer) = data.data, flight.body.count < 64 * 1024 {
-                flight.body.append(contentsOf: buffer.readableBytesView)
-            }
-            if data.endStream {
-                streams.removeValue(forKey: frame.streamID)
-                answer(flight)
-            } else {
-                streams[frame.streamID] = flight
-            }
-        case .rstStream(let code):
-            guard let flight = streams.removeValue(forKey: frame.streamID) else { return }
-            if code == .refusedStream {
-                // RFC 9113 8.7: a refused stream was not processed; it is safe to send again at once.
-                pool.refused([flight.job], by: self)
-            } else if let status = flight.status, status != 200 || code == .noError {
-                // Answered, then reset (a server may answer before reading the whole body).
-                answer(flight)
-            } else {
-                pool.failed(flight.job, by: self, error: .reset(code))
-            }
-        case .settings(.settings(let settings)):
-            for setting in settings where setting.parameter == .maxConcurrentStreams {
-                remoteStreamLimit = setting.value
-            }
-            if state == .connecting {
-                state = .ready
-                pool.connectionReady(self)
-            } else {
-                pool.capacityChanged(self)
-            }
-        case .ping(_, ack: true):
-            pingSentAt = nil
-        case .goAway(let lastStreamID, let code, _):
-            goAway(lastStreamID: lastStreamID, code: code)
-        default:
-            break
+        } catch let error as HTTP2Wire.ConnectionError {
+            connectionError(error)
+            return
+        } catch {
+            connectionError(.protocolError("\(error)"))
+            return
+        }
+        if inbound?.readableBytes == 0 {
+            inbound = nil
+        } else if let readerIndex = inbound?.readerIndex, readerIndex > 65_536 {
+            inbound!.discardReadBytes()
         }
         if state == .draining, streams.isEmpty { context.close(promise: nil) }
     }
@@ -196,32 +291,11 @@ final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
     func channelReadComplete(context: ChannelHandlerContext) {
         // Answers read in this loop made room: the pool sends more, and everything goes out in one flush.
         pool.pump()
+        flushIfNeeded()
         context.fireChannelReadComplete()
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let closed = event as? StreamClosedEvent, let flight = streams.removeValue(forKey: closed.streamID) {
-            // Closed without a complete answer and without a frame telling why (e.g. swift-nio-http2 dropped it).
-            if let goAwayLastStreamID, closed.streamID > goAwayLastStreamID {
-                pool.refused([flight.job], by: self)
-            } else if flight.status != nil {
-                answer(flight)
-            } else {
-                pool.failed(flight.job, by: self, error: .reset(closed.reason ?? .noError))
-            }
-            if state == .draining, streams.isEmpty { context.close(promise: nil) }
-        }
-        context.fireUserInboundEventTriggered(event)
-    }
-
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if let streamError = error as? NIOHTTP2Errors.StreamError {
-            // One stream broke (e.g. a malformed answer); the connection lives on.
-            if let flight = streams.removeValue(forKey: streamError.streamID) {
-                pool.failed(flight.job, by: self, error: .protocolViolation("\(streamError.baseError)"))
-            }
-            return
-        }
         failure = failure ?? error
         context.close(promise: nil)
     }
@@ -229,6 +303,222 @@ final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
     func channelInactive(context: ChannelHandlerContext) {
         settle()
         context.fireChannelInactive()
+    }
+
+    // MARK: Frames
+
+    private func handle(_ frame: HTTP2Wire.Frame) throws {
+        if let pending = pendingBlock {
+            // RFC 9113 6.10: nothing may come between a header block's frames.
+            guard frame.type == HTTP2Wire.FrameType.continuation.rawValue, frame.streamID == pending.streamID else {
+                throw HTTP2Wire.ConnectionError.protocolError("a header block interrupted by another frame")
+            }
+            pendingBlock = nil
+            var block = pending.block
+            var part = frame.payload
+            block.writeBuffer(&part)
+            if frame.has(HTTP2Wire.Flag.endHeaders) {
+                try headerBlockEnded(streamID: pending.streamID, block: block, endStream: pending.endStream)
+            } else {
+                pendingBlock = (pending.streamID, pending.endStream, block)
+            }
+            return
+        }
+        switch HTTP2Wire.FrameType(rawValue: frame.type) {
+        case .data:
+            try onData(frame)
+        case .headers:
+            guard frame.streamID != 0 else { throw HTTP2Wire.ConnectionError.protocolError("HEADERS on stream 0") }
+            var block = try HTTP2Wire.unpadded(frame)
+            if frame.has(HTTP2Wire.Flag.priority) {
+                guard block.readableBytes >= 5 else {
+                    throw HTTP2Wire.ConnectionError.frameSize("HEADERS too short for its priority fields")
+                }
+                block.moveReaderIndex(forwardBy: 5)
+            }
+            if frame.has(HTTP2Wire.Flag.endHeaders) {
+                try headerBlockEnded(
+                    streamID: frame.streamID, block: block, endStream: frame.has(HTTP2Wire.Flag.endStream))
+            } else {
+                pendingBlock = (frame.streamID, frame.has(HTTP2Wire.Flag.endStream), block)
+            }
+        case .rstStream:
+            var payload = frame.payload
+            guard frame.streamID != 0, payload.readableBytes == 4, let code = payload.readInteger(as: UInt32.self)
+            else {
+                throw HTTP2Wire.ConnectionError.frameSize("a malformed RST_STREAM")
+            }
+            onReset(streamID: frame.streamID, code: HTTP2ErrorCode(networkCode: Int(code)))
+        case .settings:
+            try onSettings(frame)
+        case .pushPromise:
+            throw HTTP2Wire.ConnectionError.protocolError("PUSH_PROMISE, which our SETTINGS_ENABLE_PUSH = 0 forbids")
+        case .ping:
+            var payload = frame.payload
+            guard frame.streamID == 0, payload.readableBytes == 8, let data = payload.readInteger(as: UInt64.self)
+            else {
+                throw HTTP2Wire.ConnectionError.frameSize("a malformed PING")
+            }
+            if frame.has(HTTP2Wire.Flag.ack) {
+                pingSentAt = nil
+            } else {
+                HTTP2Wire.writePing(into: &outbound, data: data, ack: true)
+            }
+        case .goAway:
+            var payload = frame.payload
+            guard frame.streamID == 0, let last = payload.readInteger(as: UInt32.self),
+                let code = payload.readInteger(as: UInt32.self)
+            else { throw HTTP2Wire.ConnectionError.frameSize("a malformed GOAWAY") }
+            goAway(lastStreamID: last & 0x7fff_ffff, code: HTTP2ErrorCode(networkCode: Int(code)))
+        case .windowUpdate:
+            var payload = frame.payload
+            guard payload.readableBytes == 4, let raw = payload.readInteger(as: UInt32.self) else {
+                throw HTTP2Wire.ConnectionError.frameSize("a malformed WINDOW_UPDATE")
+            }
+            try onWindowUpdate(streamID: frame.streamID, increment: Int(raw & 0x7fff_ffff))
+        case .continuation:
+            throw HTTP2Wire.ConnectionError.protocolError("CONTINUATION without a header block before it")
+        case .priority, nil:
+            // PRIORITY is advice, and frames of unknown types are ignored (RFC 9113 5.5).
+            break
+        }
+    }
+
+    private func headerBlockEnded(streamID: UInt32, block: ByteBuffer, endStream: Bool) throws {
+        var block = block
+        // Decoded even for a stream we no longer track: the HPACK table must follow the server's.
+        let headers: HPACKHeaders
+        do { headers = try decoder.decodeHeaders(from: &block) } catch {
+            throw HTTP2Wire.ConnectionError.compression("the answer's headers could not be decoded: \(error)")
+        }
+        guard var flight = streams[streamID] else { return }
+        if flight.status == nil {
+            guard let status = headers.first(name: ":status").flatMap({ Int($0) }) else {
+                streams.removeValue(forKey: streamID)
+                HTTP2Wire.writeRSTStream(into: &outbound, streamID: streamID, code: 0x1)
+                pool.failed(flight.job, by: self, error: .protocolViolation("an answer without :status"))
+                return
+            }
+            // 1xx: informational, the real answer follows.
+            guard status >= 200 else { return }
+            flight.status = status
+            flight.apnsID = headers.first(name: "apns-id")
+        }
+        if endStream {
+            ended(streamID: streamID, flight)
+        } else {
+            streams[streamID] = flight
+        }
+    }
+
+    private func onData(_ frame: HTTP2Wire.Frame) throws {
+        guard frame.streamID != 0 else { throw HTTP2Wire.ConnectionError.protocolError("DATA on stream 0") }
+        // Flow control counts the whole payload, padding included.
+        let length = frame.payload.readableBytes
+        unreturnedWindow += length
+        if unreturnedWindow >= 32_768 {
+            HTTP2Wire.writeWindowUpdate(into: &outbound, streamID: 0, increment: unreturnedWindow)
+            unreturnedWindow = 0
+        }
+        let data = try HTTP2Wire.unpadded(frame)
+        guard var flight = streams[frame.streamID] else { return }
+        if flight.body.count < 64 * 1024 { flight.body.append(contentsOf: data.readableBytesView) }
+        if frame.has(HTTP2Wire.Flag.endStream) {
+            ended(streamID: frame.streamID, flight)
+            return
+        }
+        flight.unreturned += length
+        if flight.unreturned >= 32_768 {
+            HTTP2Wire.writeWindowUpdate(into: &outbound, streamID: frame.streamID, increment: flight.unreturned)
+            flight.unreturned = 0
+        }
+        streams[frame.streamID] = flight
+    }
+
+    /// The server ended its side of the stream: the answer is complete.
+    private func ended(streamID: UInt32, _ flight: InFlight) {
+        streams.removeValue(forKey: streamID)
+        if flight.unsent != nil {
+            // Answered before the whole request went (RFC 9113 8.1): the rest is not needed.
+            HTTP2Wire.writeRSTStream(into: &outbound, streamID: streamID, code: 0x8)
+        }
+        answer(flight)
+    }
+
+    private func onReset(streamID: UInt32, code: HTTP2ErrorCode) {
+        guard let flight = streams.removeValue(forKey: streamID) else { return }
+        if code == .refusedStream {
+            // RFC 9113 8.7: a refused stream was not processed; it is safe to send again at once.
+            pool.refused([flight.job], by: self)
+        } else if let status = flight.status, status != 200 || code == .noError {
+            // Answered, then reset (a server may answer before reading the whole body).
+            answer(flight)
+        } else {
+            pool.failed(flight.job, by: self, error: .reset(code))
+        }
+    }
+
+    private func onSettings(_ frame: HTTP2Wire.Frame) throws {
+        guard frame.streamID == 0 else { throw HTTP2Wire.ConnectionError.protocolError("SETTINGS on a stream") }
+        if frame.has(HTTP2Wire.Flag.ack) { return }
+        var payload = frame.payload
+        guard payload.readableBytes % 6 == 0 else {
+            throw HTTP2Wire.ConnectionError.frameSize("SETTINGS of \(payload.readableBytes) bytes")
+        }
+        while let identifier = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self) {
+            switch HTTP2Wire.Setting(rawValue: identifier) {
+            case .headerTableSize:
+                encoder.peerTableSizeChanged(to: Int(value))
+            case .maxConcurrentStreams:
+                remoteStreamLimit = Int(value)
+            case .initialWindowSize:
+                guard Int(value) <= HTTP2Wire.maxWindow else {
+                    throw HTTP2Wire.ConnectionError.flowControl("SETTINGS_INITIAL_WINDOW_SIZE \(value)")
+                }
+                // RFC 9113 6.9.2: every open stream's window moves by the difference (it may go below zero).
+                let delta = Int(value) - initialStreamWindow
+                initialStreamWindow = Int(value)
+                for streamID in waitingForWindow { streams[streamID]?.sendWindow += delta }
+            case .maxFrameSize:
+                guard (16_384...16_777_215).contains(value) else {
+                    throw HTTP2Wire.ConnectionError.protocolError("SETTINGS_MAX_FRAME_SIZE \(value)")
+                }
+                peerMaxFrameSize = Int(value)
+            case .enablePush, .maxHeaderListSize, nil:
+                break
+            }
+        }
+        HTTP2Wire.writeSettingsAck(into: &outbound)
+        resumeWaiting()
+        if state == .connecting {
+            state = .ready
+            pool.connectionReady(self)
+        } else {
+            pool.capacityChanged(self)
+        }
+    }
+
+    private func onWindowUpdate(streamID: UInt32, increment: Int) throws {
+        if streamID == 0 {
+            guard increment > 0 else {
+                throw HTTP2Wire.ConnectionError.protocolError("a WINDOW_UPDATE of 0 for the connection")
+            }
+            connectionSendWindow += increment
+            guard connectionSendWindow <= HTTP2Wire.maxWindow else {
+                throw HTTP2Wire.ConnectionError.flowControl("the connection's window above 2^31 - 1")
+            }
+        } else if increment > 0, streams[streamID] != nil {
+            streams[streamID]!.sendWindow += increment
+        }
+        resumeWaiting()
+    }
+
+    /// The server broke the protocol: GOAWAY with the reason, then close; the streams in flight go elsewhere.
+    private func connectionError(_ error: HTTP2Wire.ConnectionError) {
+        failure = failure ?? APNsTransportError.protocolViolation(error.detail)
+        HTTP2Wire.writeGoAway(into: &outbound, lastStreamID: 0, code: error.code)
+        flushIfNeeded()
+        context?.close(promise: nil)
     }
 
     /// Hands the streams still in flight to the pool as lost, once; the connection takes nothing more.
@@ -241,6 +531,7 @@ final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
         let lost = streams.values.map(\.job)
         streams.removeAll()
         deadlines.removeAll()
+        waitingForWindow.removeAll()
         pool.connectionClosed(self, wasReady: wasReady, lost: lost)
     }
 
@@ -272,10 +563,10 @@ final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
 
     /// RFC 9113 6.8: streams above `lastStreamID` were not processed and go again at once, elsewhere; the rest are
     /// answered here as usual, then the connection closes.
-    private func goAway(lastStreamID: HTTP2StreamID, code: HTTP2ErrorCode) {
+    private func goAway(lastStreamID: UInt32, code: HTTP2ErrorCode) {
         let last = min(lastStreamID, goAwayLastStreamID ?? lastStreamID)
         goAwayLastStreamID = last
-        let unprocessed = streams.keys.filter { $0 > last }
+        let unprocessed = streams.keys.filter { $0 > last }.sorted()
         let jobs = unprocessed.compactMap { streams.removeValue(forKey: $0)?.job }
         if code != .noError { failure = failure ?? APNsTransportError.goAway(code) }
         beginDraining()
@@ -297,7 +588,7 @@ final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
     }
 
     private func onTick() {
-        guard let context, state != .closed else { return }
+        guard context != nil, state != .closed else { return }
         let now = NIODeadline.now()
         var expired: [InFlight] = []
         while let (streamID, deadline) = deadlines.first {
@@ -310,8 +601,7 @@ final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
             streams.removeValue(forKey: streamID)
             expired.append(flight)
             // Tell the server we gave up (RST_STREAM(CANCEL)), so it can drop the work.
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
-            needsFlush = true
+            HTTP2Wire.writeRSTStream(into: &outbound, streamID: streamID, code: 0x8)
         }
         for flight in expired { pool.failed(flight.job, by: self, error: .timeout) }
         if let pingSentAt {
@@ -322,15 +612,11 @@ final class APNsConnection: ChannelDuplexHandler, @unchecked Sendable {
         } else if now - lastInbound >= pool.pingInterval {
             pingCounter &+= 1
             pingSentAt = now
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(
-                        streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: pingCounter), ack: false))
-                ), promise: nil)
-            needsFlush = true
+            HTTP2Wire.writePing(into: &outbound, data: pingCounter, ack: false)
         }
         if state == .draining, streams.isEmpty {
-            context.close(promise: nil)
+            flushIfNeeded()
+            context?.close(promise: nil)
             return
         }
         flushIfNeeded()

@@ -1,7 +1,5 @@
 import APNsCore
 import NIOCore
-import NIOHPACK
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
@@ -149,9 +147,8 @@ final class APNsConnectionPool: @unchecked Sendable {
                             continue
                         }
                     }
-                    let request = batch.requests[job.index]
                     connection.send(
-                        job, headers: headers(for: request, authorization: authorization ?? nil),
+                        job, request: batch.requests[job.index], authorization: authorization ?? nil,
                         payload: batch.payloads[job.index], timeout: configuration.requestTimeout)
                     progressed = true
                 }
@@ -179,26 +176,6 @@ final class APNsConnectionPool: @unchecked Sendable {
         do { return .success("bearer \(try manager.token())") } catch {
             return .failure("cannot sign the provider token: \(error)")
         }
-    }
-
-    private func headers(for request: APNsRequest, authorization: String?) -> HPACKHeaders {
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(12)
-        headers.add(name: ":method", value: "POST")
-        headers.add(name: ":scheme", value: "https")
-        // Unique per token: indexing it would only churn the HPACK table (and cost a table search per push).
-        headers.add(name: ":path", value: request.path, indexing: .nonIndexable)
-        headers.add(name: ":authority", value: authority)
-        if let authorization { headers.add(name: "authorization", value: authorization) }
-        if let topic = request.topic { headers.add(name: "apns-topic", value: topic) }
-        if let pushType = request.pushType { headers.add(name: "apns-push-type", value: pushType.rawValue) }
-        if let priority = request.priority { headers.add(name: "apns-priority", value: priority.headerValue) }
-        if let expiration = request.expiration { headers.add(name: "apns-expiration", value: expiration.headerValue) }
-        if let collapseID = request.collapseID { headers.add(name: "apns-collapse-id", value: collapseID) }
-        if let apnsID = request.apnsID { headers.add(name: "apns-id", value: apnsID) }
-        headers.add(name: "content-type", value: "application/json")
-        headers.add(name: "content-length", value: String(request.payload.count))
-        return headers
     }
 
     // MARK: Outcomes (called by connections)
@@ -308,30 +285,10 @@ final class APNsConnectionPool: @unchecked Sendable {
     private func open() {
         connectionCounter += 1
         statistics.connectionsOpened += 1
-        let connection = APNsConnection(number: connectionCounter, pool: self)
+        let connection = APNsConnection(number: connectionCounter, pool: self, authority: authority)
         connections.append(connection)
         let sslContext = self.sslContext
         let serverHostname = self.serverHostname
-        var http2 = NIOHTTP2Handler.ConnectionConfiguration()
-        // Guards against abusive clients, not servers: a server that answers and then resets every stream (which
-        // RFC 9113 8.1 allows) must not make the client give up on the connection.
-        var streams = NIOHTTP2Handler.StreamConfiguration()
-        // (The limiters keep one timestamp per event within their window: a window of 1 ns keeps them empty.)
-        streams.streamResetFrameRateLimit.windowLength = .nanoseconds(1)
-        streams.streamErrorRateLimit.windowLength = .nanoseconds(1)
-        http2.maximumConnectionGlitches = 1_000_000
-        http2.maximumRecentlyResetStreams = 4096
-        // The client writes its own well-formed headers; checking every header byte of every push costs more than
-        // the rest of the send. (Content-length checks stay off too: the client sets it from the payload.)
-        http2.headerBlockValidation = .disabled
-        http2.contentLengthValidation = .disabled
-        http2.initialSettings = [
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
-            HTTP2Setting(parameter: .initialWindowSize, value: 65535),
-            HTTP2Setting(parameter: .enablePush, value: 0),
-        ]
-        let connectionSettings = http2
-        let streamSettings = streams
         let bootstrap = ClientBootstrap(group: loop)
             .connectTimeout(configuration.connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -339,10 +296,6 @@ final class APNsConnectionPool: @unchecked Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
-                    try sync.addHandler(
-                        NIOHTTP2Handler(
-                            mode: .client, connectionConfiguration: connectionSettings,
-                            streamConfiguration: streamSettings))
                     try sync.addHandler(connection)
                 }
             }

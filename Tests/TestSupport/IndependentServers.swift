@@ -94,3 +94,71 @@ public struct TestEnvironmentError: Error, CustomStringConvertible {
 /// The repository's root folder (for scripts and sample files).
 public let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent()
+
+/// nghttp2's own server (Debian's `nghttpd`) serving a file for each device path, so that a push to a token in
+/// `tokens` is answered 200 with the file as its body. `options` are nghttpd's: padding, HPACK table sizes,
+/// windows, trailers, stream limits. A second HTTP/2 implementation nobody here wrote.
+public struct Nghttpd: Sendable {
+    public let base: String
+    let process: Process
+    let directory: URL
+
+    public static func start(tokens: [String], bodySize: Int = 0, options: [String]) async throws -> Nghttpd {
+        guard
+            let binary = ["/usr/bin/nghttpd", "/usr/sbin/nghttpd"].first(where: {
+                FileManager.default.isExecutableFile(atPath: $0)
+            })
+        else {
+            throw TestEnvironmentError(
+                "nghttpd is not installed: run scripts/install-test-tools.sh (it installs Debian's nghttp2-server)")
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("nghttpd-\(UUID().uuidString)")
+        let devices = directory.appendingPathComponent("docroot/3/device")
+        try FileManager.default.createDirectory(at: devices, withIntermediateDirectories: true)
+        let body = Data(repeating: UInt8(ascii: "x"), count: bodySize)
+        for token in tokens { try body.write(to: devices.appendingPathComponent(token)) }
+        try Data(authority.serverCertificatePEM.utf8).write(to: directory.appendingPathComponent("server.pem"))
+        try Data(authority.serverKeyPEM.utf8).write(to: directory.appendingPathComponent("server-key.pem"))
+        for _ in 0..<5 {
+            let port = try await freePort()
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments =
+                ["-d", directory.appendingPathComponent("docroot").path] + options + [
+                    String(port), directory.appendingPathComponent("server-key.pem").path,
+                    directory.appendingPathComponent("server.pem").path,
+                ]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            for _ in 0..<100 {
+                if !process.isRunning { break }
+                if (try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                    .connect(host: "127.0.0.1", port: port).get().close().get()) != nil
+                {
+                    return Nghttpd(base: "https://127.0.0.1:\(port)", process: process, directory: directory)
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+        throw TestEnvironmentError("nghttpd did not start with options \(options)")
+    }
+
+    public func stop() {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// Runs `body` against nghttpd started with `options`, then stops it.
+public func withNghttpd<T: Sendable>(
+    tokens: [String], bodySize: Int = 0, options: [String], _ body: (String) async throws -> T
+) async throws -> T {
+    let server = try await Nghttpd.start(tokens: tokens, bodySize: bodySize, options: options)
+    defer { server.stop() }
+    return try await body(server.base)
+}

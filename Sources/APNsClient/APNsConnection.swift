@@ -66,6 +66,8 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
     static let pushesPerFlush = 10
     /// Bytes read that do not make a whole frame yet.
     private var inbound: ByteBuffer?
+    /// The largest answer header block taken (APNs answers with a few short fields).
+    static let maxHeaderBlock = 64 * 1024
     /// A header block whose CONTINUATION frames have not all arrived.
     private var pendingBlock: (streamID: UInt32, endStream: Bool, block: ByteBuffer)?
     private var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
@@ -121,42 +123,24 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
     }
 
     private func writeHeaders(_ request: APNsRequest, authorization: String?, streamID: UInt32) {
+        // The buffer and the encoder are taken out for the whole request: each access to a property of this class
+        // is an exclusivity check.
+        Self.writeHeaders(
+            request, authority: authority, authorization: authorization, streamID: streamID,
+            maxFrameSize: peerMaxFrameSize, encoder: &encoder, into: &outbound)
+    }
+
+    private static func writeHeaders(
+        _ request: APNsRequest, authority: String, authorization: String?, streamID: UInt32, maxFrameSize: Int,
+        encoder: inout HPACKRequestEncoder, into outbound: inout ByteBuffer
+    ) {
         let frameStart = outbound.writerIndex
         HTTP2Wire.writeFrameHeader(
             into: &outbound, length: 0, type: .headers, flags: HTTP2Wire.Flag.endHeaders, streamID: streamID)
         let blockStart = outbound.writerIndex
-        encoder.beginBlock(into: &outbound)
-        HPACKRequestEncoder.writePostHTTPS(into: &outbound)
-        // Unique per token: a literal that never enters the table (it would push the repeating fields out).
-        HPACKRequestEncoder.writeDevicePath(token: request.deviceToken, into: &outbound)
-        encoder.writeRepeating(name: ":authority", staticName: 1, value: authority, into: &outbound)
-        if let authorization {
-            encoder.writeRepeating(name: "authorization", staticName: 23, value: authorization, into: &outbound)
-        }
-        if let topic = request.topic {
-            encoder.writeRepeating(name: "apns-topic", staticName: nil, value: topic, into: &outbound)
-        }
-        if let pushType = request.pushType {
-            encoder.writeRepeating(name: "apns-push-type", staticName: nil, value: pushType.rawValue, into: &outbound)
-        }
-        if let priority = request.priority {
-            encoder.writeRepeating(
-                name: "apns-priority", staticName: nil, value: priority.headerValue, into: &outbound)
-        }
-        if let expiration = request.expiration {
-            encoder.writeRepeating(
-                name: "apns-expiration", staticName: nil, value: expiration.headerValue, into: &outbound)
-        }
-        if let collapseID = request.collapseID {
-            encoder.writeLiteral(name: "apns-collapse-id", staticName: nil, value: collapseID, into: &outbound)
-        }
-        if let apnsID = request.apnsID {
-            encoder.writeLiteral(name: "apns-id", staticName: nil, value: apnsID, into: &outbound)
-        }
-        encoder.writeRepeating(name: "content-type", staticName: 31, value: "application/json", into: &outbound)
-        HPACKRequestEncoder.writeContentLength(request.payload.count, into: &outbound)
+        encoder.writeRequest(request, authority: authority, authorization: authorization, into: &outbound)
         let blockLength = outbound.writerIndex - blockStart
-        if blockLength <= peerMaxFrameSize {
+        if blockLength <= maxFrameSize {
             HTTP2Wire.setFrameLength(blockLength, at: frameStart, in: &outbound)
             return
         }
@@ -165,7 +149,7 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
         outbound.moveWriterIndex(to: frameStart)
         var type = HTTP2Wire.FrameType.headers
         while block.readableBytes > 0 {
-            let length = min(block.readableBytes, peerMaxFrameSize)
+            let length = min(block.readableBytes, maxFrameSize)
             let last = length == block.readableBytes
             HTTP2Wire.writeFrameHeader(
                 into: &outbound, length: length, type: type, flags: last ? HTTP2Wire.Flag.endHeaders : 0,
@@ -179,6 +163,15 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
     /// Writes as much of `body` as the windows and the frame size allow, the last frame with END_STREAM; returns
     /// what is left (nil when all of it went).
     private func writeBody(_ body: ByteBuffer, streamID: UInt32, window: inout Int) -> ByteBuffer? {
+        Self.writeBody(
+            body, streamID: streamID, maxFrameSize: peerMaxFrameSize, connectionWindow: &connectionSendWindow,
+            streamWindow: &window, into: &outbound)
+    }
+
+    private static func writeBody(
+        _ body: ByteBuffer, streamID: UInt32, maxFrameSize: Int, connectionWindow: inout Int, streamWindow: inout Int,
+        into outbound: inout ByteBuffer
+    ) -> ByteBuffer? {
         var rest = body
         if rest.readableBytes == 0 {
             HTTP2Wire.writeFrameHeader(
@@ -186,7 +179,7 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
             return nil
         }
         while rest.readableBytes > 0 {
-            let length = min(rest.readableBytes, peerMaxFrameSize, connectionSendWindow, window)
+            let length = min(rest.readableBytes, maxFrameSize, connectionWindow, streamWindow)
             guard length > 0 else { return rest }
             let last = length == rest.readableBytes
             HTTP2Wire.writeFrameHeader(
@@ -194,8 +187,8 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
                 streamID: streamID)
             var part = rest.readSlice(length: length)!
             outbound.writeBuffer(&part)
-            connectionSendWindow -= length
-            window -= length
+            connectionWindow -= length
+            streamWindow -= length
         }
         return nil
     }
@@ -260,6 +253,7 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard state != .closed else { return }
         var bytes = unwrapInboundIn(data)
         lastInbound = .now()
         if inbound == nil {
@@ -285,7 +279,10 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
         } else if let readerIndex = inbound?.readerIndex, readerIndex > 65_536 {
             inbound!.discardReadBytes()
         }
-        if state == .draining, streams.isEmpty { context.close(promise: nil) }
+        if state == .draining, streams.isEmpty {
+            flushIfNeeded()
+            context.close(promise: nil)
+        }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -316,6 +313,9 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
             pendingBlock = nil
             var block = pending.block
             var part = frame.payload
+            guard block.readableBytes + part.readableBytes <= Self.maxHeaderBlock else {
+                throw HTTP2Wire.ConnectionError(code: 0xb, detail: "a header block above \(Self.maxHeaderBlock) bytes")
+            }
             block.writeBuffer(&part)
             if frame.has(HTTP2Wire.Flag.endHeaders) {
                 try headerBlockEnded(streamID: pending.streamID, block: block, endStream: pending.endStream)
@@ -515,10 +515,13 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
 
     /// The server broke the protocol: GOAWAY with the reason, then close; the streams in flight go elsewhere.
     private func connectionError(_ error: HTTP2Wire.ConnectionError) {
-        failure = failure ?? APNsTransportError.protocolViolation(error.detail)
         HTTP2Wire.writeGoAway(into: &outbound, lastStreamID: 0, code: error.code)
         flushIfNeeded()
-        context?.close(promise: nil)
+        inbound = nil
+        pendingBlock = nil
+        // Closed from now on: nothing more is read or sent here, and the pushes in flight go elsewhere at once, not
+        // when TLS has finished closing.
+        abandon(.protocolViolation(error.detail))
     }
 
     /// Hands the streams still in flight to the pool as lost, once; the connection takes nothing more.
@@ -604,12 +607,16 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
             HTTP2Wire.writeRSTStream(into: &outbound, streamID: streamID, code: 0x8)
         }
         for flight in expired { pool.failed(flight.job, by: self, error: .timeout) }
+        if !expired.isEmpty, !waitingForWindow.isEmpty {
+            // Streams that timed out while their body waited no longer hold back new ones (see `capacity`).
+            waitingForWindow = CircularBuffer(waitingForWindow.filter { streams[$0]?.unsent != nil })
+        }
         if let pingSentAt {
             if now - pingSentAt > pool.pingTimeout {
                 abandon(.pingUnanswered)
                 return
             }
-        } else if now - lastInbound >= pool.pingInterval {
+        } else if state != .connecting, now - lastInbound >= pool.pingInterval {
             pingCounter &+= 1
             pingSentAt = now
             HTTP2Wire.writePing(into: &outbound, data: pingCounter, ack: false)

@@ -260,7 +260,9 @@ final class APNsConnectionPool: @unchecked Sendable {
                 again.attempt += 1
                 job.batch.again.append(again)
             } else {
-                finish(job, transportError: APNsTransportError.closedBeforeAnswer.description)
+                // Why the connection went, when it is known (a protocol breach, an unanswered PING, TLS).
+                let why = connection.failure.map { " (\($0))" } ?? ""
+                finish(job, transportError: APNsTransportError.closedBeforeAnswer.description + why)
             }
         }
         if connection.failure as? APNsTransportError == .pingUnanswered { statistics.unansweredPings += 1 }

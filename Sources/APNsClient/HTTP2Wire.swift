@@ -1,3 +1,4 @@
+import APNsCore
 import NIOCore
 
 /// The parts of HTTP/2 (RFC 9113) a client of APNs speaks, written and read as bytes: frame headers, the frames it
@@ -167,6 +168,9 @@ struct HPACKRequestEncoder {
     private var inserted = 0
     private var size = 0
     private(set) var capacity = HPACKRequestEncoder.ownLimit
+    /// The last entry used for each repeating field of a request: a value the same as last time is found without
+    /// hashing it (while its entry is still in the table).
+    private var recent = [(value: String, number: Int)?](repeating: nil, count: RequestField.allCases.count)
     /// Table size updates owed at the start of the next block: the smallest since the last block, then the last.
     private var smallestPending: Int?
     private var finalPending: Int?
@@ -192,6 +196,65 @@ struct HPACKRequestEncoder {
         finalPending = nil
     }
 
+    /// The fields of a request whose values repeat from push to push, with their static-table name indexes.
+    enum RequestField: Int, CaseIterable {
+        case authority, authorization, topic, pushType, priority, expiration, contentType
+
+        var name: String {
+            switch self {
+            case .authority: ":authority"
+            case .authorization: "authorization"
+            case .topic: "apns-topic"
+            case .pushType: "apns-push-type"
+            case .priority: "apns-priority"
+            case .expiration: "apns-expiration"
+            case .contentType: "content-type"
+            }
+        }
+
+        var staticName: Int? {
+            switch self {
+            case .authority: 1
+            case .authorization: 23
+            case .contentType: 31
+            default: nil
+            }
+        }
+    }
+
+    /// The header block of one push: the repeating fields from the table, the unique ones as literals.
+    mutating func writeRequest(
+        _ request: APNsRequest, authority: String, authorization: String?, into buffer: inout ByteBuffer
+    ) {
+        beginBlock(into: &buffer)
+        Self.writePostHTTPS(into: &buffer)
+        // Unique per token: a literal that never enters the table (it would push the repeating fields out).
+        Self.writeDevicePath(token: request.deviceToken, into: &buffer)
+        write(.authority, authority, into: &buffer)
+        if let authorization { write(.authorization, authorization, into: &buffer) }
+        if let topic = request.topic { write(.topic, topic, into: &buffer) }
+        if let pushType = request.pushType { write(.pushType, pushType.rawValue, into: &buffer) }
+        if let priority = request.priority { write(.priority, priority.headerValue, into: &buffer) }
+        if let expiration = request.expiration { write(.expiration, expiration.headerValue, into: &buffer) }
+        if let collapseID = request.collapseID {
+            writeLiteral(name: "apns-collapse-id", staticName: nil, value: collapseID, into: &buffer)
+        }
+        if let apnsID = request.apnsID { writeLiteral(name: "apns-id", staticName: nil, value: apnsID, into: &buffer) }
+        write(.contentType, "application/json", into: &buffer)
+        Self.writeContentLength(request.payload.count, into: &buffer)
+    }
+
+    /// A repeating field of a request, through `recent` first.
+    mutating func write(_ field: RequestField, _ value: String, into buffer: inout ByteBuffer) {
+        if let (last, number) = recent[field.rawValue], number >= inserted - entries.count, last == value {
+            Self.writeInteger(62 + inserted - 1 - number, prefix: 7, pattern: 0x80, into: &buffer)
+            return
+        }
+        recent[field.rawValue] = writeRepeating(
+            name: field.name, staticName: field.staticName, value: value, into: &buffer
+        ).map { (value, $0) }
+    }
+
     /// `:method: POST` and `:scheme: https`, both whole entries of the static table.
     static func writePostHTTPS(into buffer: inout ByteBuffer) {
         buffer.writeInteger(UInt8(0x83))
@@ -199,16 +262,18 @@ struct HPACKRequestEncoder {
     }
 
     /// A field whose value repeats (indexed once seen). `staticName` is the name's index in the static table, if any.
-    mutating func writeRepeating(name: String, staticName: Int?, value: String, into buffer: inout ByteBuffer) {
+    /// Returns the entry's insertion number, or nil when it is too large for the table (sent as a literal).
+    @discardableResult
+    mutating func writeRepeating(name: String, staticName: Int?, value: String, into buffer: inout ByteBuffer) -> Int? {
         let entry = Entry(name: name, value: value)
         if let number = numbers[entry] {
             Self.writeInteger(62 + inserted - 1 - number, prefix: 7, pattern: 0x80, into: &buffer)
-            return
+            return number
         }
         let entrySize = name.utf8.count + value.utf8.count + 32
         guard entrySize <= capacity else {
             writeLiteral(name: name, staticName: staticName, value: value, into: &buffer)
-            return
+            return nil
         }
         Self.writeInteger(staticName ?? 0, prefix: 6, pattern: 0x40, into: &buffer)
         if staticName == nil { Self.writeString(name, into: &buffer) }
@@ -218,6 +283,7 @@ struct HPACKRequestEncoder {
         entries.append((entry, entrySize))
         size += entrySize
         evict()
+        return numbers[entry]
     }
 
     /// A field whose value is new each time: a literal that never enters the table.

@@ -266,6 +266,9 @@ final class JSONLineWriter: Sendable {
         var bytes: [UInt8] = []
         while true {
             wake.wait()
+            // Let lines gather for a moment: one wake-up and one write per ~2 ms, not one per few answers (each
+            // wake-up is a thread switch on the cores that send).
+            if !queue.withLock({ $0.closed }) { usleep(2000) }
             let (batch, closed) = queue.withLock { queue in
                 defer { queue.pending.removeAll(keepingCapacity: true) }
                 return (queue.pending, queue.closed)

@@ -11,20 +11,15 @@ import Testing
 /// block decodes to the fields written, with the decoder's table following ours across evictions and size changes.
 @Suite("HPACK of the sender's requests, decoded by swift-nio-http2's decoder")
 struct HPACKRequestEncoderTests {
-    /// Encodes one request's fields the way `APNsConnection` does, and returns the block.
+    /// Encodes one request's header block as `APNsConnection` does, and returns it.
     private func block(
         _ encoder: inout HPACKRequestEncoder, token: String, authorization: String, topic: String, apnsID: String?,
         contentLength: Int
     ) -> ByteBuffer {
         var buffer = ByteBuffer()
-        encoder.beginBlock(into: &buffer)
-        HPACKRequestEncoder.writePostHTTPS(into: &buffer)
-        HPACKRequestEncoder.writeDevicePath(token: token, into: &buffer)
-        encoder.writeRepeating(name: ":authority", staticName: 1, value: "api.push.apple.com", into: &buffer)
-        encoder.writeRepeating(name: "authorization", staticName: 23, value: authorization, into: &buffer)
-        encoder.writeRepeating(name: "apns-topic", staticName: nil, value: topic, into: &buffer)
-        if let apnsID { encoder.writeLiteral(name: "apns-id", staticName: nil, value: apnsID, into: &buffer) }
-        HPACKRequestEncoder.writeContentLength(contentLength, into: &buffer)
+        let request = push(
+            token: token, topic: topic, apnsID: apnsID, payload: [UInt8](repeating: 0x20, count: contentLength))
+        encoder.writeRequest(request, authority: "api.push.apple.com", authorization: authorization, into: &buffer)
         return buffer
     }
 
@@ -33,10 +28,10 @@ struct HPACKRequestEncoderTests {
     {
         var fields = [
             ":method: POST", ":scheme: https", ":path: /3/device/\(token)", ":authority: api.push.apple.com",
-            "authorization: \(authorization)", "apns-topic: \(topic)",
+            "authorization: \(authorization)", "apns-topic: \(topic)", "apns-push-type: alert", "apns-priority: 10",
         ]
         if let apnsID { fields.append("apns-id: \(apnsID)") }
-        fields.append("content-length: \(contentLength)")
+        fields += ["content-type: application/json", "content-length: \(contentLength)"]
         return fields
     }
 

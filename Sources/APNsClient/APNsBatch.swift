@@ -84,13 +84,13 @@ public struct APNsBatch: Sendable {
     public var sendableCount: Int { requests.count - localRefusals.count }
 
     /// What a dry run reports: each token with the local refusal it got, or none; nothing is sent.
-    public var dryRunResults: [APNsSendResult] {
-        requests.enumerated().map { index, request in
-            APNsSendResult(
-                deviceToken: request.deviceToken, status: localRefusals[index]?.status,
-                reason: localRefusals[index]?.reason, apnsID: nil, timestamp: nil, attempts: 0,
-                transportError: localRefusals[index]?.message)
-        }
+    public var dryRunResults: [APNsSendResult] { requests.indices.map(dryRunResult) }
+
+    private func dryRunResult(_ index: Int) -> APNsSendResult {
+        APNsSendResult(
+            deviceToken: requests[index].deviceToken, status: localRefusals[index]?.status,
+            reason: localRefusals[index]?.reason, apnsID: nil, timestamp: nil, attempts: 0,
+            transportError: localRefusals[index]?.message)
     }
 
     /// Sends every well-formed token through `sender`, handing each result (local refusals first) to `onResult` with
@@ -99,8 +99,12 @@ public struct APNsBatch: Sendable {
         with sender: some APNsBatchSending, concurrency: Int,
         onResult: @escaping @Sendable (Int, APNsSendResult) -> Void
     ) async {
-        let dry = dryRunResults
-        for index in localRefusals.keys.sorted() { onResult(index, dry[index]) }
+        guard !localRefusals.isEmpty else {
+            // Nothing refused: the requests go as they are (no copy of them, no result made in advance).
+            await sender.send(requests, concurrency: concurrency, onResult: onResult)
+            return
+        }
+        for index in localRefusals.keys.sorted() { onResult(index, dryRunResult(index)) }
         let sendable = requests.indices.filter { localRefusals[$0] == nil }
         await sender.send(sendable.map { requests[$0] }, concurrency: concurrency) { position, result in
             onResult(sendable[position], result)

@@ -19,7 +19,10 @@ struct PushJob {
 
 /// The requests of one `send` call, and where they stand. Touched only on the pool's event loop.
 final class PushBatch: @unchecked Sendable {
-    let requests: [APNsRequest]
+    /// The caller's array, shared (not copied): this batch is its part from `offset`, `count` long.
+    private let all: [APNsRequest]
+    private let offset: Int
+    let count: Int
     let payloads: [ByteBuffer]
     let concurrency: Int
     let onResult: (Int, APNsSendResult) -> Void
@@ -33,22 +36,29 @@ final class PushBatch: @unchecked Sendable {
     var finished = 0
 
     init(
-        requests: [APNsRequest], payloads: [ByteBuffer], concurrency: Int, promise: EventLoopPromise<Void>,
-        onResult: @escaping (Int, APNsSendResult) -> Void
+        requests: [APNsRequest], range: Range<Int>, payloads: [ByteBuffer], concurrency: Int,
+        promise: EventLoopPromise<Void>, onResult: @escaping (Int, APNsSendResult) -> Void
     ) {
-        self.requests = requests
+        all = requests
+        offset = range.lowerBound
+        count = range.count
         self.payloads = payloads
         self.concurrency = max(1, concurrency)
         self.promise = promise
         self.onResult = onResult
     }
 
-    var hasWork: Bool { !again.isEmpty || (nextNew < requests.count && active < concurrency) }
+    /// The batch's request `index` (counted from its start), read in place.
+    subscript(index: Int) -> APNsRequest {
+        _read { yield all[offset + index] }
+    }
+
+    var hasWork: Bool { !again.isEmpty || (nextNew < count && active < concurrency) }
 
     /// The next push to put on the wire: one to send again first, else a new one within the concurrency.
     func take() -> PushJob? {
         if let job = again.popFirst() { return job }
-        guard nextNew < requests.count, active < concurrency else { return nil }
+        guard nextNew < count, active < concurrency else { return nil }
         defer { nextNew += 1 }
         active += 1
         return PushJob(batch: self, index: nextNew)
@@ -109,7 +119,7 @@ final class APNsConnectionPool: @unchecked Sendable {
     /// Starts sending a batch (on the loop); its promise completes when every request has a result.
     func submit(_ batch: PushBatch) {
         loop.preconditionInEventLoop()
-        guard !batch.requests.isEmpty else {
+        guard batch.count > 0 else {
             batch.promise.succeed()
             return
         }
@@ -148,7 +158,7 @@ final class APNsConnectionPool: @unchecked Sendable {
                         }
                     }
                     connection.send(
-                        job, request: batch.requests[job.index], authorization: authorization ?? nil,
+                        job, request: batch[job.index], authorization: authorization ?? nil,
                         payload: batch.payloads[job.index], timeout: configuration.requestTimeout)
                     progressed = true
                 }
@@ -199,7 +209,7 @@ final class APNsConnectionPool: @unchecked Sendable {
         finish(
             job,
             APNsSendResult(
-                deviceToken: job.batch.requests[job.index].deviceToken, status: response.status,
+                deviceToken: job.batch[job.index].deviceToken, status: response.status,
                 reason: response.reason, apnsID: response.apnsID, timestamp: response.timestamp,
                 attempts: job.attempt, transportError: nil))
     }
@@ -333,7 +343,7 @@ final class APNsConnectionPool: @unchecked Sendable {
     private func failWaiting(_ message: String) {
         for batch in batches {
             while let job = batch.again.popFirst() { finish(job, transportError: message) }
-            while batch.nextNew < batch.requests.count {
+            while batch.nextNew < batch.count {
                 let index = batch.nextNew
                 batch.nextNew += 1
                 batch.active += 1
@@ -360,7 +370,7 @@ final class APNsConnectionPool: @unchecked Sendable {
 
     private func finish(_ job: PushJob, transportError: String) {
         var result = APNsSendResult(
-            deviceToken: job.batch.requests[job.index].deviceToken, status: nil, reason: nil, apnsID: nil,
+            deviceToken: job.batch[job.index].deviceToken, status: nil, reason: nil, apnsID: nil,
             timestamp: nil, attempts: job.attempt, transportError: transportError)
         result.mayHaveReachedPeer = job.mayHaveReachedPeer
         finish(job, result)
@@ -371,7 +381,7 @@ final class APNsConnectionPool: @unchecked Sendable {
         batch.active -= 1
         batch.finished += 1
         batch.onResult(job.index, result)
-        if batch.finished == batch.requests.count {
+        if batch.finished == batch.count {
             batches.removeAll { $0 === batch }
             batch.promise.succeed()
         }

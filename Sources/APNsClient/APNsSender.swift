@@ -252,14 +252,14 @@ public final class APNsSender: APNsBatchSending {
         for shard in 0..<shards {
             let pool = pools[(first + shard) % pools.count]
             let range = (requests.count * shard / shards)..<(requests.count * (shard + 1) / shards)
-            let slice = shards == 1 ? requests : Array(requests[range])
             let offset = range.lowerBound
             let promise = pool.loop.makePromise(of: Void.self)
             let share: Int = max(1, (concurrency + shards - 1) / shards)
-            let payloads: [ByteBuffer] = Self.payloadBuffers(slice)
+            let payloads: [ByteBuffer] = Self.payloadBuffers(requests[range])
             let report: @Sendable (Int, APNsSendResult) -> Void = { index, result in onResult(offset + index, result) }
             let batch = PushBatch(
-                requests: slice, payloads: payloads, concurrency: share, promise: promise, onResult: report)
+                requests: requests, range: range, payloads: payloads, concurrency: share, promise: promise,
+                onResult: report)
             pool.loop.execute { pool.submit(batch) }
             futures.append(promise.futureResult)
         }
@@ -314,7 +314,7 @@ private final class ResultCollector: Sendable {
 extension APNsSender {
     /// One buffer per distinct payload storage: a batch's requests share one array, so they share one buffer, and
     /// no attempt copies the payload again.
-    static func payloadBuffers(_ requests: [APNsRequest]) -> [ByteBuffer] {
+    static func payloadBuffers(_ requests: ArraySlice<APNsRequest>) -> [ByteBuffer] {
         var buffers: [ByteBuffer] = []
         buffers.reserveCapacity(requests.count)
         var previous: (address: UnsafeRawPointer?, count: Int, buffer: ByteBuffer)?

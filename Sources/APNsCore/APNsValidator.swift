@@ -139,10 +139,13 @@ public enum APNsValidator {
     /// True when `token` can travel in the request path (`/3/device/<token>`) without breaking it: 1 to 1,024
     /// ASCII letters and digits. Whether it is a token Apple issued is for Apple to answer (BadDeviceToken).
     public static func isPathSafe(deviceToken token: String) -> Bool {
-        (1...1_024).contains(token.utf8.count)
-            && token.utf8.allSatisfy {
-                (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0)
-            }
+        guard (1...1_024).contains(token.utf8.count) else { return false }
+        func isAlphanumeric(_ byte: UInt8) -> Bool {
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+        }
+        // Over the bytes in place when the string has them contiguous (it nearly always does).
+        return token.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isAlphanumeric) }
+            ?? token.utf8.allSatisfy(isAlphanumeric)
     }
 
     /// What a sender answers, without writing to any connection, for a request that must not be sent: a header

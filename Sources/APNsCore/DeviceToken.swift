@@ -23,7 +23,9 @@ public enum DeviceTokenFormat {
     /// True for an even number of 64 to 200 hexadecimal digits (either case).
     public static func isValid(_ token: String) -> Bool {
         let count = token.utf8.count
-        return digitRange.contains(count) && count % 2 == 0 && token.utf8.allSatisfy(isHexDigit)
+        guard digitRange.contains(count), count % 2 == 0 else { return false }
+        return token.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isHexDigit) }
+            ?? token.utf8.allSatisfy(isHexDigit)
     }
 
     static func isHexDigit(_ byte: UInt8) -> Bool {

@@ -106,13 +106,13 @@ struct APNsBatchTests {
     @Test("every request of a batch shares one payload buffer: no copy per token or per attempt")
     func payloadSharedOnce() throws {
         let batch = try APNsBatch(payload: payload, tokens: good, bundle: "com.example.app", pushType: .alert)
-        let buffers = APNsSender.payloadBuffers(batch.requests)
+        let buffers = APNsSender.payloadBuffers(batch.requests[...])
         let addresses = buffers.map { $0.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) } }
         #expect(Set(addresses).count == 1)
         #expect(buffers[0].readableBytesView.elementsEqual(payload))
         // Requests with their own payloads get their own buffers.
         let other = [push(payload: payload), push(payload: Array(#"{"aps":{}}"#.utf8))]
-        let separate = APNsSender.payloadBuffers(other).map {
+        let separate = APNsSender.payloadBuffers(other[...]).map {
             $0.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) }
         }
         #expect(Set(separate).count == 2)

@@ -195,7 +195,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The APNs sender over HTTP/2 + TLS (swift-nio-http2), and the batch logic every sender shares.
+        // The APNs sender over HTTP/2 + TLS (its own HTTP/2 framing; swift-nio-http2's HPACK decoder and error codes),
+        // and the batch logic every sender shares.
         .target(
             name: "APNsClient",
             dependencies: [

@@ -71,12 +71,23 @@ NGINX_PORT=$(start_nginx nginx 1000000000)
 GOAWAY_PORT=$(start_nginx nginx-goaway 1000)
 sleep 1
 
+# h2load with -c C and -i sends every client through the same URI list from its start: C clients making N requests
+# ask for the first N/C paths C times each, at about the same moment, and nghttpd opens each file once for the C
+# requests (its file cache). push-sender gets the same requests: the first N/C tokens, each C times in a row (with
+# N distinct tokens it made nghttpd open 4 times the files, and measured nghttpd's file system, not the client).
+tokens_for() { # connections
+  if [ "$1" -le 1 ]; then echo "$DATA/tokens.txt"; return; fi
+  [ -f "$DATA/tokens-x$1.txt" ] || head -n $(( N / $1 )) "$DATA/tokens.txt" | awk -v c="$1" '{for (i = 0; i < c; i++) print}' > "$DATA/tokens-x$1.txt"
+  echo "$DATA/tokens-x$1.txt"
+}
+
 ours() { # server port connections [streams per connection]
-  local started ended streams=${4:-100}
+  local started ended streams=${4:-100} tokens
+  tokens=$(tokens_for "$3")
   started=$(date +%s.%N)
   "$BIN" send --host "https://127.0.0.1:$2" --ca "$DATA/certs/ca.pem" --key "$DATA/certs/AuthKey_TEST123456.p8" \
     --key-id TEST123456 --team-id TEAM123456 --topic com.example.app --payload "$DATA/payload.json" \
-    --tokens-file "$DATA/tokens.txt" --connections "$3" --concurrency $(( $3 * streams )) --attempts 1 --json --quiet \
+    --tokens-file "$tokens" --connections "$3" --concurrency $(( $3 * streams )) --attempts 1 --json --quiet \
     > "$DATA/ours.jsonl" || true
   ended=$(date +%s.%N)
   python3 - "$DATA/ours.jsonl" "$started" "$ended" "$1" "$3" <<'PY'

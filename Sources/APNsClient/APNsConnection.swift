@@ -82,6 +82,8 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
     /// (errors, or nghttpd's echo) would stall once 64 KiB are in.
     private var unreturnedWindow = 0
     private var prefaceSent = false
+    /// When the connection must be ready (TCP, TLS and the server's SETTINGS) or be given up.
+    private var setupDeadline = NIODeadline.distantFuture
     /// Why the connection failed, for the pool's message (the first error seen wins).
     private(set) var failure: (any Error)?
 
@@ -193,6 +195,17 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
         return nil
     }
 
+    /// Ends a stream's bookkeeping; one whose body still waited for window leaves that queue too, so that it no
+    /// longer holds back new streams (see `capacity`).
+    @discardableResult
+    private func removeStream(_ streamID: UInt32) -> InFlight? {
+        guard let flight = streams.removeValue(forKey: streamID) else { return nil }
+        if flight.unsent != nil, let index = waitingForWindow.firstIndex(of: streamID) {
+            waitingForWindow.remove(at: index)
+        }
+        return flight
+    }
+
     /// Sends the bodies that waited for window, oldest first, as far as the windows now allow.
     private func resumeWaiting() {
         guard !waitingForWindow.isEmpty else { return }
@@ -225,6 +238,7 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
         self.context = context
         outbound = context.channel.allocator.buffer(capacity: 4096)
         lastInbound = .now()
+        setupDeadline = .now() + pool.connectTimeout
         ticker = context.eventLoop.scheduleRepeatedTask(initialDelay: pool.tick, delay: pool.tick) { [weak self] _ in
             self?.onTick()
         }
@@ -394,7 +408,7 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
         guard var flight = streams[streamID] else { return }
         if flight.status == nil {
             guard let status = headers.first(name: ":status").flatMap({ Int($0) }) else {
-                streams.removeValue(forKey: streamID)
+                removeStream(streamID)
                 HTTP2Wire.writeRSTStream(into: &outbound, streamID: streamID, code: 0x1)
                 pool.failed(flight.job, by: self, error: .protocolViolation("an answer without :status"))
                 return
@@ -437,7 +451,7 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
 
     /// The server ended its side of the stream: the answer is complete.
     private func ended(streamID: UInt32, _ flight: InFlight) {
-        streams.removeValue(forKey: streamID)
+        removeStream(streamID)
         if flight.unsent != nil {
             // Answered before the whole request went (RFC 9113 8.1): the rest is not needed.
             HTTP2Wire.writeRSTStream(into: &outbound, streamID: streamID, code: 0x8)
@@ -446,7 +460,7 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
     }
 
     private func onReset(streamID: UInt32, code: HTTP2ErrorCode) {
-        guard let flight = streams.removeValue(forKey: streamID) else { return }
+        guard let flight = removeStream(streamID) else { return }
         if code == .refusedStream {
             // RFC 9113 8.7: a refused stream was not processed; it is safe to send again at once.
             pool.refused([flight.job], by: self)
@@ -570,7 +584,7 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
         let last = min(lastStreamID, goAwayLastStreamID ?? lastStreamID)
         goAwayLastStreamID = last
         let unprocessed = streams.keys.filter { $0 > last }.sorted()
-        let jobs = unprocessed.compactMap { streams.removeValue(forKey: $0)?.job }
+        let jobs = unprocessed.compactMap { removeStream($0)?.job }
         if code != .noError { failure = failure ?? APNsTransportError.goAway(code) }
         beginDraining()
         if !jobs.isEmpty { pool.refused(jobs, by: self) }
@@ -581,7 +595,10 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
         guard state == .ready || state == .connecting else { return }
         state = .draining
         pool.connectionDraining(self)
-        if streams.isEmpty { context?.close(promise: nil) }
+        if streams.isEmpty {
+            flushIfNeeded()
+            context?.close(promise: nil)
+        }
     }
 
     /// Closes now; streams in flight are reported lost.
@@ -593,6 +610,12 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
     private func onTick() {
         guard context != nil, state != .closed else { return }
         let now = NIODeadline.now()
+        if state == .connecting {
+            // TLS or HTTP/2 set-up that never completes (a peer that accepts and stays silent): given up after the
+            // connect timeout, so the pool tries again or reports it, rather than waiting on it for ever.
+            if now >= setupDeadline { abandon(.setupTimedOut) }
+            return
+        }
         var expired: [InFlight] = []
         while let (streamID, deadline) = deadlines.first {
             guard let flight = streams[streamID] else {
@@ -601,16 +624,12 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
             }
             guard deadline <= now else { break }
             deadlines.removeFirst()
-            streams.removeValue(forKey: streamID)
+            removeStream(streamID)
             expired.append(flight)
             // Tell the server we gave up (RST_STREAM(CANCEL)), so it can drop the work.
             HTTP2Wire.writeRSTStream(into: &outbound, streamID: streamID, code: 0x8)
         }
         for flight in expired { pool.failed(flight.job, by: self, error: .timeout) }
-        if !expired.isEmpty, !waitingForWindow.isEmpty {
-            // Streams that timed out while their body waited no longer hold back new ones (see `capacity`).
-            waitingForWindow = CircularBuffer(waitingForWindow.filter { streams[$0]?.unsent != nil })
-        }
         if let pingSentAt {
             if now - pingSentAt > pool.pingTimeout {
                 abandon(.pingUnanswered)
@@ -638,6 +657,7 @@ enum APNsTransportError: Error, CustomStringConvertible, Equatable {
     case reset(HTTP2ErrorCode)
     case goAway(HTTP2ErrorCode)
     case pingUnanswered
+    case setupTimedOut
     case protocolViolation(String)
     case refusedTooOften
 
@@ -648,6 +668,7 @@ enum APNsTransportError: Error, CustomStringConvertible, Equatable {
         case .reset(let code): "the server reset the stream (\(code))"
         case .goAway(let code): "the server closed the connection with GOAWAY (\(code))"
         case .pingUnanswered: "the server stopped answering (PING unanswered)"
+        case .setupTimedOut: "the TLS and HTTP/2 set-up did not complete in time (no SETTINGS from the server)"
         case .protocolViolation(let detail): "the server's answer broke HTTP/2: \(detail)"
         case .refusedTooOften: "the server refused the push again and again (GOAWAY or REFUSED_STREAM)"
         }

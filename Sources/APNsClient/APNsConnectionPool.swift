@@ -83,6 +83,8 @@ final class APNsConnectionPool: @unchecked Sendable {
     let tick: TimeAmount
     let pingInterval: TimeAmount
     let pingTimeout: TimeAmount
+    /// How long a connection may take to be ready: TCP, TLS and the server's first SETTINGS.
+    let connectTimeout: TimeAmount
 
     private var connections: [APNsConnection] = []
     private var connectionCounter = 0
@@ -110,7 +112,8 @@ final class APNsConnectionPool: @unchecked Sendable {
         self.configuration = configuration
         pingInterval = configuration.pingInterval
         pingTimeout = configuration.pingTimeout
-        let finest = min(configuration.requestTimeout, pingTimeout, pingInterval)
+        connectTimeout = configuration.connectTimeout
+        let finest = min(configuration.requestTimeout, pingTimeout, pingInterval, connectTimeout)
         tick = max(.milliseconds(10), min(.seconds(1), .nanoseconds(finest.nanoseconds / 4)))
     }
 

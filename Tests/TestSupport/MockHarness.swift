@@ -60,14 +60,15 @@ public func makeSender(
     connections: Int = 1, eventLoops: Int = 0,
     retry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseDelay: 0.05, maxDelay: 0.2),
     credentials: APNsCredentials? = nil, requestTimeout: TimeAmount = .seconds(10),
-    pingInterval: TimeAmount = .seconds(60), pingTimeout: TimeAmount = .seconds(10), trustMock: Bool = true
+    pingInterval: TimeAmount = .seconds(60), pingTimeout: TimeAmount = .seconds(10), trustMock: Bool = true,
+    connectTimeout: TimeAmount = .seconds(5)
 ) throws -> APNsSender {
     try APNsSender(
         configuration: APNsSenderConfiguration(
             environment: .custom(base),
             credentials: credentials ?? .token(APNsTokenManager(keyID: keyID, teamID: "TEAMID6789", key: key)),
             additionalTrustRootsPEM: trustMock ? authority.caCertificatePEM : nil, connections: connections,
-            eventLoops: eventLoops, connectTimeout: .seconds(5), requestTimeout: requestTimeout,
+            eventLoops: eventLoops, connectTimeout: connectTimeout, requestTimeout: requestTimeout,
             pingInterval: pingInterval,
             pingTimeout: pingTimeout, retry: retry))
 }

@@ -78,6 +78,7 @@ for start in range(0, n, 1000):
     c.request("POST", "/v1/push", json.dumps(body), {"Content-Type": "application/json"})
     r = c.getresponse(); answer = json.loads(r.read()); assert r.status == 202, answer
     ids.append(answer["push_id"])
+posted = time.time() - started
 counts = {}
 for push in ids:
     while True:
@@ -90,7 +91,7 @@ for push in ids:
 seconds = time.time() - started
 c.request("POST", "/v1/enrich", json.dumps({"device_id": "dev-1", "payload": payload}), {"Content-Type": "application/json"})
 outcome = json.loads(c.getresponse().read())["outcome"]
-print(f"service deliveries={n} delivered={counts.get('delivered', 0)} outcome={outcome} seconds={seconds:.3f} rate={n / seconds:.0f}")
+print(f"service deliveries={n} delivered={counts.get('delivered', 0)} outcome={outcome} seconds={seconds:.3f} rate={n / seconds:.0f} posted_in={posted:.3f}")
 PY
 
 if [ -n "${PERF:-}" ]; then kill -INT "$PERF_PID"; wait "$PERF_PID" || true; fi

@@ -45,23 +45,10 @@ public struct NginxAPNs: Sendable {
                 .replacingOccurrences(of: "@KEEPALIVE@", with: String(keepaliveRequests))
             let confURL = directory.appendingPathComponent("nginx.conf")
             try Data(conf.utf8).write(to: confURL)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments = ["-p", directory.path, "-c", confURL.path, "-e", directory.path + "/error.log"]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            // Ready when it accepts connections; a lost race for the port ends the process, and we try another.
-            for _ in 0..<100 {
-                if !process.isRunning { break }
-                if (try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                    .connect(host: "127.0.0.1", port: port).get().close().get()) != nil
-                {
-                    return NginxAPNs(base: "https://127.0.0.1:\(port)", process: process, directory: directory)
-                }
-                try await Task.sleep(for: .milliseconds(50))
+            let arguments = ["-p", directory.path, "-c", confURL.path, "-e", directory.path + "/error.log"]
+            if let process = try await startListening(binary, arguments, port: port) {
+                return NginxAPNs(base: "https://127.0.0.1:\(port)", process: process, directory: directory)
             }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             lastError =
                 (try? String(contentsOf: directory.appendingPathComponent("error.log"), encoding: .utf8)) ?? ""
         }
@@ -76,6 +63,29 @@ public struct NginxAPNs: Sendable {
         }
         try? FileManager.default.removeItem(at: directory)
     }
+}
+
+/// Starts a server process told to listen on `port`; returns it once it accepts connections, or nil when it ended
+/// first (a lost race for the port: the caller tries another) or never listened (killed).
+func startListening(_ binary: String, _ arguments: [String], port: Int) async throws -> Process? {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: binary)
+    process.arguments = arguments
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    for _ in 0..<100 {
+        if !process.isRunning { return nil }
+        if (try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port).get().close().get()) != nil
+        {
+            return process
+        }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    kill(process.processIdentifier, SIGKILL)
+    process.waitUntilExit()
+    return nil
 }
 
 /// Runs `body` against nginx as an APNs-like endpoint, then stops it.
@@ -121,27 +131,16 @@ public struct Nghttpd: Sendable {
         try Data(authority.serverKeyPEM.utf8).write(to: directory.appendingPathComponent("server-key.pem"))
         for _ in 0..<5 {
             let port = try await freePort()
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments =
+            let arguments =
                 ["-d", directory.appendingPathComponent("docroot").path] + options + [
                     String(port), directory.appendingPathComponent("server-key.pem").path,
                     directory.appendingPathComponent("server.pem").path,
                 ]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            for _ in 0..<100 {
-                if !process.isRunning { break }
-                if (try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                    .connect(host: "127.0.0.1", port: port).get().close().get()) != nil
-                {
-                    return Nghttpd(base: "https://127.0.0.1:\(port)", process: process, directory: directory)
-                }
-                try await Task.sleep(for: .milliseconds(50))
+            if let process = try await startListening(binary, arguments, port: port) {
+                return Nghttpd(base: "https://127.0.0.1:\(port)", process: process, directory: directory)
             }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         }
+        try? FileManager.default.removeItem(at: directory)
         throw TestEnvironmentError("nghttpd did not start with options \(options)")
     }
 

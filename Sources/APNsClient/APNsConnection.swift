@@ -383,7 +383,13 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
             guard frame.streamID == 0, let last = payload.readInteger(as: UInt32.self),
                 let code = payload.readInteger(as: UInt32.self)
             else { throw HTTP2Wire.ConnectionError.frameSize("a malformed GOAWAY") }
-            goAway(lastStreamID: last & 0x7fff_ffff, code: HTTP2ErrorCode(networkCode: Int(code)))
+            // Debug data: APNs says why in it (`{"reason":"..."}`); kept, printable and short, for the message.
+            let debug = payload.readBytes(length: min(payload.readableBytes, 256)).map { bytes in
+                String(decoding: bytes.filter { (0x20..<0x7f).contains($0) }, as: UTF8.self)
+            }
+            goAway(
+                lastStreamID: last & 0x7fff_ffff, code: HTTP2ErrorCode(networkCode: Int(code)),
+                debug: debug?.isEmpty == false ? debug : nil)
         case .windowUpdate:
             var payload = frame.payload
             guard payload.readableBytes == 4, let raw = payload.readInteger(as: UInt32.self) else {
@@ -580,12 +586,12 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
 
     /// RFC 9113 6.8: streams above `lastStreamID` were not processed and go again at once, elsewhere; the rest are
     /// answered here as usual, then the connection closes.
-    private func goAway(lastStreamID: UInt32, code: HTTP2ErrorCode) {
+    private func goAway(lastStreamID: UInt32, code: HTTP2ErrorCode, debug: String?) {
         let last = min(lastStreamID, goAwayLastStreamID ?? lastStreamID)
         goAwayLastStreamID = last
         let unprocessed = streams.keys.filter { $0 > last }.sorted()
         let jobs = unprocessed.compactMap { removeStream($0)?.job }
-        if code != .noError { failure = failure ?? APNsTransportError.goAway(code) }
+        if code != .noError || debug != nil { failure = failure ?? APNsTransportError.goAway(code, debug: debug) }
         beginDraining()
         if !jobs.isEmpty { pool.refused(jobs, by: self) }
     }
@@ -655,7 +661,7 @@ enum APNsTransportError: Error, CustomStringConvertible, Equatable {
     case timeout
     case closedBeforeAnswer
     case reset(HTTP2ErrorCode)
-    case goAway(HTTP2ErrorCode)
+    case goAway(HTTP2ErrorCode, debug: String?)
     case pingUnanswered
     case setupTimedOut
     case protocolViolation(String)
@@ -666,7 +672,8 @@ enum APNsTransportError: Error, CustomStringConvertible, Equatable {
         case .timeout: "no answer in time (the stream was reset)"
         case .closedBeforeAnswer: "the connection closed before the answer"
         case .reset(let code): "the server reset the stream (\(code))"
-        case .goAway(let code): "the server closed the connection with GOAWAY (\(code))"
+        case .goAway(let code, let debug):
+            "the server closed the connection with GOAWAY (\(code))" + (debug.map { ": \($0)" } ?? "")
         case .pingUnanswered: "the server stopped answering (PING unanswered)"
         case .setupTimedOut: "the TLS and HTTP/2 set-up did not complete in time (no SETTINGS from the server)"
         case .protocolViolation(let detail): "the server's answer broke HTTP/2: \(detail)"

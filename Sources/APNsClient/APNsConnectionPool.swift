@@ -236,7 +236,9 @@ final class APNsConnectionPool: @unchecked Sendable {
         for var job in jobs {
             job.refusals += 1
             if job.refusals > 16 {
-                finish(job, transportError: APNsTransportError.refusedTooOften.description)
+                // The last GOAWAY's words, when it had some (APNs gives its reason there).
+                let why = connection.failure.map { " (\($0))" } ?? ""
+                finish(job, transportError: APNsTransportError.refusedTooOften.description + why)
             } else {
                 job.batch.again.append(job)
             }

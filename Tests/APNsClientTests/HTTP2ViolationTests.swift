@@ -181,6 +181,29 @@ struct HTTP2StallTests {
     }
 }
 
+@Suite("A GOAWAY's debug data reaches the result")
+struct GoAwayReasonTests {
+    @Test(
+        "a server that answers every push with GOAWAY {\"reason\":\"Shutdown\"}: refused again and again, and the result says why"
+    )
+    func reasonInResult() async throws {
+        let debug = Array(#"{"reason":"Shutdown"}"#.utf8)
+        // GOAWAY: last stream id 0 (nothing processed), NO_ERROR, then the debug data.
+        let goAway: [UInt8] = [0, 0, UInt8(8 + debug.count), 7, 0, 0, 0, 0, 0] + bytes(0) + bytes(0) + debug
+        try await withBrokenServer(reply: { _ in goAway }) { base, _ in
+            try await withSender(try makeSender(base, retry: RetryPolicy(maxAttempts: 1))) { sender in
+                let results = await sender.send([push()], concurrency: 1)
+                let message = results.first?.transportError ?? ""
+                #expect(results.first?.status == nil)
+                #expect(message.contains("refused the push again and again"), "\(message)")
+                #expect(message.contains(#"{"reason":"Shutdown"}"#), "\(message)")
+                // Not processed, so never counted as an attempt.
+                #expect(results.first?.attempts == 1)
+            }
+        }
+    }
+}
+
 /// A stream id as the 4 bytes of a frame header.
 private func bytes(_ value: UInt32) -> [UInt8] {
     [UInt8(value >> 24), UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff)]

@@ -30,9 +30,12 @@ struct DatabaseDeadlineMiddleware<Context: RequestContext>: RouterMiddleware {
     {
         guard let timeout = bound(request) else { return try await next(request, context) }
         return try await withoutActuallyEscaping(next) { next in
-            // `withTimeout` ends before this scope does, so `next` never outlives the request.
+            // `run` ends before this scope does (its child is awaited), so `next` never outlives the request.
             let handler = UncheckedHandler(next: next)
-            guard let response = try await withTimeout(timeout, { try await handler.next(request, context) }) else {
+            guard
+                let response = try await RequestDeadlines.shared.run(
+                    within: timeout, { try await handler.next(request, context) })
+            else {
                 throw DatabaseTimeout(timeout: timeout)
             }
             return response

@@ -186,10 +186,11 @@ public struct EnrichmentRuntime: Sendable {
             store: locationStore, ttl: postgres == nil ? .seconds(86_400 * 365) : .seconds(1),
             capacity: configuration.deviceMemory)
         // With PostgreSQL an enrichment reads its fix and its context in one statement, batched with its
-        // neighbours': two batches in flight at most, so that under load the batches grow instead of multiplying
-        // (each statement costs the node CPU; 2 measured faster than 4 and level with 1: BENCHMARKS.md).
+        // neighbours': one batch in flight at most, so that under load the batches grow instead of multiplying
+        // (each statement costs the node CPU: on a fast host 1 measured 9,800-13,400 req/s with a lower p99, 2
+        // 8,600-9,600; on a slower one 1 and 2 were level and 4 slower: BENCHMARKS.md).
         let snapshots = (locationStore as? PostgresLocationStore).map { store in
-            DeviceSnapshots(maximumBatches: 2) { ids in
+            DeviceSnapshots(maximumBatches: 1) { ids in
                 try await store.readSnapshots(deviceIds: ids)
             }
         }

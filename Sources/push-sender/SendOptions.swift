@@ -24,7 +24,10 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "Seconds a PING may go unanswered before its connection is closed and its pushes go again.")
     var pingTimeout = 10.0
     @Option(help: "Pushes in flight at once (HTTP/2 streams over all connections).") var concurrency = 64
-    @Option(help: "Seconds to wait for a connection (short, so an untrusted certificate shows quickly).")
+    @Option(
+        help: ArgumentHelp(
+            "Seconds to wait for a connection to be ready: TCP, TLS and the server's HTTP/2 SETTINGS (short, so an "
+                + "untrusted certificate or a silent server shows quickly)."))
     var connectTimeout = 5.0
     @Option(help: "Attempts per push in all (429 and 5xx are retried with backoff; permanent reasons never).")
     var attempts = 3

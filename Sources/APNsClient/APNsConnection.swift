@@ -293,10 +293,7 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
         } else if let readerIndex = inbound?.readerIndex, readerIndex > 65_536 {
             inbound!.discardReadBytes()
         }
-        if state == .draining, streams.isEmpty {
-            flushIfNeeded()
-            context.close(promise: nil)
-        }
+        closeIfDrained()
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -328,7 +325,8 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
             var block = pending.block
             var part = frame.payload
             guard block.readableBytes + part.readableBytes <= Self.maxHeaderBlock else {
-                throw HTTP2Wire.ConnectionError(code: 0xb, detail: "a header block above \(Self.maxHeaderBlock) bytes")
+                throw HTTP2Wire.ConnectionError(
+                    code: .enhanceYourCalm, detail: "a header block above \(Self.maxHeaderBlock) bytes")
             }
             block.writeBuffer(&part)
             if frame.has(HTTP2Wire.Flag.endHeaders) {
@@ -415,7 +413,7 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
         if flight.status == nil {
             guard let status = headers.first(name: ":status").flatMap({ Int($0) }) else {
                 removeStream(streamID)
-                HTTP2Wire.writeRSTStream(into: &outbound, streamID: streamID, code: 0x1)
+                HTTP2Wire.writeRSTStream(into: &outbound, streamID: streamID, code: .protocolError)
                 pool.failed(flight.job, by: self, error: .protocolViolation("an answer without :status"))
                 return
             }
@@ -460,7 +458,7 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
         removeStream(streamID)
         if flight.unsent != nil {
             // Answered before the whole request went (RFC 9113 8.1): the rest is not needed.
-            HTTP2Wire.writeRSTStream(into: &outbound, streamID: streamID, code: 0x8)
+            HTTP2Wire.writeRSTStream(into: &outbound, streamID: streamID, code: .cancel)
         }
         answer(flight)
     }
@@ -601,10 +599,16 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
         guard state == .ready || state == .connecting else { return }
         state = .draining
         pool.connectionDraining(self)
-        if streams.isEmpty {
-            flushIfNeeded()
-            context?.close(promise: nil)
-        }
+        closeIfDrained()
+    }
+
+    /// A draining connection whose last stream ended closes, after sending what was written (ACKs, resets).
+    @discardableResult
+    private func closeIfDrained() -> Bool {
+        guard state == .draining, streams.isEmpty else { return false }
+        flushIfNeeded()
+        context?.close(promise: nil)
+        return true
     }
 
     /// Closes now; streams in flight are reported lost.
@@ -633,7 +637,7 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
             removeStream(streamID)
             expired.append(flight)
             // Tell the server we gave up (RST_STREAM(CANCEL)), so it can drop the work.
-            HTTP2Wire.writeRSTStream(into: &outbound, streamID: streamID, code: 0x8)
+            HTTP2Wire.writeRSTStream(into: &outbound, streamID: streamID, code: .cancel)
         }
         for flight in expired { pool.failed(flight.job, by: self, error: .timeout) }
         if let pingSentAt {
@@ -646,11 +650,7 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
             pingSentAt = now
             HTTP2Wire.writePing(into: &outbound, data: pingCounter, ack: false)
         }
-        if state == .draining, streams.isEmpty {
-            flushIfNeeded()
-            context?.close(promise: nil)
-            return
-        }
+        if closeIfDrained() { return }
         flushIfNeeded()
         if !expired.isEmpty { pool.pump() }
     }

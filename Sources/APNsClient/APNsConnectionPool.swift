@@ -237,8 +237,7 @@ final class APNsConnectionPool: @unchecked Sendable {
             job.refusals += 1
             if job.refusals > 16 {
                 // The last GOAWAY's words, when it had some (APNs gives its reason there).
-                let why = connection.failure.map { " (\($0))" } ?? ""
-                finish(job, transportError: APNsTransportError.refusedTooOften.description + why)
+                finish(job, transportError: message(.refusedTooOften, on: connection))
             } else {
                 job.batch.again.append(job)
             }
@@ -276,8 +275,7 @@ final class APNsConnectionPool: @unchecked Sendable {
                 job.batch.again.append(again)
             } else {
                 // Why the connection went, when it is known (a protocol breach, an unanswered PING, TLS).
-                let why = connection.failure.map { " (\($0))" } ?? ""
-                finish(job, transportError: APNsTransportError.closedBeforeAnswer.description + why)
+                finish(job, transportError: message(.closedBeforeAnswer, on: connection))
             }
         }
         if connection.failure as? APNsTransportError == .pingUnanswered { statistics.unansweredPings += 1 }
@@ -285,6 +283,11 @@ final class APNsConnectionPool: @unchecked Sendable {
             connectFailed(connection.failure)
         }
         pump()
+    }
+
+    /// A transport error's words, followed by why its connection failed when that is known.
+    private func message(_ error: APNsTransportError, on connection: APNsConnection) -> String {
+        error.description + (connection.failure.map { " (\($0))" } ?? "")
     }
 
     // MARK: Connections

@@ -1,5 +1,6 @@
 import APNsCore
 import NIOCore
+import NIOHTTP2
 
 /// The parts of HTTP/2 (RFC 9113) a client of APNs speaks, written and read as bytes: frame headers, the frames it
 /// sends, and the HPACK encoding of its requests. `APNsConnection` drives them.
@@ -53,14 +54,14 @@ enum HTTP2Wire {
 
     /// A breach of the protocol by the server: the connection ends with GOAWAY carrying `code`.
     struct ConnectionError: Error, CustomStringConvertible {
-        var code: UInt32
+        var code: HTTP2ErrorCode
         var detail: String
         var description: String { detail }
 
-        static func protocolError(_ detail: String) -> ConnectionError { ConnectionError(code: 0x1, detail: detail) }
-        static func frameSize(_ detail: String) -> ConnectionError { ConnectionError(code: 0x6, detail: detail) }
-        static func flowControl(_ detail: String) -> ConnectionError { ConnectionError(code: 0x3, detail: detail) }
-        static func compression(_ detail: String) -> ConnectionError { ConnectionError(code: 0x9, detail: detail) }
+        static func protocolError(_ detail: String) -> Self { Self(code: .protocolError, detail: detail) }
+        static func frameSize(_ detail: String) -> Self { Self(code: .frameSizeError, detail: detail) }
+        static func flowControl(_ detail: String) -> Self { Self(code: .flowControlError, detail: detail) }
+        static func compression(_ detail: String) -> Self { Self(code: .compressionError, detail: detail) }
     }
 
     /// Takes the next whole frame off `buffer`, or nil when its bytes have not all arrived. A frame longer than
@@ -117,9 +118,9 @@ enum HTTP2Wire {
         buffer.writeInteger(UInt32(increment) & 0x7fff_ffff)
     }
 
-    static func writeRSTStream(into buffer: inout ByteBuffer, streamID: UInt32, code: UInt32) {
+    static func writeRSTStream(into buffer: inout ByteBuffer, streamID: UInt32, code: HTTP2ErrorCode) {
         writeFrameHeader(into: &buffer, length: 4, type: .rstStream, streamID: streamID)
-        buffer.writeInteger(code)
+        buffer.writeInteger(UInt32(code.networkCode))
     }
 
     static func writePing(into buffer: inout ByteBuffer, data: UInt64, ack: Bool) {
@@ -127,10 +128,10 @@ enum HTTP2Wire {
         buffer.writeInteger(data)
     }
 
-    static func writeGoAway(into buffer: inout ByteBuffer, lastStreamID: UInt32, code: UInt32) {
+    static func writeGoAway(into buffer: inout ByteBuffer, lastStreamID: UInt32, code: HTTP2ErrorCode) {
         writeFrameHeader(into: &buffer, length: 8, type: .goAway, streamID: 0)
         buffer.writeInteger(lastStreamID & 0x7fff_ffff)
-        buffer.writeInteger(code)
+        buffer.writeInteger(UInt32(code.networkCode))
     }
 
     /// Strips the padding of a DATA or HEADERS payload (RFC 9113 6.1, 6.2); padding as long as the payload is a
@@ -247,7 +248,7 @@ struct HPACKRequestEncoder {
     /// A repeating field of a request, through `recent` first.
     mutating func write(_ field: RequestField, _ value: String, into buffer: inout ByteBuffer) {
         if let (last, number) = recent[field.rawValue], number >= inserted - entries.count, last == value {
-            Self.writeInteger(62 + inserted - 1 - number, prefix: 7, pattern: 0x80, into: &buffer)
+            writeIndexed(number, into: &buffer)
             return
         }
         recent[field.rawValue] = writeRepeating(
@@ -267,7 +268,7 @@ struct HPACKRequestEncoder {
     mutating func writeRepeating(name: String, staticName: Int?, value: String, into buffer: inout ByteBuffer) -> Int? {
         let entry = Entry(name: name, value: value)
         if let number = numbers[entry] {
-            Self.writeInteger(62 + inserted - 1 - number, prefix: 7, pattern: 0x80, into: &buffer)
+            writeIndexed(number, into: &buffer)
             return number
         }
         let entrySize = name.utf8.count + value.utf8.count + 32
@@ -283,7 +284,12 @@ struct HPACKRequestEncoder {
         entries.append((entry, entrySize))
         size += entrySize
         evict()
-        return numbers[entry]
+        return inserted - 1
+    }
+
+    /// The entry inserted `number`-th, as an index: the dynamic table counts from 62, newest first.
+    private func writeIndexed(_ number: Int, into buffer: inout ByteBuffer) {
+        Self.writeInteger(62 + inserted - 1 - number, prefix: 7, pattern: 0x80, into: &buffer)
     }
 
     /// A field whose value is new each time: a literal that never enters the table.
@@ -302,24 +308,10 @@ struct HPACKRequestEncoder {
         buffer.writeString(token)
     }
 
-    /// `content-length` as a literal (static name 28), written digit by digit.
+    /// `content-length` as a literal (static name 28); its digits fit a small string, so no allocation.
     static func writeContentLength(_ length: Int, into buffer: inout ByteBuffer) {
         writeInteger(28, prefix: 4, pattern: 0x00, into: &buffer)
-        var digits = 1
-        var rest = length / 10
-        while rest > 0 {
-            digits += 1
-            rest /= 10
-        }
-        writeInteger(digits, prefix: 7, pattern: 0x00, into: &buffer)
-        var divisor = 1
-        for _ in 1..<digits { divisor *= 10 }
-        var value = length
-        while divisor > 0 {
-            buffer.writeInteger(UInt8(ascii: "0") + UInt8(value / divisor))
-            value %= divisor
-            divisor /= 10
-        }
+        writeString(String(length), into: &buffer)
     }
 
     private mutating func resize(to newCapacity: Int) {

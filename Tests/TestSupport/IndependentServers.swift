@@ -22,15 +22,10 @@ public struct NginxAPNs: Sendable {
     /// Starts nginx on a free port with the throwaway server certificate; `keepaliveRequests` is how many requests
     /// a connection takes before nginx sends GOAWAY.
     public static func start(keepaliveRequests: Int) async throws -> NginxAPNs {
-        let binary = ["/usr/sbin/nginx", "/usr/bin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
-        guard let binary else {
-            throw TestEnvironmentError(
-                "nginx is not installed: run scripts/install-test-tools.sh (it installs Debian's nginx-light)")
-        }
+        let binary = try installedServer("nginx", package: "nginx-light")
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("nginx-apns-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        try Data(authority.serverCertificatePEM.utf8).write(to: directory.appendingPathComponent("server.pem"))
-        try Data(authority.serverKeyPEM.utf8).write(to: directory.appendingPathComponent("server-key.pem"))
+        try writeServerCertificate(into: directory)
         let template = try String(
             contentsOf: repositoryRoot.appendingPathComponent("scripts/nginx-apns.conf.template"), encoding: .utf8)
         var lastError = ""
@@ -55,14 +50,33 @@ public struct NginxAPNs: Sendable {
         throw TestEnvironmentError("nginx did not start: \(lastError)")
     }
 
-    public func stop() {
-        if process.isRunning {
-            // nginx in single-process mode does not always end on SIGTERM; a throwaway test server can be killed.
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        try? FileManager.default.removeItem(at: directory)
+    public func stop() { stopServer(process, removing: directory) }
+}
+
+/// The path of a Debian server binary (`/usr/sbin` or `/usr/bin`), or an error saying how to install it.
+func installedServer(_ name: String, package: String) throws -> String {
+    guard let path = ["/usr/sbin/\(name)", "/usr/bin/\(name)"].first(where: FileManager.default.isExecutableFile)
+    else {
+        throw TestEnvironmentError(
+            "\(name) is not installed: run scripts/install-test-tools.sh (it installs Debian's \(package))")
     }
+    return path
+}
+
+/// The throwaway CA's server certificate and key, as `server.pem` and `server-key.pem` in `directory`.
+func writeServerCertificate(into directory: URL) throws {
+    try Data(authority.serverCertificatePEM.utf8).write(to: directory.appendingPathComponent("server.pem"))
+    try Data(authority.serverKeyPEM.utf8).write(to: directory.appendingPathComponent("server-key.pem"))
+}
+
+/// Kills a throwaway test server (nginx in single-process mode does not always end on SIGTERM) and removes its
+/// folder.
+func stopServer(_ process: Process, removing directory: URL) {
+    if process.isRunning {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+    try? FileManager.default.removeItem(at: directory)
 }
 
 /// Starts a server process told to listen on `port`; returns it once it accepts connections, or nil when it ended
@@ -114,21 +128,13 @@ public struct Nghttpd: Sendable {
     let directory: URL
 
     public static func start(tokens: [String], bodySize: Int = 0, options: [String]) async throws -> Nghttpd {
-        guard
-            let binary = ["/usr/bin/nghttpd", "/usr/sbin/nghttpd"].first(where: {
-                FileManager.default.isExecutableFile(atPath: $0)
-            })
-        else {
-            throw TestEnvironmentError(
-                "nghttpd is not installed: run scripts/install-test-tools.sh (it installs Debian's nghttp2-server)")
-        }
+        let binary = try installedServer("nghttpd", package: "nghttp2-server")
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("nghttpd-\(UUID().uuidString)")
         let devices = directory.appendingPathComponent("docroot/3/device")
         try FileManager.default.createDirectory(at: devices, withIntermediateDirectories: true)
         let body = Data(repeating: UInt8(ascii: "x"), count: bodySize)
         for token in tokens { try body.write(to: devices.appendingPathComponent(token)) }
-        try Data(authority.serverCertificatePEM.utf8).write(to: directory.appendingPathComponent("server.pem"))
-        try Data(authority.serverKeyPEM.utf8).write(to: directory.appendingPathComponent("server-key.pem"))
+        try writeServerCertificate(into: directory)
         for _ in 0..<5 {
             let port = try await freePort()
             let arguments =
@@ -144,13 +150,7 @@ public struct Nghttpd: Sendable {
         throw TestEnvironmentError("nghttpd did not start with options \(options)")
     }
 
-    public func stop() {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        try? FileManager.default.removeItem(at: directory)
-    }
+    public func stop() { stopServer(process, removing: directory) }
 }
 
 /// Runs `body` against nghttpd started with `options`, then stops it.

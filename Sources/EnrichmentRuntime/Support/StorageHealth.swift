@@ -68,24 +68,6 @@ public struct DatabaseTimeout: Error, CustomStringConvertible {
     }
 }
 
-/// `body`'s value, or nil when it has not finished within `timeout`: it is then cancelled, and this returns once it
-/// has ended (PostgresNIO gives up a wait for a connection when cancelled). For a body that must not outlive its
-/// caller (a request's handler); elsewhere `withAbandoningTimeout` holds the bound even against a body that
-/// ignores cancellation.
-public func withTimeout<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () async throws -> T)
-    async throws -> T?
-{
-    try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: timeout)
-            return nil
-        }
-        defer { group.cancelAll() }
-        return try await group.next() ?? nil
-    }
-}
-
 /// `body`'s value, or nil when it has not finished within `timeout`. The bound on the database for readiness and
 /// the delivery lanes' calls.
 ///
@@ -114,7 +96,7 @@ public func withAbandoningTimeout<T: Sendable>(
     }
 }
 
-/// Whichever ends first of `withTimeout`'s body and its timer resumes the caller, once.
+/// Whichever ends first of `withAbandoningTimeout`'s body and its timer resumes the caller, once.
 private final class TimeoutRace<T: Sendable>: Sendable {
     private struct State {
         var continuation: CheckedContinuation<T?, any Error>?

@@ -11,17 +11,30 @@ public struct PostgresFixStore: FixStore {
     public init(database: PostgresBackend) { self.database = database }
 
     public func insert(_ fixes: [LocationFix]) async throws {
-        guard !fixes.isEmpty else { return }
+        _ = try await insertReportingPrior(fixes)
+    }
+
+    /// The insert's own statement reads each device's newest fix before its first of the batch (a data-modifying
+    /// `WITH` runs on the statement's snapshot, so the read sees the table as it was before the batch): no extra
+    /// trip to the database, one index probe per device.
+    public func insertReportingPrior(_ fixes: [LocationFix]) async throws -> PriorFixes? {
+        guard !fixes.isEmpty else { return PriorFixes() }
         // A batch may repeat a (device, fix time): the later one wins, as a second upsert would.
-        var last: [String: Int] = [:]
-        for (index, fix) in fixes.enumerated() { last["\(fix.deviceId)\u{0}\(fix.fixTime)"] = index }
-        let fixes = last.values.sorted().map { fixes[$0] }
+        struct Key: Hashable {
+            var device: String
+            var time: Double
+        }
+        var last: [Key: Int] = [:]
+        last.reserveCapacity(fixes.count)
+        for (index, fix) in fixes.enumerated() { last[Key(device: fix.deviceId, time: fix.fixTime)] = index }
+        let fixes = last.count == fixes.count ? fixes : last.values.sorted().map { fixes[$0] }
         // One statement for the whole batch: the columns as arrays, unnested into rows (NULLs kept).
         let devices = fixes.map(\.deviceId)
         let times = fixes.map(\.fixTime)
         let latitudes = fixes.map(\.coordinate.latitude)
         let longitudes = fixes.map(\.coordinate.longitude)
-        let accuracies = fixes.map { $0.horizontalAccuracy.map { "\($0)" } ?? "" }
+        // No accuracy travels as NaN (never a valid one) and becomes NULL: numbers, not text to format and parse.
+        let accuracies = fixes.map { $0.horizontalAccuracy ?? .nan }
         let contexts = fixes.map { $0.context ?? "" }
         let hasContext = fixes.map { $0.context != nil }
         let received = fixes.map(\.receivedAt)
@@ -31,29 +44,49 @@ public struct PostgresFixStore: FixStore {
         }
         // The fixes, and each device's newest of the batch into last_fixes (the audiences' index), in one
         // statement; a fix older than the device's last one leaves it in place. Rows locked in device order.
-        try await database.query(
+        let rows = try await database.query(
             """
             WITH u AS (
                 SELECT * FROM unnest(\(devices)::text[], \(times)::float8[], \(latitudes)::float8[],
-                                     \(longitudes)::float8[], \(accuracies)::text[], \(contexts)::text[],
+                                     \(longitudes)::float8[], \(accuracies)::float8[], \(contexts)::text[],
                                      \(hasContext)::bool[], \(received)::float8[], \(extras)::text[], \(cells)::int8[])
                      AS u(d, t, la, lo, a, c, hc, r, x, cell)
             ), written AS (
                 INSERT INTO fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at,
                                    extras)
-                SELECT d, t, la, lo, NULLIF(a, '')::float8, CASE WHEN hc THEN c END, r, NULLIF(x, '') FROM u
+                SELECT d, t, la, lo, NULLIF(a, 'NaN'::float8), CASE WHEN hc THEN c END, r, NULLIF(x, '') FROM u
                 ON CONFLICT (device_id, fix_time) DO UPDATE SET
                     latitude = excluded.latitude, longitude = excluded.longitude,
                     horizontal_accuracy = excluded.horizontal_accuracy, context = excluded.context,
                     received_at = excluded.received_at, extras = excluded.extras
+            ), latest AS (
+                INSERT INTO last_fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, cell)
+                SELECT DISTINCT ON (d) d, t, la, lo, NULLIF(a, 'NaN'::float8), cell FROM u ORDER BY d, t DESC
+                ON CONFLICT (device_id) DO UPDATE SET
+                    fix_time = excluded.fix_time, latitude = excluded.latitude, longitude = excluded.longitude,
+                    horizontal_accuracy = excluded.horizontal_accuracy, cell = excluded.cell
+                WHERE excluded.fix_time >= last_fixes.fix_time
             )
-            INSERT INTO last_fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, cell)
-            SELECT DISTINCT ON (d) d, t, la, lo, NULLIF(a, '')::float8, cell FROM u ORDER BY d, t DESC
-            ON CONFLICT (device_id) DO UPDATE SET
-                fix_time = excluded.fix_time, latitude = excluded.latitude, longitude = excluded.longitude,
-                horizontal_accuracy = excluded.horizontal_accuracy, cell = excluded.cell
-            WHERE excluded.fix_time >= last_fixes.fix_time
+            SELECT f.d, p.fix_time, p.latitude, p.longitude, p.horizontal_accuracy, p.context, p.received_at, p.extras
+            FROM (SELECT d, min(t) AS t FROM u GROUP BY d) AS f
+            LEFT JOIN LATERAL (
+                SELECT fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras FROM fixes
+                WHERE device_id = f.d AND fix_time < f.t ORDER BY fix_time DESC LIMIT 1
+            ) AS p ON true
             """)
+        var prior: [String: LocationFix?] = [:]
+        for try await (id, time, lat, lng, accuracy, context, received, extras) in rows.decode(
+            (String, Double?, Double?, Double?, Double?, String?, Double?, String?).self)
+        {
+            guard let time, let lat, let lng, let received else {
+                prior[id] = .some(nil)
+                continue
+            }
+            prior[id] = Self.fix(
+                id: id, time: time, latitude: lat, longitude: lng, accuracy: accuracy, context: context,
+                received: received, extras: extras)
+        }
+        return PriorFixes(prior)
     }
 
     /// Where each device of the given cells was at its last fix, fresh and fine enough (audiences), in one query

@@ -139,14 +139,16 @@ public struct EnrichmentRuntime: Sendable {
             locationStore = SQLiteLocationStore(database: database, deviceMemory: configuration.deviceMemory)
         }
         let index: PlacesIndex
-        // The POI version before the index is read: changes after it are applied again (an upsert), none is missed.
+        if scope == .full, configuration.loadSamplePOIs, try await pois.count() == 0 {
+            let samples = try SamplePOIs.load()
+            _ = try await pois.upsert(samples)
+            logger.info("loaded bundled sample POIs", metadata: ["count": "\(samples.count)"])
+        }
+        // The POI version before the index is read (and after the samples went in, which the index reads): changes
+        // after it are applied again (an upsert), none is missed. Taken before the samples, it made every fresh
+        // node apply them all again as changes: its whole index in the brute-force delta, searched on every fix.
         let startVersion = try await (pois as? PostgresPOIStore)?.currentVersion()
         if scope == .full {
-            if configuration.loadSamplePOIs, try await pois.count() == 0 {
-                let samples = try SamplePOIs.load()
-                _ = try await pois.upsert(samples)
-                logger.info("loaded bundled sample POIs", metadata: ["count": "\(samples.count)"])
-            }
             if placesInBackground {
                 index = PlacesIndex(awaitingLoad: ())
             } else {

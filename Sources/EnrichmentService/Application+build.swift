@@ -32,13 +32,15 @@ struct ServiceState: Sendable {
     let placesLoading: PlacesLoading
     let keys: APIKeyRing
     let appEnrichers: [String: Enricher]
+    /// Fix reports, stored and evaluated in batches.
+    let intake: FixIntake
 
     /// The enricher for a device (by its stored key): its app's own settings, else the service's.
     func enricher(forDevice key: String) -> Enricher {
         AppNamespace.pick(key, base: enricher, byApp: appEnrichers)
     }
 
-    init(runtime: EnrichmentRuntime, metrics: ServiceMetrics) {
+    init(runtime: EnrichmentRuntime, metrics: ServiceMetrics, logger: Logger = Logger(label: "enrichment-server")) {
         placesLoading = runtime.placesLoading
         configuration = runtime.configuration
         maxBodyBytes = runtime.configuration.maxBodyBytes
@@ -57,6 +59,12 @@ struct ServiceState: Sendable {
         keys = APIKeyRing(configuration: runtime.configuration)
         appEnrichers = runtime.appEnrichers
         self.metrics = metrics
+        // With PostgreSQL a batch's database work has the requests' bound (`DatabaseDeadlineMiddleware`).
+        intake = FixIntake(
+            fixes: runtime.fixes, location: runtime.location, spans: runtime.enricher.spans,
+            timeout: runtime.configuration.databaseURL == nil
+                ? nil : .milliseconds(Int64(runtime.configuration.databaseConnectTimeout * 1000)),
+            logger: logger)
     }
 }
 
@@ -76,7 +84,7 @@ public func buildApplication(
     let runtime = try await EnrichmentRuntime.open(
         configuration, clock: clock, logger: logger, deliveryObserver: metrics, placesInBackground: true)
     try APIKeyRing.check(runtime.configuration)
-    let state = ServiceState(runtime: runtime, metrics: metrics)
+    let state = ServiceState(runtime: runtime, metrics: metrics, logger: logger)
 
     let router = buildRouter(state)
     let runningLogger = logger

@@ -91,6 +91,40 @@ struct StoreContractTests {
         #expect(try await fixes.deleteDevice("d") == 1)
     }
 
+    @Test(
+        "an insert tells each device's newest fix before the batch's first, as stored before the batch; accuracy and extras round-trip, none stays none",
+        arguments: StoreKind.allCases)
+    func insertReportingPrior(kind: StoreKind) async throws {
+        let temp = try TemporaryDatabase()
+        let (fixes, _) = try await kind.makeStores(temp)
+        var earlier = fix("a", 100, lat: 10)
+        earlier.horizontalAccuracy = 12.5
+        earlier.context = "walking"
+        earlier.extras = .object(["speed": .double(1.5), "wifi_ssid": .string("cafe")])
+        try await fixes.insert([earlier, fix("a", 200, lat: 20), fix("b", 50)])
+        // a: the batch starts at 150 (and holds 300): its prior is 100, not the stored 200 nor the batch's own.
+        // b: nothing before 40. c: never seen.
+        let prior = try #require(
+            try await fixes.insertReportingPrior([
+                fix("a", 300, lat: 30), fix("a", 150, lat: 15), fix("b", 40), fix("c", 10), fix("c", 10, lat: 9),
+            ]))
+        #expect(prior.byDevice.count == 3)
+        let a = try #require(prior.byDevice["a"] ?? nil)
+        #expect(a.fixTime == 100)
+        #expect(a.coordinate.latitude == 10)
+        #expect(a.horizontalAccuracy == 12.5)
+        #expect(a.context == "walking")
+        #expect(a.extras == earlier.extras)
+        #expect(prior.byDevice["b"] == .some(nil))
+        #expect(prior.byDevice["c"] == .some(nil))
+        // Stored as sent: a repeated (device, time) keeps the later; no accuracy stays none.
+        let c = try await fixes.latestFix(deviceId: "c")
+        #expect(c?.coordinate.latitude == 9)
+        #expect(c?.horizontalAccuracy == nil)
+        #expect(try await fixes.latestFix(deviceId: "a")?.fixTime == 300)
+        #expect(try await fixes.fix(deviceId: "a", before: 150)?.fixTime == 100)
+    }
+
     @Test("POIs upsert by store id and keep every field", arguments: StoreKind.allCases)
     func poiUpsert(kind: StoreKind) async throws {
         let temp = try TemporaryDatabase()

@@ -106,10 +106,14 @@ public struct OpenLocateBatch: Sendable {
             }
             context = value
         }
-        let extras: JSONValue?
-        switch openLocateExtras(fields) {
-        case .success(let value): extras = value
-        case .failure(let problem): return .failure(problem)
+        // The usual item has no other field: then none of OpenLocate's 14 others is looked up.
+        let core = 3 + (fields["horizontal_accuracy"] == nil ? 0 : 1) + (fields["location_context"] == nil ? 0 : 1)
+        var extras: JSONValue?
+        if fields.count > core {
+            switch openLocateExtras(fields) {
+            case .success(let value): extras = value
+            case .failure(let problem): return .failure(problem)
+            }
         }
         return .success(
             LocationFix(

@@ -15,8 +15,9 @@ public final class PlacesIndex: Sendable {
         /// POIs written since the tree was built, by store id.
         var delta: [POI] = []
         var deltaPositions: [String: Int] = [:]
-        /// Base POIs replaced (by a delta POI) or deleted.
-        var hidden: Set<String> = []
+        /// Base POIs replaced (by a delta POI) or deleted, by their position in `records` (a search checks every
+        /// POI it visits: an integer, not a store id made into a string and hashed).
+        var hidden: Set<Int> = []
         /// Until `load`: every store id removed, so that the loaded base does not bring it back.
         var removedBeforeLoad: Set<String>?
 
@@ -90,12 +91,12 @@ public final class PlacesIndex: Sendable {
             let current = snapshot.withLock { $0 }
             var next = base
             for poi in current.delta {
-                if next.records.record(storeId: poi.storeId) != nil { next.hidden.insert(poi.storeId) }
+                if let record = next.records.record(storeId: poi.storeId) { next.hidden.insert(record) }
                 next.deltaPositions[poi.storeId] = next.delta.count
                 next.delta.append(poi)
             }
-            for id in current.removedBeforeLoad ?? [] where next.records.record(storeId: id) != nil {
-                next.hidden.insert(id)
+            for id in current.removedBeforeLoad ?? [] {
+                if let record = next.records.record(storeId: id) { next.hidden.insert(record) }
             }
             snapshot.withLock { $0 = next }
         }
@@ -120,8 +121,7 @@ public final class PlacesIndex: Sendable {
     /// Every POI of a snapshot, packed: the visible base (as it is), then the delta.
     private static func everything(_ snapshot: Snapshot, then more: [POI]) -> Builder {
         var builder = Builder(expected: snapshot.count + more.count)
-        for i in 0..<snapshot.records.count
-        where snapshot.hidden.isEmpty || !snapshot.hidden.contains(snapshot.records.storeId(at: i)) {
+        for i in 0..<snapshot.records.count where snapshot.hidden.isEmpty || !snapshot.hidden.contains(i) {
             builder.add(recordOf: snapshot.records, at: i)
         }
         for poi in snapshot.delta + more { builder.add(poi) }
@@ -140,7 +140,7 @@ public final class PlacesIndex: Sendable {
                 next = Self.build(Self.everything(next, then: new))
             } else {
                 for poi in new {
-                    if next.records.record(storeId: poi.storeId) != nil { next.hidden.insert(poi.storeId) }
+                    if let record = next.records.record(storeId: poi.storeId) { next.hidden.insert(record) }
                     if let index = next.deltaPositions[poi.storeId] {
                         next.delta[index] = poi
                     } else {
@@ -162,8 +162,7 @@ public final class PlacesIndex: Sendable {
             for id in storeIds {
                 next.removedBeforeLoad?.insert(id)
                 var found = false
-                if next.records.record(storeId: id) != nil, !next.hidden.contains(id) {
-                    next.hidden.insert(id)
+                if let record = next.records.record(storeId: id), next.hidden.insert(record).inserted {
                     found = true
                 }
                 if let index = next.deltaPositions.removeValue(forKey: id) {
@@ -184,7 +183,7 @@ public final class PlacesIndex: Sendable {
     public func poi(storeId: String) -> POI? {
         let current = snapshot.withLock { $0 }
         if let index = current.deltaPositions[storeId] { return current.delta[index] }
-        guard !current.hidden.contains(storeId), let index = current.records.record(storeId: storeId) else {
+        guard let index = current.records.record(storeId: storeId), !current.hidden.contains(index) else {
             return nil
         }
         return current.records.poi(at: index)
@@ -200,7 +199,7 @@ public final class PlacesIndex: Sendable {
         var found: [Coordinate] = []
         let records = current.records
         for i in 0..<records.count where records.matches(filter, at: i) {
-            if !current.hidden.isEmpty, current.hidden.contains(records.storeId(at: i)) { continue }
+            if !current.hidden.isEmpty, current.hidden.contains(i) { continue }
             found.append(records.coordinate(at: i))
             if found.count > limit { return nil }
         }
@@ -217,19 +216,22 @@ public final class PlacesIndex: Sendable {
     }
 
     /// The query's filter over the packed base, skipping hidden base POIs.
-    private static func accept(_ query: PlacesQuery, _ records: PackedPOIs, hidden: Set<String>) -> ((Int) -> Bool)? {
+    private static func accept(_ query: PlacesQuery, _ records: PackedPOIs, hidden: Set<Int>) -> ((Int) -> Bool)? {
         let filter = query.filter.map { filter in { (i: Int) in records.matches(filter, at: i) } }
         guard !hidden.isEmpty else { return filter }
-        return { i in !hidden.contains(records.storeId(at: i)) && (filter?(i) ?? true) }
+        return { i in !hidden.contains(i) && (filter?(i) ?? true) }
     }
 
-    /// The delta POIs that pass `query`, with their distances.
-    private static func deltaMatches(_ snapshot: Snapshot, to point: Coordinate, query: PlacesQuery) -> [PlaceMatch] {
-        var found: [PlaceMatch] = []
-        for poi in snapshot.delta where query.accepts(poi) {
-            let metres = point.distance(to: poi.coordinate)
+    /// The delta POIs that pass `query`, as (distance, position in the delta): nothing is copied for the many that
+    /// a search leaves out.
+    private static func deltaCandidates(_ snapshot: Snapshot, to point: Coordinate, query: PlacesQuery) -> [(
+        metres: Double, position: Int
+    )] {
+        var found: [(metres: Double, position: Int)] = []
+        for position in snapshot.delta.indices where query.accepts(snapshot.delta[position]) {
+            let metres = point.distance(to: snapshot.delta[position].coordinate)
             if let radius = query.radius, metres > radius { continue }
-            found.append(PlaceMatch(poi: poi, distance: metres))
+            found.append((metres, position))
         }
         return found
     }
@@ -245,7 +247,14 @@ public final class PlacesIndex: Sendable {
         )
         .map { PlaceMatch(poi: records.poi(at: $0.item), distance: $0.metres) }
         guard !current.delta.isEmpty else { return base }
-        var merged = base + deltaMatches(current, to: point, query: query)
+        var candidates = deltaCandidates(current, to: point, query: query)
+        guard !candidates.isEmpty else { return base }
+        let delta = current.delta
+        candidates.sort {
+            $0.metres != $1.metres ? $0.metres < $1.metres : delta[$0.position].storeId < delta[$1.position].storeId
+        }
+        var merged = base
+        merged += candidates.prefix(k).map { PlaceMatch(poi: delta[$0.position], distance: $0.metres) }
         merged.sort { $0.distance != $1.distance ? $0.distance < $1.distance : $0.poi.storeId < $1.poi.storeId }
         return Array(merged.prefix(k))
     }
@@ -265,7 +274,7 @@ extension PlacesIndex {
         let inTree = current.tree.count(
             near: point, maxMetres: query.radius, accept: Self.accept(query, current.records, hidden: current.hidden),
             limit: reach)
-        let total = min(reach, inTree + Self.deltaMatches(current, to: point, query: query).count)
+        let total = min(reach, inTree + Self.deltaCandidates(current, to: point, query: query).count)
         return (Array(found.dropFirst(skip)), max(1, (total + perPage - 1) / perPage))
     }
 }

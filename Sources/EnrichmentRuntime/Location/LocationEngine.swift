@@ -150,7 +150,13 @@ public final class LocationEngine: Sendable {
     /// (`insertReportingPrior`), which spares reading them back.
     @discardableResult
     public func ingested(_ batch: [LocationFix], prior: PriorFixes? = nil) async throws -> Int {
-        guard !batch.isEmpty, settings.regionsEnabled || settings.detectVisits else { return 0 }
+        try await eventsByDevice(ingesting: batch, prior: prior).values.reduce(0, +)
+    }
+
+    /// `ingested`, telling how many events each device's fixes made (a batch gathered from several reports answers
+    /// each report with its own).
+    public func eventsByDevice(ingesting batch: [LocationFix], prior: PriorFixes? = nil) async throws -> [String: Int] {
+        guard !batch.isEmpty, settings.regionsEnabled || settings.detectVisits else { return [:] }
         var byDevice: [String: [LocationFix]] = [:]
         for fix in batch { byDevice[fix.deviceId, default: []].append(fix) }
         let regionsOn = settings.regionsEnabled
@@ -253,7 +259,9 @@ public final class LocationEngine: Sendable {
                     evaluatedUntil: from.evaluatedUntil, prior: prior?.byDevice[device])
             }
         }
-        return events.count
+        var counts: [String: Int] = [:]
+        for event in events { counts[event.deviceId, default: 0] += 1 }
+        return counts
     }
 
     /// Runs the detector over the device's fixes after `after` and reports what it finds as visits.

@@ -88,29 +88,18 @@ struct DeviceRoutes {
             let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
             let batch = try OpenLocateBatch.parse(
                 document, deviceId: id, receivedAt: state.clock.now().timeIntervalSince1970)
-            let spans = state.enricher.spans
-            // Stored (and committed) before we acknowledge: an accepted fix is never lost.
-            let prior: PriorFixes? = try await spans.run("db.insert_fixes", kind: .client) { span in
-                span?.attributes["fixes.count"] = batch.accepted.count
-                // What the store knows of the devices' earlier fixes comes with the insert, when it is needed.
-                guard state.location.evaluatesFixes else {
-                    try await state.fixes.insert(batch.accepted)
-                    return nil
+            // Stored (and committed) before we acknowledge: an accepted fix is never lost. Reports arriving
+            // together are stored in one statement and evaluated in one transaction (`FixIntake`).
+            var outcome = FixIntake.Outcome(events: 0)
+            if !batch.accepted.isEmpty {
+                outcome = try await state.enricher.spans.run("fixes.ingest") { span in
+                    span?.attributes["fixes.count"] = batch.accepted.count
+                    return try await state.intake.submit(deviceId: id, fixes: batch.accepted)
                 }
-                return try await state.fixes.insertReportingPrior(batch.accepted)
             }
             state.metrics.fixes(accepted: batch.accepted.count, rejected: batch.rejected.count)
-            // Regions and visits after the commit: a failure here is reported, and the fixes stay stored.
-            var events: Int?
-            var locationError: String?
-            do {
-                events = try await spans.run("location.evaluate") { _ in
-                    try await state.location.ingested(batch.accepted, prior: prior)
-                }
-            } catch {
-                context.logger.error("location evaluation failed", metadata: ["error": "\(error)"])
-                locationError = "regions and visits were not evaluated for this batch: \(error)"
-            }
+            let events = outcome.events
+            let locationError = outcome.locationError
             let status: HTTPResponse.Status =
                 batch.accepted.isEmpty && !batch.rejected.isEmpty ? .unprocessableContent : .ok
             return JSONIO.response(

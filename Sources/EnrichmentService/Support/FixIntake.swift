@@ -1,0 +1,212 @@
+import EnrichmentCore
+import EnrichmentRuntime
+import Instrumentation
+import Logging
+import Synchronization
+import Tracing
+
+/// Fix reports (`POST /v1/devices/{id}/locations`) stored and evaluated in batches: reports arriving while a batch
+/// is under way gather for the next one, which stores all their fixes in one statement (one commit) and evaluates
+/// regions and visits for all their devices in one transaction. A report is answered once its batch has done both,
+/// exactly as if it had been alone: its fixes committed before the answer, its own devices' events counted.
+///
+/// A batch holds at most one report per device (a second report of a device waits for the next batch, so each
+/// report's events are its own and a device's reports are evaluated in their order), and at most `maximumFixes`
+/// fixes. When the database refuses a batch's statement for something in the data (not an outage), each report is
+/// stored on its own, so that only the one at fault fails. A report whose request is cancelled (its deadline) is
+/// answered at once; its fixes may still be stored by its batch, as a cancelled query may commit.
+final class FixIntake: Sendable {
+    /// What a stored report's batch said about it: its events, or why regions and visits were not evaluated.
+    struct Outcome: Sendable {
+        var events: Int?
+        var locationError: String?
+    }
+
+    private struct Report: Sendable {
+        var id: UInt64
+        var deviceId: String
+        var fixes: [LocationFix]
+        /// The request's span, linked from the batch's (with tracing on).
+        var link: InstrumentationContext?
+    }
+
+    private struct State: ~Copyable {
+        var next: UInt64 = 0
+        var pending: [Report] = []
+        /// Every report not answered yet (pending or in a batch), by id: whoever removes one answers it.
+        var waiting: [UInt64: CheckedContinuation<Outcome, any Error>] = [:]
+        var running = 0
+    }
+
+    private let state = Mutex(State())
+    let fixes: any FixStore
+    let location: LocationEngine
+    let spans: SpanRecorder
+    /// The bound of a batch's database work (`ENRICH_DATABASE_TIMEOUT` with PostgreSQL), or none.
+    let timeout: Duration?
+    let maximumBatches: Int
+    let maximumFixes: Int
+    let logger: Logger
+
+    init(
+        fixes: any FixStore, location: LocationEngine, spans: SpanRecorder, timeout: Duration?,
+        maximumBatches: Int = 2, maximumFixes: Int = 10_000, logger: Logger
+    ) {
+        self.fixes = fixes
+        self.location = location
+        self.spans = spans
+        self.timeout = timeout
+        self.maximumBatches = max(1, maximumBatches)
+        self.maximumFixes = max(1, maximumFixes)
+        self.logger = logger
+    }
+
+    /// Stores `fixes` (all of one device) and evaluates them in the next batch.
+    func submit(deviceId: String, fixes: [LocationFix]) async throws -> Outcome {
+        let link = spans.tracer != nil ? InstrumentationContext.current : nil
+        let id = state.withLock { state in
+            state.next += 1
+            return state.next
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let batch: [Report]? = state.withLock { state in
+                    guard !Task.isCancelled else { return [] }
+                    state.waiting[id] = continuation
+                    state.pending.append(Report(id: id, deviceId: deviceId, fixes: fixes, link: link))
+                    guard state.running < maximumBatches else { return nil }
+                    state.running += 1
+                    return take(&state)
+                }
+                guard let batch else { return }
+                guard !batch.isEmpty else { return continuation.resume(throwing: CancellationError()) }
+                // Detached: the batch serves many requests, none of whose trace or app it belongs to.
+                Task.detached { await self.run(batch) }
+            }
+        } onCancel: {
+            let continuation = state.withLock { state in
+                state.pending.removeAll { $0.id == id }
+                return state.waiting.removeValue(forKey: id)
+            }
+            continuation?.resume(throwing: CancellationError())
+        }
+    }
+
+    /// The next batch from what is pending: in arrival order, one report per device, up to `maximumFixes`.
+    private func take(_ state: inout State) -> [Report] {
+        var batch: [Report] = []
+        var devices: Set<String> = []
+        var left: [Report] = []
+        var count = 0
+        for report in state.pending {
+            if count >= maximumFixes || !devices.insert(report.deviceId).inserted {
+                left.append(report)
+            } else {
+                batch.append(report)
+                count += report.fixes.count
+            }
+        }
+        state.pending = left
+        return batch
+    }
+
+    /// Answers a report unless it was answered already (cancelled).
+    private func answer(_ id: UInt64, _ result: Result<Outcome, any Error>) {
+        state.withLock { $0.waiting.removeValue(forKey: id) }?.resume(with: result)
+    }
+
+    /// Runs `batch`, then what gathered meanwhile, until nothing is pending.
+    private func run(_ first: [Report]) async {
+        var batch = first
+        while true {
+            await process(batch)
+            let next: [Report]? = state.withLock { state in
+                guard !state.pending.isEmpty else {
+                    state.running -= 1
+                    return nil
+                }
+                return take(&state)
+            }
+            guard let next else { return }
+            batch = next
+        }
+    }
+
+    /// `work` within the batch's bound; `DatabaseTimeout` when it is reached.
+    private func bounded<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        guard let timeout else { return try await work() }
+        guard let value = try await RequestDeadlines.shared.run(within: timeout, work) else {
+            throw DatabaseTimeout(timeout: timeout)
+        }
+        return value
+    }
+
+    private func process(_ batch: [Report]) async {
+        guard let tracer = spans.tracer else { return await store(batch) }
+        await tracer.withSpan("ingest.batch", context: .topLevel) { span in
+            for report in batch { if let link = report.link { span.addLink(SpanLink(context: link, attributes: [:])) } }
+            span.attributes["ingest.reports"] = batch.count
+            span.attributes["fixes.count"] = batch.reduce(0) { $0 + $1.fixes.count }
+            await store(batch)
+        }
+    }
+
+    /// Stores the batch's fixes (each report alone when the database refuses the whole for its data), then
+    /// evaluates what was stored.
+    private func store(_ batch: [Report]) async {
+        let evaluates = location.evaluatesFixes
+        let fixes = self.fixes
+        @Sendable func insert(_ batch: [LocationFix]) async throws -> PriorFixes? {
+            guard evaluates else {
+                try await fixes.insert(batch)
+                return nil
+            }
+            return try await fixes.insertReportingPrior(batch)
+        }
+        var stored = batch
+        var prior: PriorFixes?
+        do {
+            let all = batch.count == 1 ? batch[0].fixes : batch.flatMap(\.fixes)
+            prior = try await spans.run("db.insert_fixes", kind: .client) { span in
+                span?.attributes["fixes.count"] = all.count
+                return try await bounded { try await insert(all) }
+            }
+        } catch {
+            guard batch.count > 1, StorageHealth.outage(in: error) == nil, !(error is DatabaseTimeout) else {
+                for report in batch { answer(report.id, .failure(error)) }
+                return
+            }
+            logger.warning(
+                "a batch of fix reports was refused; storing each report alone",
+                metadata: ["reports": "\(batch.count)", "error": "\(error)"])
+            stored = []
+            var priors: [String: LocationFix?] = [:]
+            for report in batch {
+                do {
+                    let alone = try await bounded { try await insert(report.fixes) }
+                    priors.merge(alone?.byDevice ?? [:]) { first, _ in first }
+                    stored.append(report)
+                } catch {
+                    answer(report.id, .failure(error))
+                }
+            }
+            prior = evaluates ? PriorFixes(priors) : nil
+        }
+        guard !stored.isEmpty else { return }
+        // Regions and visits after the commit: a failure here is reported, and the fixes stay stored.
+        let location = self.location
+        let all = stored.count == 1 ? stored[0].fixes : stored.flatMap(\.fixes)
+        let evaluatedPrior = prior
+        do {
+            let events = try await spans.run("location.evaluate") { _ in
+                try await bounded { try await location.eventsByDevice(ingesting: all, prior: evaluatedPrior) }
+            }
+            for report in stored { answer(report.id, .success(Outcome(events: events[report.deviceId] ?? 0))) }
+        } catch {
+            logger.error(
+                "location evaluation failed", metadata: ["reports": "\(stored.count)", "error": "\(error)"])
+            let message = "regions and visits were not evaluated for this batch: \(error)"
+            for report in stored { answer(report.id, .success(Outcome(events: nil, locationError: message))) }
+        }
+    }
+}

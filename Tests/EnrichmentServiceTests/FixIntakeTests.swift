@@ -1,0 +1,201 @@
+import EnrichmentCore
+import EnrichmentRuntime
+import Essentials
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@testable import EnrichmentService
+
+/// Fix reports gathered into batches (`FixIntake`), over a real SQLite runtime with a custom region: what each
+/// report is answered, what is stored, and how many writes the batches took.
+@Suite("Fix reports stored and evaluated in batches")
+struct FixIntakeTests {
+    /// The runtime's real store, with its inserts counted, the first one held until `release`, and (optionally)
+    /// a refusal of every write that holds a fix of device `refused`.
+    final class ObservedStore: FixStore, Sendable {
+        struct Refused: Error, CustomStringConvertible {
+            var description: String { "the database refused the batch's data" }
+        }
+
+        let base: any FixStore
+        let refused: String?
+        let writes = Mutex<[[String]]>([])
+        let held = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let holding = Mutex(true)
+
+        init(base: any FixStore, refused: String? = nil) {
+            self.base = base
+            self.refused = refused
+        }
+
+        func release() { held.withLock { $0.take() }?.resume() }
+        var heldNow: Bool { held.withLock { $0 != nil } }
+
+        func write(_ fixes: [LocationFix]) async throws -> PriorFixes? {
+            writes.withLock { $0.append(Array(Set(fixes.map(\.deviceId))).sorted()) }
+            if holding.withLock({ value in
+                defer { value = false }
+                return value
+            }) {
+                await withCheckedContinuation { continuation in held.withLock { $0 = continuation } }
+            }
+            if let refused, fixes.contains(where: { $0.deviceId == refused }) { throw Refused() }
+            return try await base.insertReportingPrior(fixes)
+        }
+
+        func insert(_ fixes: [LocationFix]) async throws { _ = try await write(fixes) }
+        func insertReportingPrior(_ fixes: [LocationFix]) async throws -> PriorFixes? { try await write(fixes) }
+        func latestFix(deviceId: String) async throws -> LocationFix? { try await base.latestFix(deviceId: deviceId) }
+        func deleteDevice(_ deviceId: String) async throws -> Int { try await base.deleteDevice(deviceId) }
+        func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix] {
+            try await base.latestFixes(deviceIds: deviceIds)
+        }
+        func fixes(deviceId: String, after: Double, before: Double, limit: Int) async throws -> [LocationFix] {
+            try await base.fixes(deviceId: deviceId, after: after, before: before, limit: limit)
+        }
+    }
+
+    struct Setup {
+        var runtime: EnrichmentRuntime
+        var store: ObservedStore
+        var intake: FixIntake
+        var directory: URL
+    }
+
+    /// A runtime on a fresh SQLite file with a 150 m region in the countryside (no sample POI near: one event per
+    /// entry).
+    static func setup(refused: String? = nil) async throws -> Setup {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("intake-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var configuration = ServiceConfiguration()
+        configuration.databasePath = directory.appendingPathComponent("db.sqlite").path
+        let runtime = try await EnrichmentRuntime.open(
+            configuration, clock: SystemWallClock(), logger: Logger(label: "intake"), deliveryObserver: nil,
+            placesInBackground: false)
+        let region = try runtime.location.region(
+            from: .object([
+                "id": .string("tower"), "latitude": .double(46.5), "longitude": .double(3.5),
+                "radius": .double(150),
+            ]))
+        _ = try await runtime.location.putRegion(region)
+        let store = ObservedStore(base: runtime.fixes, refused: refused)
+        let intake = FixIntake(
+            fixes: store, location: runtime.location, spans: SpanRecorder(nil), timeout: nil, maximumBatches: 1,
+            logger: Logger(label: "intake"))
+        return Setup(runtime: runtime, store: store, intake: intake, directory: directory)
+    }
+
+    static let now = Date().timeIntervalSince1970
+
+    /// Two fixes of `device`: away, then at the region (entering it) when `enters`, else farther still.
+    static func report(_ device: String, enters: Bool, offset: Double = 0) -> [LocationFix] {
+        [
+            LocationFix(
+                deviceId: device, coordinate: Coordinate(latitude: 46.4, longitude: 3.4),
+                fixTime: now - 120 + offset, horizontalAccuracy: 10, receivedAt: now),
+            LocationFix(
+                deviceId: device,
+                coordinate: enters
+                    ? Coordinate(latitude: 46.5, longitude: 3.5) : Coordinate(latitude: 46.3, longitude: 3.3),
+                fixTime: now - 60 + offset, horizontalAccuracy: 10, receivedAt: now),
+        ]
+    }
+
+    static func waitUntil(_ condition: @escaping @Sendable () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !condition() {
+            guard ContinuousClock.now < deadline else { throw CancellationError() }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    @Test(
+        "reports arriving while a batch runs are stored in one write; each is answered with its own device's events; a device's second report waits for the next batch"
+    )
+    func gathered() async throws {
+        let setup = try await Self.setup()
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        let intake = setup.intake
+        let first = Task { try await intake.submit(deviceId: "d-first", fixes: Self.report("d-first", enters: true)) }
+        try await Self.waitUntil { setup.store.heldNow }
+        var gathered: [Task<FixIntake.Outcome, any Error>] = []
+        for n in 0..<10 {
+            let device = "d-\(n)"
+            gathered.append(
+                Task { try await intake.submit(deviceId: device, fixes: Self.report(device, enters: n < 4)) })
+        }
+        // A second report of d-0, after its first: leaves the region.
+        try await Task.sleep(for: .milliseconds(100))
+        let again = Task {
+            try await intake.submit(deviceId: "d-0", fixes: Self.report("d-0", enters: false, offset: 30))
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        setup.store.release()
+
+        #expect(try await first.value.events == 1)
+        for (n, task) in gathered.enumerated() {
+            let outcome = try await task.value
+            #expect(outcome.events == (n < 4 ? 1 : 0), "d-\(n)")
+            #expect(outcome.locationError == nil)
+        }
+        // d-0 left the region: its own exit, not its first report's entry.
+        let second = try await again.value
+        #expect(second.events == 1)
+        let events = try await setup.runtime.location.events(deviceId: "d-0", limit: 10) ?? []
+        #expect(events.map(\.type).sorted() == ["region_enter", "region_exit"])
+        let writes = setup.store.writes.withLock { $0 }
+        #expect(writes.count == 3, "\(writes)")
+        #expect(writes.dropFirst().first == (0..<10).map { "d-\($0)" }.sorted())
+        #expect(writes.last == ["d-0"])
+        for n in 0..<10 {
+            let fix = try await setup.runtime.fixes.latestFix(deviceId: "d-\(n)")
+            #expect(fix?.fixTime == Self.now - 60 + (n == 0 ? 30 : 0))
+        }
+    }
+
+    @Test("a batch the database refuses for one report's data: each report is stored alone, and only that one fails")
+    func refusedAlone() async throws {
+        let setup = try await Self.setup(refused: "d-bad")
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        let intake = setup.intake
+        let first = Task { try await intake.submit(deviceId: "d-first", fixes: Self.report("d-first", enters: false)) }
+        try await Self.waitUntil { setup.store.heldNow }
+        let good = Task { try await intake.submit(deviceId: "d-good", fixes: Self.report("d-good", enters: true)) }
+        let bad = Task { try await intake.submit(deviceId: "d-bad", fixes: Self.report("d-bad", enters: true)) }
+        let other = Task { try await intake.submit(deviceId: "d-other", fixes: Self.report("d-other", enters: false)) }
+        try await Task.sleep(for: .milliseconds(100))
+        setup.store.release()
+
+        #expect(try await first.value.events == 0)
+        #expect(try await good.value.events == 1)
+        #expect(try await other.value.events == 0)
+        await #expect(throws: ObservedStore.Refused.self) { try await bad.value }
+        #expect(try await setup.runtime.fixes.latestFix(deviceId: "d-good") != nil)
+        #expect(try await setup.runtime.fixes.latestFix(deviceId: "d-other") != nil)
+        #expect(try await setup.runtime.fixes.latestFix(deviceId: "d-bad") == nil)
+        // The gathered write, then each of its three reports alone.
+        #expect(setup.store.writes.withLock { $0.count } == 5)
+    }
+
+    @Test("a report cancelled while it waits for a batch is answered at once, and its fixes are not stored")
+    func cancelledWhileWaiting() async throws {
+        let setup = try await Self.setup()
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        let intake = setup.intake
+        let first = Task { try await intake.submit(deviceId: "d-first", fixes: Self.report("d-first", enters: false)) }
+        try await Self.waitUntil { setup.store.heldNow }
+        let waiting = Task { try await intake.submit(deviceId: "d-late", fixes: Self.report("d-late", enters: false)) }
+        try await Task.sleep(for: .milliseconds(50))
+        let started = ContinuousClock.now
+        waiting.cancel()
+        await #expect(throws: CancellationError.self) { try await waiting.value }
+        #expect(ContinuousClock.now - started < .seconds(1))
+        #expect(setup.store.heldNow, "the batch under way is still held")
+        setup.store.release()
+        #expect(try await first.value.events == 0)
+        #expect(try await setup.runtime.fixes.latestFix(deviceId: "d-late") == nil)
+        #expect(setup.store.writes.withLock { $0.count } == 1)
+    }
+}

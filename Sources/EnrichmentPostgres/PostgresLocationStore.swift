@@ -401,12 +401,16 @@ public final class PostgresLocationStore: LocationStore {
 
 /// The snapshot read, prepared once per connection (PostgreSQL plans it once instead of per batch).
 struct SnapshotStatement: PostgresPreparedStatement {
-    static let name = "enrich_device_snapshots_v1"
+    static let name = "enrich_device_snapshots_v2"
+    /// The last fix of each device is one probe of the primary key, backwards (`LIMIT 1` per device): its cost
+    /// does not grow with the device's history, and no table statistics can turn it into a scan.
     static let sql = """
-        SELECT * FROM (
-            SELECT DISTINCT ON (device_id) device_id, 2::int8 AS kind, NULL::text AS body, 0::int8 AS position,
-                   fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras
-            FROM fixes WHERE device_id = ANY($1::text[]) ORDER BY device_id, fix_time DESC) AS last
+        SELECT u.id, 2::int8 AS kind, NULL::text AS body, 0::int8 AS position,
+               f.fix_time, f.latitude, f.longitude, f.horizontal_accuracy, f.context, f.received_at, f.extras
+        FROM unnest($1::text[]) AS u(id)
+        CROSS JOIN LATERAL (
+            SELECT fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras FROM fixes
+            WHERE device_id = u.id ORDER BY fix_time DESC LIMIT 1) AS f
         UNION ALL
         SELECT device_id, 0::int8, body, 0::int8, NULL::float8, NULL::float8, NULL::float8, NULL::float8,
                NULL::text, NULL::float8, NULL::text

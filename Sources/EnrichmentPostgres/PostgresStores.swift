@@ -125,11 +125,14 @@ public struct PostgresFixStore: FixStore {
     public func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix] {
         let ids = Array(Set(deviceIds))
         guard !ids.isEmpty else { return [:] }
+        // One backward probe of the primary key per device, whatever its history holds.
         let rows = try await database.query(
             """
-            SELECT DISTINCT ON (device_id) device_id, fix_time, latitude, longitude, horizontal_accuracy, context,
-                   received_at, extras
-            FROM fixes WHERE device_id = ANY(\(ids)::text[]) ORDER BY device_id, fix_time DESC
+            SELECT u.id, f.fix_time, f.latitude, f.longitude, f.horizontal_accuracy, f.context, f.received_at, f.extras
+            FROM unnest(\(ids)::text[]) AS u(id)
+            CROSS JOIN LATERAL (
+                SELECT fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras FROM fixes
+                WHERE device_id = u.id ORDER BY fix_time DESC LIMIT 1) AS f
             """)
         var found: [String: LocationFix] = [:]
         for fix in try await Self.decode(rows) { found[fix.deviceId] = fix }

@@ -2,9 +2,11 @@ import EnrichmentCore
 import EnrichmentRuntime
 import Essentials
 import Foundation
+import InMemoryTracing
 import Logging
 import Synchronization
 import Testing
+import Tracing
 
 @testable import EnrichmentService
 
@@ -66,7 +68,7 @@ struct FixIntakeTests {
 
     /// A runtime on a fresh SQLite file with a 150 m region in the countryside (no sample POI near: one event per
     /// entry).
-    static func setup(refused: String? = nil) async throws -> Setup {
+    static func setup(refused: String? = nil, tracer: InMemoryTracer? = nil) async throws -> Setup {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("intake-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var configuration = ServiceConfiguration()
@@ -82,7 +84,7 @@ struct FixIntakeTests {
         _ = try await runtime.location.putRegion(region)
         let store = ObservedStore(base: runtime.fixes, refused: refused)
         let intake = FixIntake(
-            fixes: store, location: runtime.location, spans: SpanRecorder(nil), timeout: nil, maximumBatches: 1,
+            fixes: store, location: runtime.location, spans: SpanRecorder(tracer), timeout: nil, maximumBatches: 1,
             logger: Logger(label: "intake"))
         return Setup(runtime: runtime, store: store, intake: intake, directory: directory)
     }
@@ -197,5 +199,43 @@ struct FixIntakeTests {
         #expect(try await first.value.events == 0)
         #expect(try await setup.runtime.fixes.latestFix(deviceId: "d-late") == nil)
         #expect(setup.store.writes.withLock { $0.count } == 1)
+    }
+
+    @Test(
+        "with tracing on, a batch is a trace of its own (ingest.batch: its write and its evaluation inside), linked to the span of every report it carries"
+    )
+    func tracedBatch() async throws {
+        let tracer = InMemoryTracer()
+        let setup = try await Self.setup(tracer: tracer)
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        let intake = setup.intake
+        let first = Task { try await intake.submit(deviceId: "d-first", fixes: Self.report("d-first", enters: false)) }
+        try await Self.waitUntil { setup.store.heldNow }
+        var reports: [Task<FixIntake.Outcome, any Error>] = []
+        for n in 0..<3 {
+            reports.append(
+                Task {
+                    try await tracer.withSpan("request \(n)") { _ in
+                        try await intake.submit(deviceId: "d-\(n)", fixes: Self.report("d-\(n)", enters: true))
+                    }
+                })
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        setup.store.release()
+        _ = try await first.value
+        for report in reports { #expect(try await report.value.events == 1) }
+
+        let spans = tracer.finishedSpans
+        let requests = spans.filter { $0.operationName.hasPrefix("request ") }
+        #expect(requests.count == 3)
+        let batches = spans.filter { $0.operationName == "ingest.batch" }
+        #expect(batches.count == 2)
+        let gathered = try #require(batches.first { $0.attributes["ingest.reports"]?.toSpanAttribute() == .int64(3) })
+        #expect(gathered.parentSpanID == nil)
+        #expect(!requests.contains { $0.traceID == gathered.traceID })
+        let linked = Set(gathered.links.compactMap { $0.context.inMemorySpanContext?.spanID })
+        #expect(linked == Set(requests.map(\.spanID)))
+        let inside = spans.filter { $0.parentSpanID == gathered.spanID }.map(\.operationName)
+        #expect(inside.sorted() == ["db.insert_fixes", "location.evaluate"])
     }
 }

@@ -201,6 +201,13 @@ public final class PostgresBackend: Sendable {
         }
     }
 
+    /// True when PostgreSQL refused a statement for its data: a data exception (SQLSTATE class 22, e.g. a NUL byte
+    /// in text) or an integrity constraint violation (class 23).
+    public static func isDataError(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError, let state = error.serverInfo?[.sqlState] else { return false }
+        return state.hasPrefix("22") || state.hasPrefix("23")
+    }
+
     /// Nil when PostgreSQL answers and takes writes; else what is wrong (reason `database_unavailable`), for
     /// readiness.
     public func storageProblem() async -> (problem: String, reason: String)? {

@@ -43,7 +43,8 @@ public struct PostgresFixStore: FixStore {
             LastFixCells.cell(latitude: $0.coordinate.latitude, longitude: $0.coordinate.longitude)
         }
         // The fixes, and each device's newest of the batch into last_fixes (the audiences' index), in one
-        // statement; a fix older than the device's last one leaves it in place. Rows locked in device order.
+        // statement; a fix older than the device's last one leaves it in place. Rows written (and locked) in
+        // (device, time) order, so two batches over the same devices cannot deadlock.
         let rows = try await database.query(
             """
             WITH u AS (
@@ -55,6 +56,7 @@ public struct PostgresFixStore: FixStore {
                 INSERT INTO fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at,
                                    extras)
                 SELECT d, t, la, lo, NULLIF(a, 'NaN'::float8), CASE WHEN hc THEN c END, r, NULLIF(x, '') FROM u
+                ORDER BY d, t
                 ON CONFLICT (device_id, fix_time) DO UPDATE SET
                     latitude = excluded.latitude, longitude = excluded.longitude,
                     horizontal_accuracy = excluded.horizontal_accuracy, context = excluded.context,

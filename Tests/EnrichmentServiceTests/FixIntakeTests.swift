@@ -17,7 +17,7 @@ struct FixIntakeTests {
     /// The runtime's real store, with its inserts counted, the first one held until `release`, and (optionally)
     /// a refusal of every write that holds a fix of device `refused`.
     final class ObservedStore: FixStore, Sendable {
-        struct Refused: Error, CustomStringConvertible {
+        struct Refused: DataRefusal, CustomStringConvertible {
             var description: String { "the database refused the batch's data" }
         }
 
@@ -68,7 +68,7 @@ struct FixIntakeTests {
 
     /// A runtime on a fresh SQLite file with a 150 m region in the countryside (no sample POI near: one event per
     /// entry).
-    static func setup(refused: String? = nil, tracer: InMemoryTracer? = nil) async throws -> Setup {
+    static func setup(refused: String? = nil, tracer: InMemoryTracer? = nil, batches: Int = 1) async throws -> Setup {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("intake-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var configuration = ServiceConfiguration()
@@ -84,7 +84,8 @@ struct FixIntakeTests {
         _ = try await runtime.location.putRegion(region)
         let store = ObservedStore(base: runtime.fixes, refused: refused)
         let intake = FixIntake(
-            fixes: store, location: runtime.location, spans: SpanRecorder(tracer), timeout: nil, maximumBatches: 1,
+            fixes: store, location: runtime.location, spans: SpanRecorder(tracer), timeout: nil,
+            maximumBatches: batches,
             logger: Logger(label: "intake"))
         return Setup(runtime: runtime, store: store, intake: intake, directory: directory)
     }
@@ -237,5 +238,32 @@ struct FixIntakeTests {
         #expect(linked == Set(requests.map(\.spanID)))
         let inside = spans.filter { $0.parentSpanID == gathered.spanID }.map(\.operationName)
         #expect(inside.sorted() == ["db.insert_fixes", "location.evaluate"])
+    }
+
+    @Test(
+        "with two batches at once, a device's second report waits for the batch holding its first while another device's report starts a batch of its own"
+    )
+    func deviceInOneBatchAtATime() async throws {
+        let setup = try await Self.setup(batches: 2)
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        let intake = setup.intake
+        let first = Task { try await intake.submit(deviceId: "d-x", fixes: Self.report("d-x", enters: true)) }
+        try await Self.waitUntil { setup.store.heldNow }
+        // d-x again (leaving the region, later fixes), then d-y: d-y's batch runs while d-x's first is held.
+        let again = Task {
+            try await intake.submit(deviceId: "d-x", fixes: Self.report("d-x", enters: false, offset: 30))
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        let other = try await intake.submit(deviceId: "d-y", fixes: Self.report("d-y", enters: true))
+        #expect(other.events == 1)
+        #expect(setup.store.heldNow)
+        #expect(setup.store.writes.withLock { $0 } == [["d-x"], ["d-y"]])
+        setup.store.release()
+        #expect(try await first.value.events == 1)
+        // Evaluated after its first report: its own exit.
+        #expect(try await again.value.events == 1)
+        let events = try await setup.runtime.location.events(deviceId: "d-x", limit: 10) ?? []
+        #expect(events.map(\.type).sorted() == ["region_enter", "region_exit"])
+        #expect(setup.store.writes.withLock { $0 } == [["d-x"], ["d-y"], ["d-x"]])
     }
 }

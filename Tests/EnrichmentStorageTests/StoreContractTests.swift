@@ -101,14 +101,16 @@ struct StoreContractTests {
         earlier.horizontalAccuracy = 12.5
         earlier.context = "walking"
         earlier.extras = .object(["speed": .double(1.5), "wifi_ssid": .string("cafe")])
-        try await fixes.insert([earlier, fix("a", 200, lat: 20), fix("b", 50)])
+        try await fixes.insert([earlier, fix("a", 200, lat: 20), fix("b", 50), fix("e", 100), fix("e", 200)])
         // a: the batch starts at 150 (and holds 300): its prior is 100, not the stored 200 nor the batch's own.
-        // b: nothing before 40. c: never seen.
+        // b: nothing before 40. c: never seen. e: the batch sends its stored 200 again first: strictly before it, 100.
         let prior = try #require(
             try await fixes.insertReportingPrior([
                 fix("a", 300, lat: 30), fix("a", 150, lat: 15), fix("b", 40), fix("c", 10), fix("c", 10, lat: 9),
+                fix("e", 200), fix("e", 250),
             ]))
-        #expect(prior.byDevice.count == 3)
+        #expect(prior.byDevice.count == 4)
+        #expect((prior.byDevice["e"] ?? nil)?.fixTime == 100)
         let a = try #require(prior.byDevice["a"] ?? nil)
         #expect(a.fixTime == 100)
         #expect(a.coordinate.latitude == 10)
@@ -123,6 +125,19 @@ struct StoreContractTests {
         #expect(c?.horizontalAccuracy == nil)
         #expect(try await fixes.latestFix(deviceId: "a")?.fixTime == 300)
         #expect(try await fixes.fix(deviceId: "a", before: 150)?.fixTime == 100)
+    }
+
+    @Test("PostgreSQL refusing a batch for its data (a NUL byte in text) is told apart from an outage")
+    func dataRefusal() async throws {
+        let temp = try TemporaryDatabase()
+        let (fixes, _) = try await StoreKind.postgres.makeStores(temp)
+        var bad = fix("n", 1)
+        bad.context = "a\u{0}b"
+        let error = await #expect(throws: (any Error).self) { try await fixes.insert([fix("m", 1), bad]) }
+        #expect(error.map { StorageHealth.refusesData($0) } == true)
+        #expect(error.flatMap { StorageHealth.outage(in: $0) } == nil)
+        // Nothing of the refused statement was stored.
+        #expect(try await fixes.latestFix(deviceId: "m") == nil)
     }
 
     @Test("POIs upsert by store id and keep every field", arguments: StoreKind.allCases)

@@ -150,13 +150,25 @@ public final class LocationEngine: Sendable {
     /// (`insertReportingPrior`), which spares reading them back.
     @discardableResult
     public func ingested(_ batch: [LocationFix], prior: PriorFixes? = nil) async throws -> Int {
-        try await eventsByDevice(ingesting: batch, prior: prior).values.reduce(0, +)
+        let evaluation = try await evaluate(ingested: batch, prior: prior)
+        if let failure = evaluation.visitFailures.values.first { throw failure }
+        return evaluation.events.values.reduce(0, +)
     }
 
-    /// `ingested`, telling how many events each device's fixes made (a batch gathered from several reports answers
-    /// each report with its own).
-    public func eventsByDevice(ingesting batch: [LocationFix], prior: PriorFixes? = nil) async throws -> [String: Int] {
-        guard !batch.isEmpty, settings.regionsEnabled || settings.detectVisits else { return [:] }
+    /// What evaluating a batch of fixes said, device by device.
+    public struct IngestEvaluation: Sendable {
+        /// How many events each device's fixes made.
+        public var events: [String: Int] = [:]
+        /// Devices whose visit detection failed (their region evaluation and events stand; the next batch detects
+        /// from where this one could not).
+        public var visitFailures: [String: any Error] = [:]
+    }
+
+    /// `ingested`, device by device: a batch gathered from several reports answers each report with its own
+    /// events, and one device's failed visit detection fails only that device. Throws when the batch's region
+    /// evaluation (one transaction for every device) fails.
+    public func evaluate(ingested batch: [LocationFix], prior: PriorFixes? = nil) async throws -> IngestEvaluation {
+        guard !batch.isEmpty, settings.regionsEnabled || settings.detectVisits else { return IngestEvaluation() }
         var byDevice: [String: [LocationFix]] = [:]
         for fix in batch { byDevice[fix.deviceId, default: []].append(fix) }
         let regionsOn = settings.regionsEnabled
@@ -252,16 +264,20 @@ public final class LocationEngine: Sendable {
         self.contexts.remember(contexts)
         publish(events)
         await pushOnEnter(events, regions: customSets)
+        var evaluation = IngestEvaluation()
+        for event in events { evaluation.events[event.deviceId, default: 0] += 1 }
         if settings.detectVisits {
             for (device, from) in detectFrom {
-                try await detectVisits(
-                    deviceId: device, after: from.after, batch: grouped[device] ?? [],
-                    evaluatedUntil: from.evaluatedUntil, prior: prior?.byDevice[device])
+                do {
+                    try await detectVisits(
+                        deviceId: device, after: from.after, batch: grouped[device] ?? [],
+                        evaluatedUntil: from.evaluatedUntil, prior: prior?.byDevice[device])
+                } catch {
+                    evaluation.visitFailures[device] = error
+                }
             }
         }
-        var counts: [String: Int] = [:]
-        for event in events { counts[event.deviceId, default: 0] += 1 }
-        return counts
+        return evaluation
     }
 
     /// Runs the detector over the device's fixes after `after` and reports what it finds as visits.

@@ -58,6 +58,20 @@ extension StorageHealth {
     }
 }
 
+/// An error a store throws when the database refused a write for what it holds (a value out of range, a
+/// constraint), not because the database is unavailable: the same write minus the row at fault would go through.
+public protocol DataRefusal: Error {}
+
+extension StorageHealth {
+    /// True when `error` says the database refused the data itself: PostgreSQL's data exceptions and integrity
+    /// constraint violations (SQLSTATE classes 22 and 23), SQLite's constraint, type and size errors, or a
+    /// `DataRefusal`. Anything else (an outage, a timeout, a standby, too many connections) is not.
+    public static func refusesData(_ error: any Error) -> Bool {
+        if error is any DataRefusal { return true }
+        return PostgresBackend.isDataError(error) || SQLiteDatabase.isDataError(error)
+    }
+}
+
 /// A request that waited for the database longer than `ENRICH_DATABASE_TIMEOUT`.
 public struct DatabaseTimeout: Error, CustomStringConvertible {
     public var timeout: Duration

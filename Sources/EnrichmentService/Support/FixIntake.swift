@@ -10,11 +10,13 @@ import Tracing
 /// regions and visits for all their devices in one transaction. A report is answered once its batch has done both,
 /// exactly as if it had been alone: its fixes committed before the answer, its own devices' events counted.
 ///
-/// A batch holds at most one report per device (a second report of a device waits for the next batch, so each
-/// report's events are its own and a device's reports are evaluated in their order), and at most `maximumFixes`
-/// fixes. When the database refuses a batch's statement for something in the data (not an outage), each report is
-/// stored on its own, so that only the one at fault fails. A report whose request is cancelled (its deadline) is
-/// answered at once; its fixes may still be stored by its batch, as a cancelled query may commit.
+/// A device is in at most one batch at a time, in one report (its next report waits until the batch holding it
+/// is done, even when another batch could start meanwhile): each report's events are its own, and a device's
+/// reports are stored and evaluated in their order. A batch holds at most `maximumFixes` fixes (or one report
+/// larger than that). When the database refuses a batch's statement for its data (`StorageHealth.refusesData`,
+/// not an outage), each report is stored on its own, so that only the one at fault fails. A report whose request
+/// is cancelled (its deadline) is answered at once: 200 with a `location_error` when its fixes are already
+/// committed, else a cancellation (its batch may still store them, as a cancelled query may commit).
 final class FixIntake: Sendable {
     /// What a stored report's batch said about it: its events, or why regions and visits were not evaluated.
     struct Outcome: Sendable {
@@ -35,6 +37,10 @@ final class FixIntake: Sendable {
         var pending: [Report] = []
         /// Every report not answered yet (pending or in a batch), by id: whoever removes one answers it.
         var waiting: [UInt64: CheckedContinuation<Outcome, any Error>] = [:]
+        /// Reports whose fixes are committed (their batch is evaluating them).
+        var committed: Set<UInt64> = []
+        /// The devices of the batches under way.
+        var inFlight: Set<String> = []
         var running = 0
     }
 
@@ -70,40 +76,58 @@ final class FixIntake: Sendable {
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                let batch: [Report]? = state.withLock { state in
-                    guard !Task.isCancelled else { return [] }
+                enum Next {
+                    case cancelled
+                    case wait
+                    case start([Report])
+                }
+                let next: Next = state.withLock { state in
+                    guard !Task.isCancelled else { return .cancelled }
                     state.waiting[id] = continuation
                     state.pending.append(Report(id: id, deviceId: deviceId, fixes: fixes, link: link))
-                    guard state.running < maximumBatches else { return nil }
+                    guard state.running < maximumBatches else { return .wait }
+                    let batch = take(&state)
+                    // Nothing to take: every pending device is in a batch under way, which takes them next.
+                    guard !batch.isEmpty else { return .wait }
                     state.running += 1
-                    return take(&state)
+                    return .start(batch)
                 }
-                guard let batch else { return }
-                guard !batch.isEmpty else { return continuation.resume(throwing: CancellationError()) }
+                switch next {
+                case .cancelled: continuation.resume(throwing: CancellationError())
+                case .wait: break
                 // Detached: the batch serves many requests, none of whose trace or app it belongs to.
-                Task.detached { await self.run(batch) }
+                case .start(let batch): Task.detached { await self.run(batch) }
+                }
             }
         } onCancel: {
-            let continuation = state.withLock { state in
+            let (continuation, committed) = state.withLock { state in
                 state.pending.removeAll { $0.id == id }
-                return state.waiting.removeValue(forKey: id)
+                return (state.waiting.removeValue(forKey: id), state.committed.remove(id) != nil)
             }
-            continuation?.resume(throwing: CancellationError())
+            guard committed else { return continuation?.resume(throwing: CancellationError()) ?? () }
+            continuation?.resume(
+                returning: Outcome(
+                    events: nil,
+                    locationError:
+                        "the fixes are stored; regions and visits were still being evaluated when the request's bound (ENRICH_DATABASE_TIMEOUT) was reached"
+                ))
         }
     }
 
-    /// The next batch from what is pending: in arrival order, one report per device, up to `maximumFixes`.
+    /// The next batch from what is pending, in arrival order: one report per device, none of a device in a batch
+    /// under way (whose devices it then holds), up to `maximumFixes` fixes.
     private func take(_ state: inout State) -> [Report] {
         var batch: [Report] = []
-        var devices: Set<String> = []
         var left: [Report] = []
         var count = 0
         for report in state.pending {
-            if count >= maximumFixes || !devices.insert(report.deviceId).inserted {
-                left.append(report)
-            } else {
+            let fits = batch.isEmpty || count + report.fixes.count <= maximumFixes
+            if fits, !state.inFlight.contains(report.deviceId) {
+                state.inFlight.insert(report.deviceId)
                 batch.append(report)
                 count += report.fixes.count
+            } else {
+                left.append(report)
             }
         }
         state.pending = left
@@ -112,20 +136,24 @@ final class FixIntake: Sendable {
 
     /// Answers a report unless it was answered already (cancelled).
     private func answer(_ id: UInt64, _ result: Result<Outcome, any Error>) {
-        state.withLock { $0.waiting.removeValue(forKey: id) }?.resume(with: result)
+        state.withLock { state in
+            state.committed.remove(id)
+            return state.waiting.removeValue(forKey: id)
+        }?.resume(with: result)
     }
 
-    /// Runs `batch`, then what gathered meanwhile, until nothing is pending.
+    /// Runs `batch`, then what gathered meanwhile, until nothing it may take is pending (what waits for a device in
+    /// another batch under way is taken by that one).
     private func run(_ first: [Report]) async {
         var batch = first
         while true {
             await process(batch)
             let next: [Report]? = state.withLock { state in
-                guard !state.pending.isEmpty else {
-                    state.running -= 1
-                    return nil
-                }
-                return take(&state)
+                for report in batch { state.inFlight.remove(report.deviceId) }
+                let next = take(&state)
+                guard next.isEmpty else { return next }
+                state.running -= 1
+                return nil
             }
             guard let next else { return }
             batch = next
@@ -172,36 +200,53 @@ final class FixIntake: Sendable {
                 return try await bounded { try await insert(all) }
             }
         } catch {
-            guard batch.count > 1, StorageHealth.outage(in: error) == nil, !(error is DatabaseTimeout) else {
+            guard batch.count > 1, StorageHealth.refusesData(error) else {
                 for report in batch { answer(report.id, .failure(error)) }
                 return
             }
             logger.warning(
-                "a batch of fix reports was refused; storing each report alone",
+                "a batch of fix reports was refused for its data; storing each report alone",
                 metadata: ["reports": "\(batch.count)", "error": "\(error)"])
             stored = []
             var priors: [String: LocationFix?] = [:]
+            var unavailable: (any Error)?
             for report in batch {
+                // The database gone meanwhile: the rest fail with it, rather than each waiting out the bound.
+                if let unavailable {
+                    answer(report.id, .failure(unavailable))
+                    continue
+                }
                 do {
                     let alone = try await bounded { try await insert(report.fixes) }
                     priors.merge(alone?.byDevice ?? [:]) { first, _ in first }
                     stored.append(report)
                 } catch {
+                    if !StorageHealth.refusesData(error) { unavailable = error }
                     answer(report.id, .failure(error))
                 }
             }
             prior = evaluates ? PriorFixes(priors) : nil
         }
         guard !stored.isEmpty else { return }
+        state.withLock { state in
+            for report in stored where state.waiting[report.id] != nil { state.committed.insert(report.id) }
+        }
         // Regions and visits after the commit: a failure here is reported, and the fixes stay stored.
         let location = self.location
         let all = stored.count == 1 ? stored[0].fixes : stored.flatMap(\.fixes)
         let evaluatedPrior = prior
         do {
-            let events = try await spans.run("location.evaluate") { _ in
-                try await bounded { try await location.eventsByDevice(ingesting: all, prior: evaluatedPrior) }
+            let evaluation = try await spans.run("location.evaluate") { _ in
+                try await bounded { try await location.evaluate(ingested: all, prior: evaluatedPrior) }
             }
-            for report in stored { answer(report.id, .success(Outcome(events: events[report.deviceId] ?? 0))) }
+            for report in stored {
+                var outcome = Outcome(events: evaluation.events[report.deviceId] ?? 0)
+                if let failure = evaluation.visitFailures[report.deviceId] {
+                    logger.error("visit detection failed", metadata: ["error": "\(failure)"])
+                    outcome.locationError = "visits were not detected for this batch: \(failure)"
+                }
+                answer(report.id, .success(outcome))
+            }
         } catch {
             logger.error(
                 "location evaluation failed", metadata: ["reports": "\(stored.count)", "error": "\(error)"])

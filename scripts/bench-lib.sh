@@ -4,9 +4,11 @@
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # Waits up to a minute for the service on PORT to answer /health; fails the script if it never does.
+# Ready as a load balancer sees it (/health/ready: the database usable and the places index loaded), so that no
+# phase measures a node still loading its index.
 wait_healthy() { # port
-  for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$1/health" >/dev/null && return; sleep 0.2; done
-  echo "the service on port $1 did not start" >&2; exit 1
+  for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$1/health/ready" >/dev/null && return; sleep 0.2; done
+  echo "the service on port $1 did not become ready (GET /health/ready says why)" >&2; exit 1
 }
 
 # Every benchmark uses one release build, in .build-release (never .build, which holds the debug build and tests).

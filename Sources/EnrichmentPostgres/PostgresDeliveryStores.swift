@@ -311,6 +311,7 @@ public struct PostgresOutbox: OutboxStore {
         return claimed.sorted { $0.id < $1.id }
     }
 
+    /// An update without an answer from APNs (no status) keeps the last answer's status, reason and timestamp.
     public func complete(
         _ updates: [DeliveryUpdate], outcomes: [(pushId: String, outcome: DeviceOutcome)], owner: String
     ) async throws -> Int {
@@ -324,8 +325,10 @@ public struct PostgresOutbox: OutboxStore {
                     """
                     UPDATE deliveries AS d SET state = u.state, attempts = u.attempts,
                         next_attempt_at = COALESCE(CASE WHEN u.hn THEN u.next END, d.next_attempt_at),
-                        status = CASE WHEN u.hs THEN u.status END, reason = CASE WHEN u.hr THEN u.reason END,
-                        apns_timestamp = CASE WHEN u.ht THEN u.ts END, error = CASE WHEN u.he THEN u.error END,
+                        status = CASE WHEN u.hs THEN u.status ELSE d.status END,
+                        reason = CASE WHEN u.hs THEN (CASE WHEN u.hr THEN u.reason END) ELSE d.reason END,
+                        apns_timestamp = CASE WHEN u.hs THEN (CASE WHEN u.ht THEN u.ts END) ELSE d.apns_timestamp END,
+                        error = CASE WHEN u.he THEN u.error END,
                         outcome = COALESCE(CASE WHEN u.ho THEN u.outcome END, d.outcome),
                         rule = COALESCE(CASE WHEN u.hru THEN u.rule END, d.rule),
                         finished_at = CASE WHEN u.hf THEN u.finished END, lease_owner = NULL, lease_until = NULL

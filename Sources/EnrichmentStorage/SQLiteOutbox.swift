@@ -118,16 +118,20 @@ public struct SQLiteOutbox: OutboxStore {
             let update = try db.cachedStatement(
                 sql: """
                     UPDATE deliveries SET state = ?, attempts = ?, next_attempt_at = COALESCE(?, next_attempt_at),
-                        status = ?, reason = ?, apns_timestamp = ?, error = ?, outcome = COALESCE(?, outcome),
+                        status = COALESCE(?, status), reason = CASE WHEN ? IS NULL THEN reason ELSE ? END,
+                        apns_timestamp = CASE WHEN ? IS NULL THEN apns_timestamp ELSE ? END, error = ?,
+                        outcome = COALESCE(?, outcome),
                         rule = COALESCE(?, rule), finished_at = ?, lease_owner = NULL, lease_until = NULL
                     WHERE id = ? AND lease_owner = ? AND state = 'pending'
                     """)
             var written = 0
             for item in updates {
                 try update.execute(arguments: [
-                    item.state.rawValue, item.attempts, item.nextAttemptAt, item.status, item.reason,
-                    item.apnsTimestamp,
-                    item.error, item.outcome, item.rule, item.finishedAt, item.id, owner,
+                    // An update without an answer from APNs (expired before a retry, waiting for a closed
+                    // circuit) keeps the last answer's status, reason and timestamp.
+                    item.state.rawValue, item.attempts, item.nextAttemptAt, item.status, item.status, item.reason,
+                    item.status, item.apnsTimestamp, item.error, item.outcome, item.rule, item.finishedAt, item.id,
+                    owner,
                 ])
                 written += db.changesCount
             }

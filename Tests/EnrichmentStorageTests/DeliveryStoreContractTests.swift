@@ -223,6 +223,41 @@ struct DeliveryStoreContractTests {
         #expect(report.isDone)
         #expect(report.deliveries.map(\.state) == [.delivered, .expired])
     }
+
+    @Test(
+        "an update without an answer from APNs (expired while waiting) keeps the last answer's status and reason; a new answer replaces them",
+        arguments: DeliveryStoreKind.allCases)
+    func lastAnswerKept(kind: DeliveryStoreKind) async throws {
+        let temp = try TemporaryDatabase()
+        let (_, outbox) = try await kind.makeStores(temp)
+        try await outbox.enqueue(
+            push("p1", devices: ["d1", "d2"]), outcomes: [],
+            deliveries: [delivery("d1", "aa"), delivery("d2", "bb")])
+        var claimed = try await outbox.claim(owner: "a", limit: 10, now: 1000, lease: 60)
+        try await outbox.complete(
+            claimed.map {
+                DeliveryUpdate(
+                    id: $0.id, state: .pending, attempts: 1, nextAttemptAt: 1001, status: 500,
+                    reason: "InternalServerError", error: "waiting for APNs")
+            }, outcomes: [], owner: "a")
+        claimed = try await outbox.claim(owner: "a", limit: 10, now: 1002, lease: 60)
+        #expect(claimed.count == 2)
+        try await outbox.complete(
+            [
+                DeliveryUpdate(
+                    id: claimed[0].id, state: .expired, attempts: 1, error: "not sent within the maximum age",
+                    finishedAt: 1003),
+                DeliveryUpdate(id: claimed[1].id, state: .delivered, attempts: 2, status: 200, finishedAt: 1003),
+            ], outcomes: [], owner: "a")
+        let report = try #require(try await outbox.report(pushId: "p1"))
+        let byToken = Dictionary(uniqueKeysWithValues: report.deliveries.map { ($0.token, $0) })
+        #expect(byToken["aa"]?.state == .expired)
+        #expect(byToken["aa"]?.status == 500)
+        #expect(byToken["aa"]?.reason == "InternalServerError")
+        #expect(byToken["aa"]?.error == "not sent within the maximum age")
+        #expect(byToken["bb"]?.status == 200)
+        #expect(byToken["bb"]?.reason == nil)
+    }
 }
 
 @Suite("PostgreSQL specifics")

@@ -1,6 +1,5 @@
 import EnrichmentCore
 import EnrichmentRuntime
-import Instrumentation
 import Logging
 import Synchronization
 import Tracing

@@ -345,7 +345,7 @@ public final class SQLiteDatabase: Sendable {
     /// True when SQLite refused a write for its data (a constraint, a type, a value too big), not for its state.
     public static func isDataError(_ error: any Error) -> Bool {
         guard let error = error as? DatabaseError else { return false }
-        return [.SQLITE_CONSTRAINT, .SQLITE_MISMATCH, .SQLITE_TOOBIG, .SQLITE_RANGE].contains(error.resultCode)
+        return [.SQLITE_CONSTRAINT, .SQLITE_MISMATCH, .SQLITE_TOOBIG].contains(error.resultCode)
     }
 
     /// Free space below which the disk counts as full (a write may not fit).

@@ -68,7 +68,9 @@ struct FixIntakeTests {
 
     /// A runtime on a fresh SQLite file with a 150 m region in the countryside (no sample POI near: one event per
     /// entry).
-    static func setup(refused: String? = nil, tracer: InMemoryTracer? = nil, batches: Int = 1) async throws -> Setup {
+    static func setup(
+        refused: String? = nil, tracer: InMemoryTracer? = nil, batches: Int = 1, maximumFixes: Int = 10_000
+    ) async throws -> Setup {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("intake-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var configuration = ServiceConfiguration()
@@ -85,8 +87,7 @@ struct FixIntakeTests {
         let store = ObservedStore(base: runtime.fixes, refused: refused)
         let intake = FixIntake(
             fixes: store, location: runtime.location, spans: SpanRecorder(tracer), timeout: nil,
-            maximumBatches: batches,
-            logger: Logger(label: "intake"))
+            maximumBatches: batches, maximumFixes: maximumFixes, logger: Logger(label: "intake"))
         return Setup(runtime: runtime, store: store, intake: intake, directory: directory)
     }
 
@@ -265,5 +266,35 @@ struct FixIntakeTests {
         let events = try await setup.runtime.location.events(deviceId: "d-x", limit: 10) ?? []
         #expect(events.map(\.type).sorted() == ["region_enter", "region_exit"])
         #expect(setup.store.writes.withLock { $0 } == [["d-x"], ["d-y"], ["d-x"]])
+    }
+
+    @Test(
+        "a batch stops at maximumFixes; a device whose report is left for the next batch has its later reports wait too"
+    )
+    func fullBatchKeepsOrder() async throws {
+        // Reports of 2 fixes; at most 4 fixes a batch.
+        let setup = try await Self.setup(maximumFixes: 4)
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        let intake = setup.intake
+        let first = Task { try await intake.submit(deviceId: "d-first", fixes: Self.report("d-first", enters: false)) }
+        try await Self.waitUntil { setup.store.heldNow }
+        // Pending, in order: a (2), b1 (4: a and b1 exceed 4), b2 (2, would fit beside a but must follow b1).
+        let a = Task { try await intake.submit(deviceId: "d-a", fixes: Self.report("d-a", enters: false)) }
+        try await Task.sleep(for: .milliseconds(50))
+        let b1 = Task {
+            try await intake.submit(
+                deviceId: "d-b",
+                fixes: Self.report("d-b", enters: false) + Self.report("d-b", enters: true, offset: 1))
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        let b2 = Task { try await intake.submit(deviceId: "d-b", fixes: Self.report("d-b", enters: false, offset: 30)) }
+        try await Task.sleep(for: .milliseconds(50))
+        setup.store.release()
+        _ = try await first.value
+        _ = try await a.value
+        #expect(try await b1.value.events == 1)
+        // Evaluated after b1: its own exit.
+        #expect(try await b2.value.events == 1)
+        #expect(setup.store.writes.withLock { $0 } == [["d-first"], ["d-a"], ["d-b"], ["d-b"]])
     }
 }

@@ -108,7 +108,7 @@ final class FixIntake: Sendable {
                 returning: Outcome(
                     events: nil,
                     locationError:
-                        "the fixes are stored; regions and visits were still being evaluated when the request's bound (ENRICH_DATABASE_TIMEOUT) was reached"
+                        "the fixes are stored; regions and visits were still being evaluated when the request ended"
                 ))
         }
     }
@@ -119,18 +119,28 @@ final class FixIntake: Sendable {
         var batch: [Report] = []
         var left: [Report] = []
         var count = 0
+        // Devices with a report left for later: their later reports wait too, so a device's reports keep their order.
+        var blocked: Set<String> = []
         for report in state.pending {
             let fits = batch.isEmpty || count + report.fixes.count <= maximumFixes
-            if fits, !state.inFlight.contains(report.deviceId) {
+            if fits, !state.inFlight.contains(report.deviceId), !blocked.contains(report.deviceId) {
                 state.inFlight.insert(report.deviceId)
                 batch.append(report)
                 count += report.fixes.count
             } else {
+                blocked.insert(report.deviceId)
                 left.append(report)
             }
         }
         state.pending = left
         return batch
+    }
+
+    /// The reports' fixes are committed: a request that ends now is answered that they are stored.
+    private func markCommitted(_ reports: [Report]) {
+        state.withLock { state in
+            for report in reports where state.waiting[report.id] != nil { state.committed.insert(report.id) }
+        }
     }
 
     /// Answers a report unless it was answered already (cancelled).
@@ -219,6 +229,7 @@ final class FixIntake: Sendable {
                     let alone = try await bounded { try await insert(report.fixes) }
                     priors.merge(alone?.byDevice ?? [:]) { first, _ in first }
                     stored.append(report)
+                    markCommitted([report])
                 } catch {
                     if !StorageHealth.refusesData(error) { unavailable = error }
                     answer(report.id, .failure(error))
@@ -227,9 +238,7 @@ final class FixIntake: Sendable {
             prior = evaluates ? PriorFixes(priors) : nil
         }
         guard !stored.isEmpty else { return }
-        state.withLock { state in
-            for report in stored where state.waiting[report.id] != nil { state.committed.insert(report.id) }
-        }
+        markCommitted(stored)
         // Regions and visits after the commit: a failure here is reported, and the fixes stay stored.
         let location = self.location
         let all = stored.count == 1 ? stored[0].fixes : stored.flatMap(\.fixes)
@@ -238,11 +247,18 @@ final class FixIntake: Sendable {
             let evaluation = try await spans.run("location.evaluate") { _ in
                 try await bounded { try await location.evaluate(ingested: all, prior: evaluatedPrior) }
             }
+            if let failure = evaluation.visitFailures.values.first {
+                logger.error(
+                    "visit detection failed",
+                    metadata: ["devices": "\(evaluation.visitFailures.count)", "error": "\(failure)"])
+            }
             for report in stored {
                 var outcome = Outcome(events: evaluation.events[report.deviceId] ?? 0)
                 if let failure = evaluation.visitFailures[report.deviceId] {
-                    logger.error("visit detection failed", metadata: ["error": "\(failure)"])
-                    outcome.locationError = "visits were not detected for this batch: \(failure)"
+                    // Cancelled by the bound: say so, not "CancellationError".
+                    var why: any Error = failure
+                    if failure is CancellationError, let timeout { why = DatabaseTimeout(timeout: timeout) }
+                    outcome.locationError = "visits were not detected for this batch: \(why)"
                 }
                 answer(report.id, .success(outcome))
             }

@@ -61,6 +61,11 @@ public struct PostgresFixStore: FixStore {
                     latitude = excluded.latitude, longitude = excluded.longitude,
                     horizontal_accuracy = excluded.horizontal_accuracy, context = excluded.context,
                     received_at = excluded.received_at, extras = excluded.extras
+                -- The same fix sent again (an upload retried) is not written again: it keeps its first arrival.
+                WHERE (fixes.latitude, fixes.longitude, fixes.horizontal_accuracy, fixes.context, fixes.extras)
+                      IS DISTINCT FROM
+                      (excluded.latitude, excluded.longitude, excluded.horizontal_accuracy, excluded.context,
+                       excluded.extras)
             ), latest AS (
                 INSERT INTO last_fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, cell)
                 SELECT DISTINCT ON (d) d, t, la, lo, NULLIF(a, 'NaN'::float8), cell FROM u ORDER BY d, t DESC
@@ -68,6 +73,9 @@ public struct PostgresFixStore: FixStore {
                     fix_time = excluded.fix_time, latitude = excluded.latitude, longitude = excluded.longitude,
                     horizontal_accuracy = excluded.horizontal_accuracy, cell = excluded.cell
                 WHERE excluded.fix_time >= last_fixes.fix_time
+                  AND (last_fixes.fix_time, last_fixes.latitude, last_fixes.longitude, last_fixes.horizontal_accuracy)
+                      IS DISTINCT FROM
+                      (excluded.fix_time, excluded.latitude, excluded.longitude, excluded.horizontal_accuracy)
             )
             SELECT f.d, p.fix_time, p.latitude, p.longitude, p.horizontal_accuracy, p.context, p.received_at, p.extras
             FROM (SELECT d, min(t) AS t FROM u GROUP BY d) AS f

@@ -91,6 +91,9 @@ public struct SQLiteFixStore: FixStore {
                     fix_time = excluded.fix_time, latitude = excluded.latitude, longitude = excluded.longitude,
                     horizontal_accuracy = excluded.horizontal_accuracy, cell = excluded.cell
                 WHERE excluded.fix_time >= last_fixes.fix_time
+                    AND (fix_time IS NOT excluded.fix_time OR latitude IS NOT excluded.latitude
+                         OR longitude IS NOT excluded.longitude
+                         OR horizontal_accuracy IS NOT excluded.horizontal_accuracy)
                 """)
         for fix in newest.values {
             try statement.execute(arguments: [
@@ -111,6 +114,10 @@ public struct SQLiteFixStore: FixStore {
                     latitude = excluded.latitude, longitude = excluded.longitude,
                     horizontal_accuracy = excluded.horizontal_accuracy, context = excluded.context,
                     received_at = excluded.received_at, extras = excluded.extras
+                -- The same fix sent again (an upload retried) is not written again: it keeps its first arrival.
+                WHERE latitude IS NOT excluded.latitude OR longitude IS NOT excluded.longitude
+                    OR horizontal_accuracy IS NOT excluded.horizontal_accuracy OR context IS NOT excluded.context
+                    OR extras IS NOT excluded.extras
                 """)
         for fix in fixes {
             try statement.execute(arguments: [

@@ -85,9 +85,20 @@ struct StoreContractTests {
     func sameTimeReplaces(kind: StoreKind) async throws {
         let temp = try TemporaryDatabase()
         let (fixes, _) = try await kind.makeStores(temp)
-        try await fixes.insert([fix("d", 5, lat: 1)])
-        try await fixes.insert([fix("d", 5, lat: 2)])
+        try await fixes.insert([fix("d", 5, lat: 1, received: 10)])
+        // The same fix again (a retried upload): left as it is, first arrival kept (read before and after, so a
+        // cache in front of the store is checked too).
+        #expect(try await fixes.latestFix(deviceId: "d")?.receivedAt == 10)
+        try await fixes.insert([fix("d", 5, lat: 1, received: 20)])
+        #expect(try await fixes.latestFix(deviceId: "d")?.receivedAt == 10)
+        try await fixes.insert([fix("d", 5, lat: 2, received: 30)])
         #expect(try await fixes.latestFix(deviceId: "d")?.coordinate.latitude == 2)
+        #expect(try await fixes.latestFix(deviceId: "d")?.receivedAt == 30)
+        var withAccuracy = fix("d", 5, lat: 2, received: 40)
+        withAccuracy.horizontalAccuracy = 8
+        try await fixes.insert([withAccuracy])
+        #expect(try await fixes.latestFix(deviceId: "d")?.horizontalAccuracy == 8)
+        #expect(try await fixes.latestFix(deviceId: "d")?.receivedAt == 40)
         #expect(try await fixes.deleteDevice("d") == 1)
     }
 

@@ -54,8 +54,13 @@ public final class CachingFixStore: FixStore {
                 state.stripes[Self.stripe(device)] &+= 1
                 switch state.entries[device] {
                 case .some(.some(let cached)):
-                    // Same fix time: the store replaced the row, so the new one is current too.
-                    if fix.fixTime >= cached.fixTime { state.entries[device] = .some(fix) }
+                    // Same fix time: the store replaced the row, so the new one is current too, unless it is the
+                    // same fix sent again, which the store leaves as it is (its first arrival).
+                    var again = fix
+                    again.receivedAt = cached.receivedAt
+                    if fix.fixTime > cached.fixTime || (fix.fixTime == cached.fixTime && again != cached) {
+                        state.entries[device] = .some(fix)
+                    }
                 case .some(.none):
                     state.entries[device] = .some(fix)
                 case .none:

@@ -33,7 +33,8 @@ public struct LocationFix: Sendable, Equatable {
 
 /// Stores location fixes; the last fix is the one with the newest fix time, not the newest arrival.
 public protocol FixStore: Sendable {
-    /// Stores fixes durably before returning; a fix with the same device and fix time replaces the old one.
+    /// Stores fixes durably before returning; a fix with the same device and fix time replaces the old one (the
+    /// same fix sent again, equal but for its arrival, is left as it is: it keeps its first `receivedAt`).
     func insert(_ fixes: [LocationFix]) async throws
     /// The fix with the newest fix time for a device, if any.
     func latestFix(deviceId: String) async throws -> LocationFix?

@@ -21,15 +21,21 @@ struct FixIntakeTests {
             var description: String { "the database refused the batch's data" }
         }
 
+        /// Not a data refusal: the database gone.
+        struct Unavailable: Error {}
+
         let base: any FixStore
         let refused: String?
+        /// A write of this device alone finds the database gone.
+        let unavailableAlone: String?
         let writes = Mutex<[[String]]>([])
         let held = Mutex<CheckedContinuation<Void, Never>?>(nil)
         let holding = Mutex(true)
 
-        init(base: any FixStore, refused: String? = nil) {
+        init(base: any FixStore, refused: String? = nil, unavailableAlone: String? = nil) {
             self.base = base
             self.refused = refused
+            self.unavailableAlone = unavailableAlone
         }
 
         func release() { held.withLock { $0.take() }?.resume() }
@@ -44,6 +50,7 @@ struct FixIntakeTests {
                 await withCheckedContinuation { continuation in held.withLock { $0 = continuation } }
             }
             if let refused, fixes.contains(where: { $0.deviceId == refused }) { throw Refused() }
+            if let unavailableAlone, fixes.allSatisfy({ $0.deviceId == unavailableAlone }) { throw Unavailable() }
             return try await base.insertReportingPrior(fixes)
         }
 
@@ -69,7 +76,8 @@ struct FixIntakeTests {
     /// A runtime on a fresh SQLite file with a 150 m region in the countryside (no sample POI near: one event per
     /// entry).
     static func setup(
-        refused: String? = nil, tracer: InMemoryTracer? = nil, batches: Int = 1, maximumFixes: Int = 10_000
+        refused: String? = nil, unavailableAlone: String? = nil, tracer: InMemoryTracer? = nil, batches: Int = 1,
+        maximumFixes: Int = 10_000
     ) async throws -> Setup {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("intake-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -84,7 +92,7 @@ struct FixIntakeTests {
                 "radius": .double(150),
             ]))
         _ = try await runtime.location.putRegion(region)
-        let store = ObservedStore(base: runtime.fixes, refused: refused)
+        let store = ObservedStore(base: runtime.fixes, refused: refused, unavailableAlone: unavailableAlone)
         let intake = FixIntake(
             fixes: store, location: runtime.location, spans: SpanRecorder(tracer), timeout: nil,
             maximumBatches: batches, maximumFixes: maximumFixes, logger: Logger(label: "intake"))
@@ -296,5 +304,28 @@ struct FixIntakeTests {
         // Evaluated after b1: its own exit.
         #expect(try await b2.value.events == 1)
         #expect(setup.store.writes.withLock { $0 } == [["d-first"], ["d-a"], ["d-b"], ["d-b"]])
+    }
+
+    @Test("storing a refused batch report by report stops at an outage: the reports after it fail with it, unwritten")
+    func fallbackStopsAtOutage() async throws {
+        let setup = try await Self.setup(refused: "d-bad", unavailableAlone: "d-down")
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        let intake = setup.intake
+        let first = Task { try await intake.submit(deviceId: "d-first", fixes: Self.report("d-first", enters: false)) }
+        try await Self.waitUntil { setup.store.heldNow }
+        let down = Task { try await intake.submit(deviceId: "d-down", fixes: Self.report("d-down", enters: false)) }
+        try await Task.sleep(for: .milliseconds(50))
+        let bad = Task { try await intake.submit(deviceId: "d-bad", fixes: Self.report("d-bad", enters: false)) }
+        try await Task.sleep(for: .milliseconds(50))
+        let ok = Task { try await intake.submit(deviceId: "d-ok", fixes: Self.report("d-ok", enters: false)) }
+        try await Task.sleep(for: .milliseconds(50))
+        setup.store.release()
+        _ = try await first.value
+        await #expect(throws: ObservedStore.Unavailable.self) { try await down.value }
+        await #expect(throws: ObservedStore.Unavailable.self) { try await bad.value }
+        await #expect(throws: ObservedStore.Unavailable.self) { try await ok.value }
+        // The held write, the gathered one, then d-down alone; nothing after the outage.
+        #expect(setup.store.writes.withLock { $0 } == [["d-first"], ["d-bad", "d-down", "d-ok"], ["d-down"]])
+        #expect(try await setup.runtime.fixes.latestFix(deviceId: "d-ok") == nil)
     }
 }

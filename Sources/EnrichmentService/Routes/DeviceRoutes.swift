@@ -98,14 +98,12 @@ struct DeviceRoutes {
                 }
             }
             state.metrics.fixes(accepted: batch.accepted.count, rejected: batch.rejected.count)
-            let events = outcome.events
-            let locationError = outcome.locationError
             let status: HTTPResponse.Status =
                 batch.accepted.isEmpty && !batch.rejected.isEmpty ? .unprocessableContent : .ok
             return JSONIO.response(
                 IngestResult(
-                    accepted: batch.accepted.count, rejected: batch.rejected, events: events,
-                    locationError: locationError), status: status)
+                    accepted: batch.accepted.count, rejected: batch.rejected, events: outcome.events,
+                    locationError: outcome.locationError), status: status)
         }
         devices.get(":deviceId/location") { _, context in
             let id = try Self.deviceId(context)

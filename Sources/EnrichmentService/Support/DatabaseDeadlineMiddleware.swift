@@ -32,13 +32,9 @@ struct DatabaseDeadlineMiddleware<Context: RequestContext>: RouterMiddleware {
         return try await withoutActuallyEscaping(next) { next in
             // `run` ends before this scope does (its child is awaited), so `next` never outlives the request.
             let handler = UncheckedHandler(next: next)
-            guard
-                let response = try await RequestDeadlines.shared.run(
-                    within: timeout, { try await handler.next(request, context) })
-            else {
-                throw DatabaseTimeout(timeout: timeout)
+            return try await RequestDeadlines.shared.bounded(within: timeout) {
+                try await handler.next(request, context)
             }
-            return response
         }
     }
 }

@@ -172,10 +172,7 @@ final class FixIntake: Sendable {
     /// `work` within the batch's bound; `DatabaseTimeout` when it is reached.
     private func bounded<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
         guard let timeout else { return try await work() }
-        guard let value = try await RequestDeadlines.shared.run(within: timeout, work) else {
-            throw DatabaseTimeout(timeout: timeout)
-        }
-        return value
+        return try await RequestDeadlines.shared.bounded(within: timeout, work)
     }
 
     private func process(_ batch: [Report]) async {
@@ -203,7 +200,7 @@ final class FixIntake: Sendable {
         var stored = batch
         var prior: PriorFixes?
         do {
-            let all = batch.count == 1 ? batch[0].fixes : batch.flatMap(\.fixes)
+            let all = batch.flatMap(\.fixes)
             prior = try await spans.run("db.insert_fixes", kind: .client) { span in
                 span?.attributes["fixes.count"] = all.count
                 return try await bounded { try await insert(all) }
@@ -241,7 +238,7 @@ final class FixIntake: Sendable {
         markCommitted(stored)
         // Regions and visits after the commit: a failure here is reported, and the fixes stay stored.
         let location = self.location
-        let all = stored.count == 1 ? stored[0].fixes : stored.flatMap(\.fixes)
+        let all = stored.flatMap(\.fixes)
         let evaluatedPrior = prior
         do {
             let evaluation = try await spans.run("location.evaluate") { _ in

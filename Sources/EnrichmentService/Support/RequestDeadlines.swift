@@ -1,3 +1,4 @@
+import EnrichmentRuntime
 import Synchronization
 
 /// Deadlines of the requests in flight, enforced by one sweep every `resolution` instead of a timer per request.
@@ -51,6 +52,15 @@ final class RequestDeadlines: Sendable {
             }
             return try await group.next() ?? nil
         }
+    }
+
+    /// `run`, throwing `DatabaseTimeout` when the bound was reached: the database bound of a request (with
+    /// PostgreSQL) and of a batch of fix reports.
+    func bounded<T: Sendable>(within timeout: Duration, _ body: @escaping @Sendable () async throws -> T)
+        async throws -> T
+    {
+        guard let value = try await run(within: timeout, body) else { throw DatabaseTimeout(timeout: timeout) }
+        return value
     }
 
     /// Registers a task; starts the sweep if none runs.

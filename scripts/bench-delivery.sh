@@ -65,6 +65,10 @@ PY
 
 # 1. Enrich-and-send through the service (PERF=1 records a profile of the server meanwhile, in $DATA/perf.data).
 SERVER_PID=${PIDS[1]}
+MOCK_PID=${PIDS[0]}
+# CPU seconds (user + system) a process has used so far, from /proc.
+cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
+SERVICE_CPU0=$(cpu "$SERVER_PID"); MOCK_CPU0=$(cpu "$MOCK_PID")
 if [ -n "${PERF:-}" ]; then perf record -F 999 -g -p "$SERVER_PID" -o "$DATA/perf.data" >/dev/null 2>&1 & PERF_PID=$!; fi
 python3 - "$HTTP_PORT" "$N" <<'PY' | tee "$DATA/results.txt"
 import http.client, json, sys, time
@@ -80,21 +84,32 @@ for start in range(0, n, 1000):
     ids.append(answer["push_id"])
 posted = time.time() - started
 counts = {}
-for push in ids:
+# Deliveries are claimed oldest first: watch the last push (a report costs the service a read of its 1,000
+# deliveries, so polling every push would be the client's cost, not enrich-and-send's), then make sure of each.
+for push in [ids[-1]] + ids:
     while True:
         c.request("GET", f"/v1/push/{push}")
         report = json.loads(c.getresponse().read())
         if report["done"]:
-            for k, v in report["counts"].items(): counts[k] = counts.get(k, 0) + v
             break
-        time.sleep(0.02)
+        time.sleep(0.05)
 seconds = time.time() - started
+for push in ids:
+    c.request("GET", f"/v1/push/{push}")
+    report = json.loads(c.getresponse().read())
+    assert report["done"], report
+    for k, v in report["counts"].items(): counts[k] = counts.get(k, 0) + v
 c.request("POST", "/v1/enrich", json.dumps({"device_id": "dev-1", "payload": payload}), {"Content-Type": "application/json"})
 outcome = json.loads(c.getresponse().read())["outcome"]
 print(f"service deliveries={n} delivered={counts.get('delivered', 0)} outcome={outcome} seconds={seconds:.3f} rate={n / seconds:.0f} posted_in={posted:.3f}")
 PY
 
 if [ -n "${PERF:-}" ]; then kill -INT "$PERF_PID"; wait "$PERF_PID" || true; fi
+# (The CPU includes the report reads that check every push after the timed part.)
+python3 -c "import sys; n, s, m = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]); \
+print(f'service cpu: {s:.2f} s ({s / n * 1e6:.0f} us per delivery), mock {m:.2f} s ({m / n * 1e6:.0f} us per push)')" \
+  "$N" "$(python3 -c "print($(cpu "$SERVER_PID") - $SERVICE_CPU0)")" "$(python3 -c "print($(cpu "$MOCK_PID") - $MOCK_CPU0)")"
+MOCK_CPU0=$(cpu "$MOCK_PID")
 
 # 2. The same number of plain pushes with push-sender.
 started=$(date +%s.%N)
@@ -103,6 +118,7 @@ started=$(date +%s.%N)
   --payload "$DATA/payload.json" --tokens-file "$DATA/tokens.txt" --connections 1 --concurrency 1000 --attempts 1 \
   --json --quiet > "$DATA/sender.jsonl" 2>/dev/null || true
 ended=$(date +%s.%N)
+echo "push-sender's mock cpu: $(python3 -c "print(round($(cpu "$MOCK_PID") - $MOCK_CPU0, 2))") s"
 python3 - "$DATA/sender.jsonl" "$started" "$ended" <<'PY' | tee -a "$DATA/results.txt"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]

@@ -315,7 +315,8 @@ extension ServiceConfiguration {
             parse: seconds(600), store: { $0.delivery.pingTimeout = $1 }),
         Setting(
             "apns-concurrency", "ENRICH_APNS_CONCURRENCY", valueName: "count",
-            help: "Pushes in flight per APNs environment.", default: "\(defaults.delivery.concurrency)",
+            help: "Deliveries in flight per lane (2 lanes), claimed in two batches of half this.",
+            default: "\(defaults.delivery.concurrency)",
             allowed: "an integer 1-10000", parse: integer(1...10_000), store: { $0.delivery.concurrency = $1 }),
         Setting(
             "apns-attempts", "ENRICH_APNS_ATTEMPTS", valueName: "count",

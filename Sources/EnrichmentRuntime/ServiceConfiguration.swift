@@ -244,8 +244,9 @@ public struct DeliverySettings: Sendable {
     /// its pushes go again on another connection.
     public var pingInterval = 60.0
     public var pingTimeout = 10.0
-    /// Pushes in flight per environment (HTTP/2 streams over its connections).
-    public var concurrency = 500
+    /// Deliveries in flight per lane (2 lanes), claimed in two batches of half this: one batch's answers come back
+    /// while the next is claimed and enriched.
+    public var concurrency = 1000
     /// Attempts per delivery in all; 429, 5xx and transport failures are retried with backoff.
     public var attempts = 5
     /// Seconds before the second attempt; doubled for each further one, at most `maxRetryDelay`.

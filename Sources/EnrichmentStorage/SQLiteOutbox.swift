@@ -66,22 +66,37 @@ public struct SQLiteOutbox: OutboxStore {
                 push.expiration?.epochSeconds, push.collapseId, push.topic, push.enrich, push.mode?.rawValue, plan,
                 push.callbackURL, push.callbackDueAt,
             ])
-        let device = try db.makeStatement(
-            sql: "INSERT INTO push_devices (push_id, position, device_id, outcome, rule) VALUES (?, ?, ?, ?, ?)")
+        // Up to 1,000 devices and their deliveries: bound and run through SQLite's C interface (`RawStatement`).
+        let device = RawStatement(
+            try db.cachedStatement(
+                sql: "INSERT INTO push_devices (push_id, position, device_id, outcome, rule) VALUES (?, ?, ?, ?, ?)"),
+            in: db)
+        device.bind(1, push.id)
         for (position, id) in push.deviceIds.enumerated() {
-            try device.execute(arguments: [push.id, position, id, known[id]?.outcome, known[id]?.rule])
+            let outcome = known[id]
+            device.bind(2, position)
+            device.bind(3, id)
+            device.bind(4, outcome?.outcome)
+            device.bind(5, outcome?.rule)
+            try device.run()
         }
-        let delivery = try db.makeStatement(
-            sql: """
-                INSERT INTO deliveries (push_id, device_id, token, topic, environment, apns_id, next_attempt_at,
-                    scheduled_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """)
+        let delivery = RawStatement(
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO deliveries (push_id, device_id, token, topic, environment, apns_id, next_attempt_at,
+                        scheduled_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """), in: db)
+        delivery.bind(1, push.id)
         for item in deliveries {
-            try delivery.execute(arguments: [
-                push.id, item.deviceId, item.token, item.topic, item.environment.rawValue, item.apnsId,
-                item.scheduledAt ?? push.createdAt, item.scheduledAt,
-            ])
+            delivery.bind(2, item.deviceId)
+            delivery.bind(3, item.token)
+            delivery.bind(4, item.topic)
+            delivery.bind(5, item.environment.rawValue)
+            delivery.bind(6, item.apnsId)
+            delivery.bind(7, item.scheduledAt ?? push.createdAt)
+            delivery.bind(8, item.scheduledAt)
+            try delivery.run()
         }
     }
 
@@ -98,15 +113,20 @@ public struct SQLiteOutbox: OutboxStore {
                         ORDER BY next_attempt_at, id LIMIT ?)
                     RETURNING id, push_id, device_id, token, topic, environment, apns_id, attempts, scheduled_at
                     """)
-            return try Row.fetchAll(statement, arguments: [owner, now + lease, now, now, limit]).map { row in
-                ClaimedDelivery(
-                    id: row[0], pushId: row[1],
-                    delivery: NewDelivery(
-                        deviceId: row[2], token: row[3], topic: row[4],
-                        environment: APNsEnvironmentName(rawValue: row[5]) ?? .production, apnsId: row[6],
-                        scheduledAt: row[8]),
-                    attempts: row[7])
-            }.sorted { $0.id < $1.id }
+            try statement.setArguments([owner, now + lease, now, now, limit])
+            var claimed: [ClaimedDelivery] = []
+            claimed.reserveCapacity(limit)
+            try RawStatement(statement, in: db).forEachRow { row in
+                claimed.append(
+                    ClaimedDelivery(
+                        id: row.int64(0) ?? 0, pushId: row.string(1) ?? "",
+                        delivery: NewDelivery(
+                            deviceId: row.string(2) ?? "", token: row.string(3) ?? "", topic: row.string(4) ?? "",
+                            environment: row.string(5).flatMap(APNsEnvironmentName.init(rawValue:)) ?? .production,
+                            apnsId: row.string(6) ?? "", scheduledAt: row.double(8)),
+                        attempts: row.int(7) ?? 0))
+            }
+            return claimed.sorted { $0.id < $1.id }
         }
     }
 
@@ -124,21 +144,38 @@ public struct SQLiteOutbox: OutboxStore {
                         rule = COALESCE(?, rule), finished_at = ?, lease_owner = NULL, lease_until = NULL
                     WHERE id = ? AND lease_owner = ? AND state = 'pending'
                     """)
+            // A batch's answers, one row each: bound and run through SQLite's C interface (`RawStatement`).
+            let raw = RawStatement(update, in: db)
+            raw.bind(14, owner)
             var written = 0
             for item in updates {
-                try update.execute(arguments: [
-                    // An update without an answer from APNs (expired before a retry, waiting for a closed
-                    // circuit) keeps the last answer's status, reason and timestamp.
-                    item.state.rawValue, item.attempts, item.nextAttemptAt, item.status, item.status, item.reason,
-                    item.status, item.apnsTimestamp, item.error, item.outcome, item.rule, item.finishedAt, item.id,
-                    owner,
-                ])
-                written += db.changesCount
+                // An update without an answer from APNs (expired before a retry, waiting for a closed circuit)
+                // keeps the last answer's status, reason and timestamp.
+                raw.bind(1, item.state.rawValue)
+                raw.bind(2, item.attempts)
+                raw.bind(3, item.nextAttemptAt)
+                raw.bind(4, item.status)
+                raw.bind(5, item.status)
+                raw.bind(6, item.reason)
+                raw.bind(7, item.status)
+                raw.bind(8, item.apnsTimestamp)
+                raw.bind(9, item.error)
+                raw.bind(10, item.outcome)
+                raw.bind(11, item.rule)
+                raw.bind(12, item.finishedAt)
+                raw.bind(13, item.id)
+                written += try raw.run()
             }
-            let device = try db.cachedStatement(
-                sql: "UPDATE push_devices SET outcome = ?, rule = ? WHERE push_id = ? AND device_id = ?")
+            let device = RawStatement(
+                try db.cachedStatement(
+                    sql: "UPDATE push_devices SET outcome = ?, rule = ? WHERE push_id = ? AND device_id = ?"),
+                in: db)
             for (pushId, outcome) in outcomes {
-                try device.execute(arguments: [outcome.outcome, outcome.rule, pushId, outcome.deviceId])
+                device.bind(1, outcome.outcome)
+                device.bind(2, outcome.rule)
+                device.bind(3, pushId)
+                device.bind(4, outcome.deviceId)
+                try device.run()
             }
             return written
         }

@@ -50,9 +50,20 @@ public struct SQLiteTokenStore: DeviceTokenStore {
                     SELECT device_id, token, topic, environment, registered_at, active, invalidated_at, reason
                     FROM apns_tokens WHERE device_id = ? AND active = 1 ORDER BY registered_at, token
                     """)
+            // Up to 1,000 devices per push: each looked up through SQLite's C interface (`RawStatement`).
+            let raw = RawStatement(statement, in: db)
             var found: [String: [TokenRegistration]] = [:]
             for id in Set(deviceIds) {
-                let rows = try Row.fetchAll(statement, arguments: [id]).map(Self.registration)
+                raw.bind(1, id)
+                var rows: [TokenRegistration] = []
+                try raw.forEachRow { row in
+                    rows.append(
+                        TokenRegistration(
+                            deviceId: id, token: row.string(1) ?? "", topic: row.string(2) ?? "",
+                            environment: row.string(3).flatMap(APNsEnvironmentName.init(rawValue:)) ?? .production,
+                            registeredAt: row.double(4) ?? 0, active: row.bool(5), invalidatedAt: row.double(6),
+                            reason: row.string(7)))
+                }
                 if !rows.isEmpty { found[id] = rows }
             }
             return found

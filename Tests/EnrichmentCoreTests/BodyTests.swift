@@ -78,3 +78,19 @@ struct BodyTests {
         #expect(BodyTemplate.readableDistance(metres) == expected)
     }
 }
+
+@Suite("Same name: a city and a place name compared as words")
+struct SameNameTests {
+    @Test(
+        "agrees with Foundation's case- and accent-blind comparison, on ASCII and beyond",
+        arguments: [
+            ("Paris", "paris", true), ("PARIS", "Paris", true), ("Paris", "Pari", false), ("Paris", "Parix", false),
+            ("Saint-Roch", "saint-roch", true), ("Saint-Roch", "Saint Roch", false), ("", "", true), ("a", "", false),
+            ("Zürich", "Zurich", true), ("zürich", "ZURICH", true), ("Montréal", "Montreal", true),
+            ("Köln", "Koeln", false), ("[", "{", false), ("@", "`", false), ("İstanbul", "istanbul", true),
+        ])
+    func agreesWithFoundation(_ a: String, _ b: String, _ expected: Bool) {
+        #expect(BodyTemplate.sameName(a, b) == expected)
+        #expect(BodyTemplate.sameName(b, a) == expected)
+    }
+}

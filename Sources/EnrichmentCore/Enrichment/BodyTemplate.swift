@@ -76,8 +76,14 @@ public struct BodyTemplate: Sendable {
     }
 
     /// True when a city and a place name are the same words (case and accents aside).
-    static func sameName(_ a: String, _ b: String) -> Bool {
-        a.compare(b, options: [.caseInsensitive, .diacriticInsensitive]) == .orderedSame
+    public static func sameName(_ a: String, _ b: String) -> Bool {
+        // ASCII on both sides (most names): letters' case is the only difference there can be, compared byte by
+        // byte; Foundation's comparison otherwise (it cost 2% of enrich-and-send's CPU, called once a delivery).
+        if a.utf8.allSatisfy({ $0 < 0x80 }), b.utf8.allSatisfy({ $0 < 0x80 }) {
+            func folded(_ byte: UInt8) -> UInt8 { byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte }
+            return a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { folded($0) == folded($1) }
+        }
+        return a.compare(b, options: [.caseInsensitive, .diacriticInsensitive]) == .orderedSame
     }
 
     /// Distance for people: whole metres under 100 m, tens of metres under 1 km, 0.1 km under 10 km, then km.

@@ -51,7 +51,13 @@ public enum DeliveryError: Error, Sendable, CustomStringConvertible {
 /// transaction before it returns. Lanes (workers) claim due deliveries with a lease, enrich each device's payload at
 /// the moment of sending (so the staleness rule is judged then), send through one long-lived HTTP/2 client per APNs
 /// environment, and write each result back. A delivery whose result was not written before the process died is
-/// sent again after a restart: at-least-once, with at most `lanes x batchSize` deliveries in that window.
+/// sent again after a restart: at-least-once, with at most `lanes x concurrency` deliveries in that window.
+///
+/// A lane does not wait for its batch's answers before it claims the next: once a batch is handed to the senders,
+/// its answers are recorded by a task of their own while the lane claims and enriches the next batch (at most
+/// `flightsPerLane` batches per lane between claim and last answer, each of `concurrency / flightsPerLane`
+/// deliveries, so a lane has at most `concurrency` on the wire as before), so the database, the enrichment and the
+/// wire work at the same time.
 public final class DeliveryEngine: Sendable {
     public let tokens: any DeviceTokenStore
     public let outbox: any OutboxStore
@@ -75,6 +81,10 @@ public final class DeliveryEngine: Sendable {
     /// Concurrent claim-send-record loops, and deliveries each claims at once.
     let lanes: Int
     let batchSize: Int
+    /// Batches a lane may have between their claim and their last answer recorded: the next is claimed and enriched
+    /// while the answers of the one before are still coming.
+    static let flightsPerLane = 2
+    var flightsPerLane: Int { Self.flightsPerLane }
     /// Seconds a claim holds before another worker may take it.
     let lease: Double
     /// How often lane 0 looks for due work that no wake-up announced.
@@ -121,7 +131,7 @@ public final class DeliveryEngine: Sendable {
         self.node = "node-\(UUID().uuidString.prefix(8).lowercased())"
         self.exclusiveStore = exclusiveStore
         self.lanes = max(1, lanes)
-        self.batchSize = batchSize ?? max(1, settings.concurrency)
+        self.batchSize = batchSize ?? max(1, settings.concurrency / Self.flightsPerLane)
         self.lease = lease ?? settings.lease
         self.planner = DeliveryPlanner(
             retry: RetryPolicy(
@@ -196,7 +206,7 @@ public final class DeliveryEngine: Sendable {
                 deliveries.append(
                     NewDelivery(
                         deviceId: id, token: registration.token, topic: registration.topic,
-                        environment: registration.environment, apnsId: UUID().uuidString.lowercased(),
+                        environment: registration.environment, apnsId: RandomUUID.lowercased(),
                         scheduledAt: scheduledAt))
             }
         }
@@ -331,69 +341,97 @@ public final class DeliveryEngine: Sendable {
     /// next delivery is due (one query), claiming when one is; the other lanes sleep until woken (a commit here, a
     /// notification from another node, or lane 0 finding more than it can take).
     private func lane(_ index: Int) async {
-        let owner = "\(node)-\(index)"
         var lastDepthReport = ContinuousClock.now - .seconds(10)
         var probe = false
-        while !isStopping {
-            let seen = rendezvous.generation(Self.wakeKey)
-            if probe {
-                // Idle: look at when the next delivery is due before claiming.
-                let now = clock.now().timeIntervalSince1970
-                let due = try? await bounded { try await self.outbox.nextDue() }
-                if index > 0 || due.map({ $0 > now }) ?? true {
-                    var wait = index > 0 ? Duration.seconds(60) : pollInterval
-                    if index == 0, let due {
-                        wait = min(wait, .milliseconds(Int64(max(0.005, due - now) * 1000)))
+        // Each batch in flight claims under its own owner (`<node>-<lane>` then `<node>-<lane>-<slot>`), so a
+        // failure releases that batch's claims and not those of the batch beside it, which may be on the wire.
+        await withTaskGroup(of: Int.self) { flights in
+            var freeSlots = Array((0..<flightsPerLane).reversed())
+            while !isStopping {
+                if freeSlots.isEmpty, let slot = await flights.next() { freeSlots.append(slot) }
+                let seen = rendezvous.generation(Self.wakeKey)
+                if probe {
+                    // Idle: look at when the next delivery is due before claiming.
+                    let now = clock.now().timeIntervalSince1970
+                    let due = try? await bounded { try await self.outbox.nextDue() }
+                    if index > 0 || due.map({ $0 > now }) ?? true {
+                        var wait = index > 0 ? Duration.seconds(60) : pollInterval
+                        if index == 0, let due {
+                            wait = min(wait, .milliseconds(Int64(max(0.005, due - now) * 1000)))
+                        }
+                        // Woken: claim at once; timed out: look again (lane 0) or sleep on (the others).
+                        probe = !(await rendezvous.wait(Self.wakeKey, since: seen, timeout: wait))
+                        continue
                     }
-                    // Woken: claim at once; timed out: look again (lane 0) or sleep on (the others).
-                    probe = !(await rendezvous.wait(Self.wakeKey, since: seen, timeout: wait))
-                    continue
                 }
-            }
-            var claimed: [ClaimedDelivery] = []
-            do {
-                let claimStarted = ContinuousClock.now
-                let (limit, now, lease) = (batchSize, clock.now().timeIntervalSince1970, self.lease)
-                claimed = try await bounded {
-                    try await self.outbox.claim(owner: owner, limit: limit, now: now, lease: lease)
-                }
-                if !claimed.isEmpty {
-                    logger.debug(
-                        "claimed",
-                        metadata: ["count": "\(claimed.count)", "took": "\(ContinuousClock.now - claimStarted)"])
+                let slot = freeSlots.removeLast()
+                let owner = slot == 0 ? "\(node)-\(index)" : "\(node)-\(index)-\(slot)"
+                var claimed: [ClaimedDelivery] = []
+                do {
+                    let claimStarted = ContinuousClock.now
+                    let (limit, now, lease) = (batchSize, clock.now().timeIntervalSince1970, self.lease)
+                    claimed = try await bounded {
+                        try await self.outbox.claim(owner: owner, limit: limit, now: now, lease: lease)
+                    }
+                    if !claimed.isEmpty {
+                        logger.debug(
+                            "claimed",
+                            metadata: ["count": "\(claimed.count)", "took": "\(ContinuousClock.now - claimStarted)"])
+                    }
+                } catch {
+                    await recover(from: error, claimed: claimed, owner: owner)
                 }
                 // A full claim means more is waiting: the other lanes help.
                 if claimed.count == batchSize { rendezvous.notify(Self.wakeKey) }
-                if !claimed.isEmpty {
+                if claimed.isEmpty {
+                    freeSlots.append(slot)
+                } else {
+                    // The batch is enriched and handed to the senders in a task of its own; the lane goes on once
+                    // it is on its way (or failed), and its answers are recorded meanwhile.
+                    let (handedOff, handOff) = AsyncStream<Void>.makeStream()
                     let batch = claimed
-                    try await enricher.spans.run("delivery.batch") { span in
-                        span?.attributes["delivery.count"] = batch.count
-                        try await process(batch, owner: owner)
+                    flights.addTask {
+                        defer { handOff.finish() }
+                        do {
+                            try await self.enricher.spans.run("delivery.batch") { span in
+                                span?.attributes["delivery.count"] = batch.count
+                                try await self.process(batch, owner: owner, handedOff: { handOff.finish() })
+                            }
+                        } catch {
+                            await self.recover(from: error, claimed: batch, owner: owner)
+                        }
+                        // The lane may have looked for work while this batch was out (its retries were not yet
+                        // due, its claims not yet released): it looks again now.
+                        self.rendezvous.notify(Self.wakeKey)
+                        return slot
                     }
+                    for await _ in handedOff {}
                 }
-            } catch {
-                logger.error("delivery worker failed; retrying", metadata: ["error": "\(error)"])
-                // What this lane claimed and did not record can be claimed again at once. The failure is often
-                // the database itself, so the release is tried again until it goes through (else the claims
-                // would wait out their whole lease once the database is back), within the lease.
-                // A claim left behind at the bound may still commit: its rows are released too.
-                if !claimed.isEmpty || error is DatabaseTimeout {
-                    let giveUp = ContinuousClock.now + .milliseconds(Int64(lease * 1000))
-                    while (try? await bounded({ try await self.outbox.releaseClaims(owner: owner) })) == nil,
-                        ContinuousClock.now < giveUp,
-                        !Task.isCancelled
-                    {
-                        try? await Task.sleep(for: .milliseconds(250))
-                    }
+                if index == 0, ContinuousClock.now - lastDepthReport > .seconds(5) {
+                    lastDepthReport = ContinuousClock.now
+                    await reportGauges()
                 }
-                try? await Task.sleep(for: .milliseconds(500))
+                probe = claimed.isEmpty
             }
-            if index == 0, ContinuousClock.now - lastDepthReport > .seconds(5) {
-                lastDepthReport = ContinuousClock.now
-                await reportGauges()
-            }
-            probe = claimed.isEmpty
         }
+    }
+
+    /// After a lane's failure: what `owner` claimed and did not record can be claimed again at once. The failure is
+    /// often the database itself, so the release is tried again until it goes through (else the claims would wait
+    /// out their whole lease once the database is back), within the lease. A claim left behind at the bound may
+    /// still commit: its rows are released too.
+    private func recover(from error: any Error, claimed: [ClaimedDelivery], owner: String) async {
+        logger.error("delivery worker failed; retrying", metadata: ["error": "\(error)"])
+        if !claimed.isEmpty || error is DatabaseTimeout {
+            let giveUp = ContinuousClock.now + .milliseconds(Int64(lease * 1000))
+            while (try? await bounded({ try await self.outbox.releaseClaims(owner: owner) })) == nil,
+                ContinuousClock.now < giveUp,
+                !Task.isCancelled
+            {
+                try? await Task.sleep(for: .milliseconds(250))
+            }
+        }
+        try? await Task.sleep(for: .milliseconds(500))
     }
 
     /// A lane's call to the database, bounded by `databaseTimeout` (PostgreSQL): past it the call is left behind
@@ -472,7 +510,11 @@ public final class DeliveryEngine: Sendable {
     }
 
     /// Enriches each claimed device once, sends every claimed delivery, and records the results.
-    private func process(_ claimed: [ClaimedDelivery], owner: String) async throws {
+    ///
+    /// `handedOff` is called once every attempt is with its sender (before the answers come back).
+    private func process(
+        _ claimed: [ClaimedDelivery], owner: String, handedOff: @escaping @Sendable () -> Void
+    ) async throws {
         let started = ContinuousClock.now
         let now = clock.now().timeIntervalSince1970
         var updates: [DeliveryUpdate] = []
@@ -592,6 +634,7 @@ public final class DeliveryEngine: Sendable {
                     }
                 }
             }
+            handedOff()
             await group.waitForAll()
             sent.finish()
         }

@@ -336,7 +336,7 @@ public final class LocationEngine: Sendable {
             let now = clock.now().timeIntervalSince1970
             if payload["aps"]?["timestamp"] == nil { payload["aps"]?["timestamp"] = .int(Int64(now)) }
             let push = PushDefinition(
-                id: UUID().uuidString.lowercased(), createdAt: now, payload: payload,
+                id: RandomUUID.lowercased(), createdAt: now, payload: payload,
                 pushType: .alert, priority: .immediately, enrich: true, deviceIds: [event.deviceId])
             do {
                 let receipt = try await delivery.submit(push)

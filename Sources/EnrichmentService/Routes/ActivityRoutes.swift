@@ -292,12 +292,12 @@ struct ActivityRoutes {
                 details: ["field": .string("timestamp"), "last_timestamp": .int(last)])
         }
         let push = PushDefinition(
-            id: UUID().uuidString.lowercased(), createdAt: now.timeIntervalSince1970, payload: payload,
+            id: RandomUUID.lowercased(), createdAt: now.timeIntervalSince1970, payload: payload,
             pushType: .liveactivity, priority: input.priority, expiration: input.expiration, collapseId: nil,
             topic: nil, enrich: false, mode: nil, deviceIds: [deviceId])
         let delivery = NewDelivery(
             deviceId: deviceId, token: registration.token, topic: registration.topic,
-            environment: registration.environment, apnsId: UUID().uuidString.lowercased())
+            environment: registration.environment, apnsId: RandomUUID.lowercased())
         let receipt: DeliveryEngine.Receipt
         do {
             receipt = try await state.delivery.submit(push, deliveries: [delivery])

@@ -485,7 +485,7 @@ struct PushRequest {
                 details: ["field": .string(field)])
         }
         push = PushDefinition(
-            id: UUID().uuidString.lowercased(), createdAt: now, payload: payload.json, pushType: pushType,
+            id: RandomUUID.lowercased(), createdAt: now, payload: payload.json, pushType: pushType,
             priority: priority, expiration: expiration, collapseId: collapseId, topic: topic, enrich: enrich,
             mode: mode, deviceIds: deviceIds,
             callbackURL: try Self.callbackURL(body.string("callback_url"), hosts: callbackHosts))

@@ -70,9 +70,9 @@ MOCK_PID=${PIDS[0]}
 cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
 SERVICE_CPU0=$(cpu "$SERVER_PID"); MOCK_CPU0=$(cpu "$MOCK_PID")
 if [ -n "${PERF:-}" ]; then perf record -F 999 -g -p "$SERVER_PID" -o "$DATA/perf.data" >/dev/null 2>&1 & PERF_PID=$!; fi
-python3 - "$HTTP_PORT" "$N" <<'PY' | tee "$DATA/results.txt"
-import http.client, json, sys, time
-port, n = int(sys.argv[1]), int(sys.argv[2])
+python3 - "$HTTP_PORT" "$N" "${PERF_PID:-}" <<'PY' | tee "$DATA/results.txt"
+import http.client, json, os, signal, sys, time
+port, n, perf = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 c = http.client.HTTPConnection("127.0.0.1", port)
 payload = {"aps": {"alert": {"title": "Nearby", "body": "Original"}, "mutable-content": 1, "category": "location", "timestamp": int(time.time())}}
 started = time.time()
@@ -94,6 +94,7 @@ for push in [ids[-1]] + ids:
             break
         time.sleep(0.05)
 seconds = time.time() - started
+if perf: os.kill(int(perf), signal.SIGINT)  # the profile covers the timed part only
 for push in ids:
     c.request("GET", f"/v1/push/{push}")
     report = json.loads(c.getresponse().read())
@@ -104,8 +105,13 @@ outcome = json.loads(c.getresponse().read())["outcome"]
 print(f"service deliveries={n} delivered={counts.get('delivered', 0)} outcome={outcome} seconds={seconds:.3f} rate={n / seconds:.0f} posted_in={posted:.3f}")
 PY
 
-if [ -n "${PERF:-}" ]; then kill -INT "$PERF_PID"; wait "$PERF_PID" || true; fi
-# (The CPU includes the report reads that check every push after the timed part.)
+if [ -n "${PERF:-}" ]; then
+    kill -INT "$PERF_PID" 2>/dev/null || true; wait "$PERF_PID" || true
+    perf script -i "$DATA/perf.data" 2>/dev/null | python3 scripts/perf-phases.py delivery > "$DATA/phases.txt"
+    echo "where the service's CPU went (perf samples by phase, timed part only; $DATA/phases.txt):"
+    head -n 16 "$DATA/phases.txt"
+fi
+# (The CPU includes the report reads that check every push after the timed part; the profile does not.)
 python3 -c "import sys; n, s, m = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]); \
 print(f'service cpu: {s:.2f} s ({s / n * 1e6:.0f} us per delivery), mock {m:.2f} s ({m / n * 1e6:.0f} us per push)')" \
   "$N" "$(python3 -c "print($(cpu "$SERVER_PID") - $SERVICE_CPU0)")" "$(python3 -c "print($(cpu "$MOCK_PID") - $MOCK_CPU0)")"

@@ -49,6 +49,15 @@ public final class APNsCircuit: Sendable {
     /// When deliveries that find the circuit open should be tried again.
     public var probeAt: Double { status.withLock { $0.probeAt } }
 
+    /// When deliveries the circuit refused at `now` should be claimed again: at the probe time while it is open;
+    /// while a probe is out (half open, its probe time already past), `base` later, so that they are not claimed,
+    /// enriched and refused again and again until the probe's answer comes.
+    public func retryAt(refusedAt now: Double) -> Double {
+        status.withLock { status in
+            status.state == .halfOpen ? max(status.probeAt, now + base) : max(status.probeAt, now)
+        }
+    }
+
     /// Whether a batch may be sent at `now`: always when closed; when open, once the probe time has come (the
     /// batch is the probe: the circuit is half open until its answers come); while a probe runs, not (unless it
     /// has run longer than `cap`, which means its lane died).

@@ -6,12 +6,17 @@ import GRDBSQLite
 /// more than SQLite's own work there (a push of 1,000 devices inserts 2,000 rows; a batch's answers update 500).
 ///
 /// Use it inside the GRDB access that made the statement (`pool.write` / `pool.read`), and read columns only in
-/// `forEachRow`'s body (the column pointers are valid until the next step).
+/// `forEachRow`'s body (the column pointers are valid until the next step). It goes around GRDB's statement
+/// bookkeeping: no transaction observer hears of these statements (the service registers none), and a failure is
+/// thrown as SQLite's `DatabaseError` (which rolls the access's transaction back, as any error).
 struct RawStatement {
+    /// Kept so that the handle lives as long as this does.
+    let statement: Statement
     let handle: SQLiteStatement
     let connection: SQLiteConnection
 
     init(_ statement: Statement, in db: Database) {
+        self.statement = statement
         handle = statement.sqliteStatement
         connection = db.sqliteConnection!
     }
@@ -21,37 +26,35 @@ struct RawStatement {
 
     // Parameters are numbered from 1, as in SQLite.
 
-    func bind(_ index: Int32, _ value: String?) {
-        guard var value else {
-            sqlite3_bind_null(handle, index)
-            return
-        }
-        value.withUTF8 { bytes in
+    func bind(_ index: Int32, _ value: String?) throws {
+        guard var value else { return try check(sqlite3_bind_null(handle, index)) }
+        let code = value.withUTF8 { bytes in
             // The length is given (a Swift string's bytes need not end with a NUL); an empty string has no
             // address, and a null pointer would bind NULL rather than ''.
             guard let start = bytes.baseAddress, !bytes.isEmpty else {
-                _ = sqlite3_bind_text(handle, index, "", 0, Self.transient)
-                return
+                return sqlite3_bind_text(handle, index, "", 0, Self.transient)
             }
-            _ = UnsafeRawPointer(start).withMemoryRebound(to: CChar.self, capacity: bytes.count) { text in
+            return UnsafeRawPointer(start).withMemoryRebound(to: CChar.self, capacity: bytes.count) { text in
                 sqlite3_bind_text(handle, index, text, Int32(bytes.count), Self.transient)
             }
         }
+        try check(code)
     }
 
-    func bind(_ index: Int32, _ value: Double?) {
-        if let value { sqlite3_bind_double(handle, index, value) } else { sqlite3_bind_null(handle, index) }
+    func bind(_ index: Int32, _ value: Double?) throws {
+        try check(value.map { sqlite3_bind_double(handle, index, $0) } ?? sqlite3_bind_null(handle, index))
     }
 
-    func bind(_ index: Int32, _ value: Int?) {
-        if let value { sqlite3_bind_int64(handle, index, Int64(value)) } else { sqlite3_bind_null(handle, index) }
+    func bind(_ index: Int32, _ value: Int?) throws { try bind(index, value.map(Int64.init)) }
+
+    func bind(_ index: Int32, _ value: Int64?) throws {
+        try check(value.map { sqlite3_bind_int64(handle, index, $0) } ?? sqlite3_bind_null(handle, index))
     }
 
-    func bind(_ index: Int32, _ value: Int64?) {
-        if let value { sqlite3_bind_int64(handle, index, value) } else { sqlite3_bind_null(handle, index) }
+    /// A binding SQLite refused (an index out of range, no memory, a value too big) is an error, not ignored.
+    private func check(_ code: Int32) throws {
+        guard code == SQLITE_OK else { throw error(code) }
     }
-
-    func bind(_ index: Int32, _ value: Bool) { sqlite3_bind_int64(handle, index, value ? 1 : 0) }
 
     /// Runs a statement that returns no rows; the changed row count (`sqlite3_changes`).
     @discardableResult
@@ -74,7 +77,9 @@ struct RawStatement {
     }
 
     private func error(_ code: Int32) -> DatabaseError {
-        DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(connection)))
+        DatabaseError(
+            resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(connection)),
+            sql: String(cString: sqlite3_sql(handle)))
     }
 
     /// The current row's columns, numbered from 0.

@@ -71,13 +71,13 @@ public struct SQLiteOutbox: OutboxStore {
             try db.cachedStatement(
                 sql: "INSERT INTO push_devices (push_id, position, device_id, outcome, rule) VALUES (?, ?, ?, ?, ?)"),
             in: db)
-        device.bind(1, push.id)
+        try device.bind(1, push.id)
         for (position, id) in push.deviceIds.enumerated() {
             let outcome = known[id]
-            device.bind(2, position)
-            device.bind(3, id)
-            device.bind(4, outcome?.outcome)
-            device.bind(5, outcome?.rule)
+            try device.bind(2, position)
+            try device.bind(3, id)
+            try device.bind(4, outcome?.outcome)
+            try device.bind(5, outcome?.rule)
             try device.run()
         }
         let delivery = RawStatement(
@@ -87,15 +87,15 @@ public struct SQLiteOutbox: OutboxStore {
                         scheduled_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     """), in: db)
-        delivery.bind(1, push.id)
+        try delivery.bind(1, push.id)
         for item in deliveries {
-            delivery.bind(2, item.deviceId)
-            delivery.bind(3, item.token)
-            delivery.bind(4, item.topic)
-            delivery.bind(5, item.environment.rawValue)
-            delivery.bind(6, item.apnsId)
-            delivery.bind(7, item.scheduledAt ?? push.createdAt)
-            delivery.bind(8, item.scheduledAt)
+            try delivery.bind(2, item.deviceId)
+            try delivery.bind(3, item.token)
+            try delivery.bind(4, item.topic)
+            try delivery.bind(5, item.environment.rawValue)
+            try delivery.bind(6, item.apnsId)
+            try delivery.bind(7, item.scheduledAt ?? push.createdAt)
+            try delivery.bind(8, item.scheduledAt)
             try delivery.run()
         }
     }
@@ -146,24 +146,24 @@ public struct SQLiteOutbox: OutboxStore {
                     """)
             // A batch's answers, one row each: bound and run through SQLite's C interface (`RawStatement`).
             let raw = RawStatement(update, in: db)
-            raw.bind(14, owner)
+            try raw.bind(14, owner)
             var written = 0
             for item in updates {
                 // An update without an answer from APNs (expired before a retry, waiting for a closed circuit)
                 // keeps the last answer's status, reason and timestamp.
-                raw.bind(1, item.state.rawValue)
-                raw.bind(2, item.attempts)
-                raw.bind(3, item.nextAttemptAt)
-                raw.bind(4, item.status)
-                raw.bind(5, item.status)
-                raw.bind(6, item.reason)
-                raw.bind(7, item.status)
-                raw.bind(8, item.apnsTimestamp)
-                raw.bind(9, item.error)
-                raw.bind(10, item.outcome)
-                raw.bind(11, item.rule)
-                raw.bind(12, item.finishedAt)
-                raw.bind(13, item.id)
+                try raw.bind(1, item.state.rawValue)
+                try raw.bind(2, item.attempts)
+                try raw.bind(3, item.nextAttemptAt)
+                try raw.bind(4, item.status)
+                try raw.bind(5, item.status)
+                try raw.bind(6, item.reason)
+                try raw.bind(7, item.status)
+                try raw.bind(8, item.apnsTimestamp)
+                try raw.bind(9, item.error)
+                try raw.bind(10, item.outcome)
+                try raw.bind(11, item.rule)
+                try raw.bind(12, item.finishedAt)
+                try raw.bind(13, item.id)
                 written += try raw.run()
             }
             let device = RawStatement(
@@ -171,10 +171,10 @@ public struct SQLiteOutbox: OutboxStore {
                     sql: "UPDATE push_devices SET outcome = ?, rule = ? WHERE push_id = ? AND device_id = ?"),
                 in: db)
             for (pushId, outcome) in outcomes {
-                device.bind(1, outcome.outcome)
-                device.bind(2, outcome.rule)
-                device.bind(3, pushId)
-                device.bind(4, outcome.deviceId)
+                try device.bind(1, outcome.outcome)
+                try device.bind(2, outcome.rule)
+                try device.bind(3, pushId)
+                try device.bind(4, outcome.deviceId)
                 try device.run()
             }
             return written

@@ -54,7 +54,7 @@ public struct SQLiteTokenStore: DeviceTokenStore {
             let raw = RawStatement(statement, in: db)
             var found: [String: [TokenRegistration]] = [:]
             for id in Set(deviceIds) {
-                raw.bind(1, id)
+                try raw.bind(1, id)
                 var rows: [TokenRegistration] = []
                 try raw.forEachRow { row in
                     rows.append(

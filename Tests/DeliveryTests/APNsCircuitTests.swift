@@ -31,6 +31,20 @@ struct APNsCircuitTests {
         #expect(circuit.recordOutage(at: 200) == .opened(failures: 1, probeAt: 201))
     }
 
+    @Test("deliveries it refuses wait for the probe time, and while a probe is out, a base delay from now")
+    func refusedWait() {
+        let circuit = APNsCircuit(base: 1, cap: 4, jitter: { 1 })
+        #expect(circuit.recordOutage(at: 100) == .opened(failures: 1, probeAt: 101))
+        #expect(circuit.retryAt(refusedAt: 100.5) == 101)
+        #expect(circuit.allows(at: 101.2))  // the probe goes
+        // Refused while the probe is out: its probe time has passed, so they would be due at once (and claimed,
+        // enriched and refused again, in a loop) without the base delay.
+        #expect(!circuit.allows(at: 101.3))
+        #expect(circuit.retryAt(refusedAt: 101.3) == 102.3)
+        _ = circuit.recordAnswer(at: 101.5)
+        #expect(circuit.retryAt(refusedAt: 101.6) == 101.6)
+    }
+
     @Test("jitter spreads the probes of several nodes between half and all of the backoff")
     func jitter() {
         let early = APNsCircuit(base: 10, cap: 60, jitter: { 0.2 })  // clamped to 0.5

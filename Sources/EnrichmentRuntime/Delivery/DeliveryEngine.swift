@@ -56,8 +56,8 @@ public enum DeliveryError: Error, Sendable, CustomStringConvertible {
 /// A lane does not wait for its batch's answers before it claims the next: once a batch is handed to the senders,
 /// its answers are recorded by a task of their own while the lane claims and enriches the next batch (at most
 /// `flightsPerLane` batches per lane between claim and last answer, each of `concurrency / flightsPerLane`
-/// deliveries, so a lane has at most `concurrency` on the wire as before), so the database, the enrichment and the
-/// wire work at the same time.
+/// deliveries, so a lane has at most `concurrency` on the wire), so the database, the enrichment and the wire work
+/// at the same time.
 public final class DeliveryEngine: Sendable {
     public let tokens: any DeviceTokenStore
     public let outbox: any OutboxStore
@@ -74,7 +74,8 @@ public final class DeliveryEngine: Sendable {
     let logger: Logger
     let observer: (any DeliveryObserver)?
     let feedback: WebhookQueue?
-    /// The name of this process; each lane claims as `<node>-<lane>`.
+    /// The name of this process; each lane claims as `<node>-<lane>`, its second batch in flight as
+    /// `<node>-<lane>-1`.
     public let node: String
     /// True when one process owns the store (SQLite): claims left by a previous run are released at start.
     let exclusiveStore: Bool
@@ -83,8 +84,8 @@ public final class DeliveryEngine: Sendable {
     let batchSize: Int
     /// Batches a lane may have between their claim and their last answer recorded: the next is claimed and enriched
     /// while the answers of the one before are still coming.
-    static let flightsPerLane = 2
-    var flightsPerLane: Int { Self.flightsPerLane }
+    /// Two, unless the concurrency is 1 (then one batch of one).
+    let flightsPerLane: Int
     /// Seconds a claim holds before another worker may take it.
     let lease: Double
     /// How often lane 0 looks for due work that no wake-up announced.
@@ -131,7 +132,8 @@ public final class DeliveryEngine: Sendable {
         self.node = "node-\(UUID().uuidString.prefix(8).lowercased())"
         self.exclusiveStore = exclusiveStore
         self.lanes = max(1, lanes)
-        self.batchSize = batchSize ?? max(1, settings.concurrency / Self.flightsPerLane)
+        self.flightsPerLane = settings.concurrency >= 2 ? 2 : 1
+        self.batchSize = batchSize ?? max(1, settings.concurrency / flightsPerLane)
         self.lease = lease ?? settings.lease
         self.planner = DeliveryPlanner(
             retry: RetryPolicy(
@@ -364,6 +366,8 @@ public final class DeliveryEngine: Sendable {
                         continue
                     }
                 }
+                // Woken by a batch's end after `beginShutdown()`: no new claim.
+                if isStopping { break }
                 let slot = freeSlots.removeLast()
                 let owner = slot == 0 ? "\(node)-\(index)" : "\(node)-\(index)-\(slot)"
                 var claimed: [ClaimedDelivery] = []
@@ -392,17 +396,19 @@ public final class DeliveryEngine: Sendable {
                     let batch = claimed
                     flights.addTask {
                         defer { handOff.finish() }
+                        var leftPending = true
                         do {
-                            try await self.enricher.spans.run("delivery.batch") { span in
+                            leftPending = try await self.enricher.spans.run("delivery.batch") { span in
                                 span?.attributes["delivery.count"] = batch.count
-                                try await self.process(batch, owner: owner, handedOff: { handOff.finish() })
+                                return try await self.process(batch, owner: owner, handedOff: { handOff.finish() })
                             }
                         } catch {
                             await self.recover(from: error, claimed: batch, owner: owner)
                         }
-                        // The lane may have looked for work while this batch was out (its retries were not yet
-                        // due, its claims not yet released): it looks again now.
-                        self.rendezvous.notify(Self.wakeKey)
+                        // The lane may have looked for work while this batch was out, and found its deliveries
+                        // leased: those that stay pending (retries, waits for APNs, claims released after a
+                        // failure) are looked for again now.
+                        if leftPending { self.rendezvous.notify(Self.wakeKey) }
                         return slot
                     }
                     for await _ in handedOff {}
@@ -511,10 +517,11 @@ public final class DeliveryEngine: Sendable {
 
     /// Enriches each claimed device once, sends every claimed delivery, and records the results.
     ///
-    /// `handedOff` is called once every attempt is with its sender (before the answers come back).
+    /// `handedOff` is called once every attempt is with its sender (before the answers come back). Returns whether
+    /// any delivery of the batch is still pending (to be retried, or waiting for APNs).
     private func process(
         _ claimed: [ClaimedDelivery], owner: String, handedOff: @escaping @Sendable () -> Void
-    ) async throws {
+    ) async throws -> Bool {
         let started = ContinuousClock.now
         let now = clock.now().timeIntervalSince1970
         var updates: [DeliveryUpdate] = []
@@ -606,7 +613,7 @@ public final class DeliveryEngine: Sendable {
         for (environment, batch) in attempts {
             guard let circuit = circuits[environment], !circuit.allows(at: now) else { continue }
             attempts[environment] = nil
-            let retryAt = circuit.probeAt
+            let retryAt = circuit.retryAt(refusedAt: now)
             updates += batch.map {
                 planner.wait($0.claim, verdict: $0.verdict, result: nil, until: retryAt, deadline: $0.deadline, at: now)
             }
@@ -643,7 +650,7 @@ public final class DeliveryEngine: Sendable {
         // waiting, and writes them in one transaction, at most once per `recordInterval` (answers that come while
         // a write is under way wait for the next), so a crash resends only what was on the wire or answered in
         // the last interval, not the whole batch.
-        try await record([], settled: updates, outcomes: outcomes, owner: owner, pushOf: pushOf)
+        var pending = try await record([], settled: updates, outcomes: outcomes, owner: owner, pushOf: pushOf)
         var recorded = 0
         var lastWrite = ContinuousClock.now
         for await _ in sent.arrivals {
@@ -651,7 +658,7 @@ public final class DeliveryEngine: Sendable {
             if ContinuousClock.now < due { try? await Task.sleep(until: due) }
             let answers = sent.take()
             guard !answers.isEmpty else { continue }
-            try await record(answers, settled: [], outcomes: [], owner: owner, pushOf: pushOf)
+            pending += try await record(answers, settled: [], outcomes: [], owner: owner, pushOf: pushOf)
             recorded += answers.count
             lastWrite = ContinuousClock.now
         }
@@ -660,7 +667,7 @@ public final class DeliveryEngine: Sendable {
         await allSent
         let rest = sent.take()
         if !rest.isEmpty {
-            try await record(rest, settled: [], outcomes: [], owner: owner, pushOf: pushOf)
+            pending += try await record(rest, settled: [], outcomes: [], owner: owner, pushOf: pushOf)
             recorded += rest.count
         }
         for pushId in Set(claimed.map(\.pushId)) { rendezvous.notify(pushId) }
@@ -673,14 +680,15 @@ public final class DeliveryEngine: Sendable {
                 "deliveries": "\(claimed.count)", "sent": "\(recorded)", "prepare": "\(prepared - started)",
                 "send_and_record": "\(ContinuousClock.now - prepared)",
             ])
+        return pending > 0
     }
 
     /// Writes a group of answers (and deliveries settled without sending, and devices' outcomes) in one
-    /// transaction, then applies the token hygiene they call for.
+    /// transaction, then applies the token hygiene they call for. Returns how many stay pending.
     private func record(
         _ answers: [(Attempt, APNsSendResult, Duration)], settled: [DeliveryUpdate],
         outcomes: [(pushId: String, outcome: DeviceOutcome)], owner: String, pushOf: [Int64: String]
-    ) async throws {
+    ) async throws -> Int {
         var updates = settled
         var deactivations: [TokenDeactivation] = []
         var activityDeactivations: [TokenDeactivation] = []
@@ -722,6 +730,7 @@ public final class DeliveryEngine: Sendable {
             _ = try await bounded { try await self.outbox.complete(settled, outcomes: outcomes, owner: owner) }
         }
         reportEnded(updates, pushOf: pushOf)
+        let pending = updates.count { $0.state == .pending }
         for update in updates where !DeliveryPlanner.isWait(update) {
             observer?.attempt(state: update.state, status: update.status, reason: update.reason)
         }
@@ -764,6 +773,7 @@ public final class DeliveryEngine: Sendable {
                 logger.error("cannot deactivate a token", metadata: ["error": "\(error)"])
             }
         }
+        return pending
     }
 
     /// Logs a circuit's change at `warning` (the operator should know APNs is unreachable, and when it is back),

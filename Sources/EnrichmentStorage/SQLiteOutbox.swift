@@ -329,23 +329,35 @@ public struct SQLiteOutbox: OutboxStore {
     public func report(pushId: String) async throws -> PushReport? {
         try await database.pool.read { db in
             guard let push = try Self.push(db, id: pushId) else { return nil }
-            let devices = try Row.fetchAll(
-                db, sql: "SELECT device_id, outcome, rule FROM push_devices WHERE push_id = ? ORDER BY position",
-                arguments: [pushId]
-            ).map { row -> (deviceId: String, outcome: String?, rule: String?) in (row[0], row[1], row[2]) }
-            let deliveries = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT device_id, token, environment, state, status, reason, apns_id, apns_timestamp, attempts, error,
-                        taken_over, scheduled_at
-                    FROM deliveries WHERE push_id = ? ORDER BY id
-                    """, arguments: [pushId]
-            ).map { row in
-                DeliveryReport(
-                    deviceId: row[0], token: row[1], environment: APNsEnvironmentName(rawValue: row[2]) ?? .production,
-                    state: DeliveryState(rawValue: row[3]) ?? .pending, status: row[4], reason: row[5], apnsId: row[6],
-                    apnsTimestamp: row[7], attempts: row[8], error: row[9], resentAfterTakeover: row[10],
-                    scheduledAt: row[11])
+            // Up to 1,000 devices and their deliveries, read each time a client looks at the push: through SQLite's
+            // C interface (`RawStatement`).
+            let devicesRead = RawStatement(
+                try db.cachedStatement(
+                    sql: "SELECT device_id, outcome, rule FROM push_devices WHERE push_id = ? ORDER BY position"),
+                in: db)
+            try devicesRead.bind(1, pushId)
+            var devices: [(deviceId: String, outcome: String?, rule: String?)] = []
+            devices.reserveCapacity(push.deviceIds.count)
+            try devicesRead.forEachRow { row in devices.append((row.string(0) ?? "", row.string(1), row.string(2))) }
+            let deliveriesRead = RawStatement(
+                try db.cachedStatement(
+                    sql: """
+                        SELECT device_id, token, environment, state, status, reason, apns_id, apns_timestamp, attempts,
+                            error, taken_over, scheduled_at
+                        FROM deliveries WHERE push_id = ? ORDER BY id
+                        """), in: db)
+            try deliveriesRead.bind(1, pushId)
+            var deliveries: [DeliveryReport] = []
+            deliveries.reserveCapacity(push.deviceIds.count)
+            try deliveriesRead.forEachRow { row in
+                deliveries.append(
+                    DeliveryReport(
+                        deviceId: row.string(0) ?? "", token: row.string(1) ?? "",
+                        environment: row.string(2).flatMap(APNsEnvironmentName.init(rawValue:)) ?? .production,
+                        state: row.string(3).flatMap(DeliveryState.init(rawValue:)) ?? .pending, status: row.int(4),
+                        reason: row.string(5), apnsId: row.string(6) ?? "", apnsTimestamp: row.int64(7),
+                        attempts: row.int(8) ?? 0, error: row.string(9), resentAfterTakeover: row.bool(10),
+                        scheduledAt: row.double(11)))
             }
             return PushReport(push: push, devices: devices, deliveries: deliveries)
         }

@@ -51,8 +51,10 @@ public struct BoundedMap<Key: Hashable, Value> {
         }
         if recent.count >= generation {
             evictions += older.count
-            older = recent
-            recent = [:]
+            // The dropped generation's table becomes the new recent one, emptied but with its room kept: a
+            // generation of 100,000 would otherwise grow again from nothing, rehashing at each doubling.
+            swap(&older, &recent)
+            recent.removeAll(keepingCapacity: true)
         }
         recent[key] = value
     }

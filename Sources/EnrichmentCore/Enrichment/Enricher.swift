@@ -278,16 +278,16 @@ struct Draft {
         var output = payload
         if let mapURL { output = output.setting(Enricher.attachmentKey, to: .string(mapURL)) }
         var truncated = false
-        let size: Int
+        let encoded: [UInt8]
         if let body {
-            (output, truncated, size) = try PayloadFitter.fit(body: body, into: output)
+            (output, truncated, encoded) = try PayloadFitter.fitEncoded(body: body, into: output)
         } else {
-            size = output.encodedSize
+            encoded = JSONWriter.bytes(output.json)
         }
         let alert = output.alert
         return EnrichmentResult(
             outcome: outcome, rule: rule, mode: mode, staleness: staleness, legacyShape: legacyShape,
-            payload: output.json, payloadBytes: size, bodyTruncated: truncated,
+            payload: output.json, payloadBytes: encoded.count, encoded: encoded, bodyTruncated: truncated,
             notification: .init(
                 title: alert.title, subtitle: alert.subtitle, body: alert.body,
                 attachmentURL: mapURL),

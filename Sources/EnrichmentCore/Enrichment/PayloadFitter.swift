@@ -6,6 +6,19 @@ public enum PayloadFitter {
     /// The marker appended to a shortened body.
     public static let ellipsis = "…"
 
+    /// The payload with `body` set and its JSON, written once: when it fits (nearly always) the text written to
+    /// measure it is the text to send; only a body too long is searched for its longest prefix (`fit`).
+    public static func fitEncoded(
+        body: String, into payload: NotificationPayload,
+        limit: Int = NotificationPayload.maximumSize
+    ) throws -> (payload: NotificationPayload, truncated: Bool, bytes: [UInt8]) {
+        let full = payload.replacingBody(body)
+        let bytes = JSONWriter.bytes(full.json)
+        if bytes.count <= limit { return (full, false, bytes) }
+        let (shortened, truncated, _) = try fit(body: body, into: payload, limit: limit)
+        return (shortened, truncated, JSONWriter.bytes(shortened.json))
+    }
+
     /// Returns the payload with `body` set, whether the body had to be shortened, and the encoded size.
     ///
     /// The payload is encoded once with an empty body; since the body is one string value, the size with any

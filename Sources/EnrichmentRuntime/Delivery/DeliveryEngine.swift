@@ -879,6 +879,9 @@ public final class DeliveryEngine: Sendable {
         let payload = try NotificationPayload(json: push.payload)
         let result = try await enricher.enrich(deviceId: deviceId, payload: payload, mode: push.mode)
         observer?.enriched(outcome: result.outcome.rawValue, provider: result.placesProvider ?? "none")
-        return (JSONWriter.bytes(result.payload), .init(outcome: result.outcome.rawValue, rule: result.rule))
+        return (
+            result.encoded ?? JSONWriter.bytes(result.payload),
+            .init(outcome: result.outcome.rawValue, rule: result.rule)
+        )
     }
 }

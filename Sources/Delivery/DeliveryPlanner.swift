@@ -73,13 +73,20 @@ public struct DeliveryPlanner: Sendable, Equatable {
         update.state == .pending && update.error?.hasPrefix(waitingPrefix) == true
     }
 
+    /// A push and a device (hashed as two strings, without joining them into a third).
+    private struct GroupKey: Hashable {
+        var pushId: String
+        var deviceId: String
+    }
+
     /// Claimed deliveries grouped by (push, device), in the order they were claimed: a group is enriched once and
     /// sent to each of the device's registrations.
     public static func groups(_ claimed: [ClaimedDelivery]) -> [[ClaimedDelivery]] {
         var groups: [[ClaimedDelivery]] = []
-        var positions: [String: Int] = [:]
+        groups.reserveCapacity(claimed.count)
+        var positions: [GroupKey: Int] = Dictionary(minimumCapacity: claimed.count)
         for claim in claimed {
-            let key = claim.pushId + "\u{0}" + claim.delivery.deviceId
+            let key = GroupKey(pushId: claim.pushId, deviceId: claim.delivery.deviceId)
             if let position = positions[key] {
                 groups[position].append(claim)
             } else {

@@ -16,7 +16,7 @@ public struct PushSummary: JSONObjectRepresentable, Sendable {
     }
 
     public func writeJSON(into object: inout JSONObjectWriter) {
-        var byDevice: [String: [DeliveryReport]] = [:]
+        var byDevice: [String: [DeliveryReport]] = Dictionary(minimumCapacity: report.devices.count)
         for delivery in report.deliveries { byDevice[delivery.deviceId, default: []].append(delivery) }
         var skipped: [String: Int] = [:]
         var capped = 0

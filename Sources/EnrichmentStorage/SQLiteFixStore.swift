@@ -145,7 +145,7 @@ public struct SQLiteFixStore: FixStore {
                     SELECT fix_time, latitude, longitude, horizontal_accuracy, context, received_at, extras
                     FROM fixes WHERE device_id = ? ORDER BY fix_time DESC LIMIT 1
                     """)
-            var found: [String: LocationFix] = [:]
+            var found: [String: LocationFix] = Dictionary(minimumCapacity: deviceIds.count)
             for id in Set(deviceIds) {
                 if let fix = try FixCursor(statement, arguments: [id], deviceId: id).next() { found[id] = fix }
             }

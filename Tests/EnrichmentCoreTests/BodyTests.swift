@@ -1,4 +1,5 @@
 import EnrichmentCore
+import Foundation
 import Testing
 
 @Suite("Body strings")
@@ -88,9 +89,14 @@ struct SameNameTests {
             ("Saint-Roch", "saint-roch", true), ("Saint-Roch", "Saint Roch", false), ("", "", true), ("a", "", false),
             ("Zürich", "Zurich", true), ("zürich", "ZURICH", true), ("Montréal", "Montreal", true),
             ("Köln", "Koeln", false), ("[", "{", false), ("@", "`", false), ("İstanbul", "istanbul", true),
+            ("Musée du Louvre", "Paris", false), ("Musée", "MUSEE", true), ("e\u{301}", "é", true),
+            ("Cafe\u{301} de Flore", "Café de Flore", true), ("Paris", "Paris\u{301}", true),
+            ("Paris ", "Paris", false), ("Zürich", "Zurich ", false),
         ])
     func agreesWithFoundation(_ a: String, _ b: String, _ expected: Bool) {
         #expect(BodyTemplate.sameName(a, b) == expected)
         #expect(BodyTemplate.sameName(b, a) == expected)
+        let foundation = a.compare(b, options: [.caseInsensitive, .diacriticInsensitive]) == .orderedSame
+        #expect(foundation == expected, "the reference itself")
     }
 }

@@ -85,3 +85,20 @@ struct NotificationPayloadTests {
         #expect(out.json["aps"]?["alert"] == .string("bye"))
     }
 }
+
+@Suite("A measured payload")
+struct MeasuredPayloadTests {
+    @Test("knows its size until it changes; equality ignores whether it was measured")
+    func measuredSize() throws {
+        let payload = try NotificationPayload(
+            json: .object(["aps": .object(["alert": .object(["title": .string("T"), "body": .string("Bé")])])]))
+        let measured = payload.measured()
+        #expect(measured.encodedSize == JSONWriter.bytes(payload.json).count)
+        #expect(measured == payload)
+        let longer = measured.replacingBody("a much longer body than before")
+        #expect(longer.encodedSize == JSONWriter.bytes(longer.json).count)
+        #expect(longer.encodedSize > measured.encodedSize)
+        let more = measured.setting("extra", to: .string("x"))
+        #expect(more.encodedSize == JSONWriter.bytes(more.json).count)
+    }
+}

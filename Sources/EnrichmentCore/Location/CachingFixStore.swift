@@ -95,7 +95,8 @@ public final class CachingFixStore: FixStore {
     }
 
     public func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix] {
-        var found: [String: LocationFix] = [:]
+        // A delivery batch asks for 500 devices: room made once, not at each doubling.
+        var found: [String: LocationFix] = Dictionary(minimumCapacity: deviceIds.count)
         var missing: [(id: String, stripe: Int, generation: UInt64)] = []
         state.withLock { state in
             for id in Set(deviceIds) {

@@ -8,7 +8,15 @@ public struct NotificationPayload: Sendable, Equatable {
     public static let maximumSize = PushType.alert.maximumPayloadSize
 
     /// The full payload document; always a JSON object.
-    public private(set) var json: JSONValue
+    public private(set) var json: JSONValue {
+        didSet { measuredSize = nil }
+    }
+
+    /// `encodedSize` when `measured()` made this copy and nothing changed since.
+    private var measuredSize: Int?
+
+    /// Equal when the documents are (whether a size was measured does not count).
+    public static func == (lhs: NotificationPayload, rhs: NotificationPayload) -> Bool { lhs.json == rhs.json }
 
     /// Wraps a payload document; it must be a JSON object whose `aps` (when present) is an object.
     public init(json: JSONValue) throws(PayloadError) {
@@ -155,7 +163,15 @@ public struct NotificationPayload: Sendable, Equatable {
     public func encoded() -> Data { json.encodedData() }
 
     /// The size of the compact JSON encoding in bytes (what APNs counts).
-    public var encodedSize: Int { json.encodedSize }
+    public var encodedSize: Int { measuredSize ?? json.encodedSize }
+
+    /// A copy that knows its `encodedSize` (measured once here): one push's payload is enriched for each of up
+    /// to 1,000 devices, and each enrichment checks the size it was given. A change to the copy forgets it.
+    public func measured() -> NotificationPayload {
+        var copy = self
+        copy.measuredSize = json.encodedSize
+        return copy
+    }
 }
 
 /// The visible part of a notification.

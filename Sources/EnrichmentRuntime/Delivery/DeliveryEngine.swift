@@ -831,13 +831,22 @@ public final class DeliveryEngine: Sendable {
         _ work: [(group: Int, push: PushDefinition, deviceId: String)], with base: Enricher,
         apps: [String: Enricher]
     ) async -> [Int: Result<Prepared, any Error>] {
-        var results: [Int: Result<Prepared, any Error>] = [:]
+        var results: [Int: Result<Prepared, any Error>] = Dictionary(minimumCapacity: work.count)
         let enricherOf: @Sendable (String) -> Enricher = { AppNamespace.pick($0, base: base, byApp: apps) }
         let enricher = base
+        // Each push's payload read (and its size measured) once for all its devices; one that cannot be read
+        // fails each device's enrichment as before.
+        var payloads: [String: NotificationPayload] = [:]
+        for (_, push, _) in work where push.enrich && payloads[push.id] == nil {
+            payloads[push.id] = try? NotificationPayload(json: push.payload).measured()
+        }
+        let parsed = payloads
         if enricher.places?.answersImmediately ?? true {
             for (group, push, deviceId) in work {
                 do {
-                    results[group] = .success(try await prepare(push, deviceId: deviceId, with: enricherOf(deviceId)))
+                    results[group] = .success(
+                        try await prepare(push, parsed: parsed[push.id], deviceId: deviceId, with: enricherOf(deviceId))
+                    )
                 } catch {
                     results[group] = .failure(error)
                 }
@@ -854,7 +863,9 @@ public final class DeliveryEngine: Sendable {
                     do {
                         return (
                             index,
-                            .success(try await self.prepare(push, deviceId: deviceId, with: enricherOf(deviceId)))
+                            .success(
+                                try await self.prepare(
+                                    push, parsed: parsed[push.id], deviceId: deviceId, with: enricherOf(deviceId)))
                         )
                     } catch { return (index, .failure(error)) }
                 }
@@ -869,14 +880,16 @@ public final class DeliveryEngine: Sendable {
     }
 
     /// The payload bytes a device gets, with the enrichment's outcome and rule.
-    private func prepare(_ push: PushDefinition, deviceId: String, with enricher: Enricher) async throws -> Prepared {
+    private func prepare(
+        _ push: PushDefinition, parsed: NotificationPayload?, deviceId: String, with enricher: Enricher
+    ) async throws -> Prepared {
         guard push.enrich else {
             return (
                 JSONWriter.bytes(push.payload),
                 .init(outcome: EnrichmentResult.Outcome.unchanged.rawValue, rule: "enrichment_off")
             )
         }
-        let payload = try NotificationPayload(json: push.payload)
+        let payload = try parsed ?? NotificationPayload(json: push.payload)
         let result = try await enricher.enrich(deviceId: deviceId, payload: payload, mode: push.mode)
         observer?.enriched(outcome: result.outcome.rawValue, provider: result.placesProvider ?? "none")
         return (

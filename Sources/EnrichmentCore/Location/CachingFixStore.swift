@@ -100,11 +100,12 @@ public final class CachingFixStore: FixStore {
         var missing: [(id: String, stripe: Int, generation: UInt64)] = []
         state.withLock { state in
             for id in Set(deviceIds) {
-                let stripe = Self.stripe(id)
                 switch state.entries[id] {
                 case .some(.some(let fix)): found[id] = fix
                 case .some(.none): break
-                case .none: missing.append((id, stripe, state.stripes[stripe]))
+                case .none:
+                    let stripe = Self.stripe(id)
+                    missing.append((id, stripe, state.stripes[stripe]))
                 }
             }
         }

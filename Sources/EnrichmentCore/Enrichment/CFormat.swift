@@ -71,10 +71,17 @@ public enum CFormat {
                 if remainder > half || (remainder == half && quotient & 1 == 1) { rounded += 1 }
             }
         }
-        let whole = rounded / UInt128(scale)
-        let fraction = rounded % UInt128(scale)
+        // Coordinates and distances fit 64 bits: divided there, not in UInt128's software division.
+        let (whole, fraction): (String, UInt64)
+        if let small = UInt64(exactly: rounded) {
+            whole = String(small / scale)
+            fraction = small % scale
+        } else {
+            whole = String(rounded / UInt128(scale))
+            fraction = UInt64(rounded % UInt128(scale))
+        }
         var text = value.sign == .minus ? "-" : ""
-        text += String(whole)
+        text += whole
         if decimals > 0 {
             let digits = String(fraction)
             text += "."

@@ -85,7 +85,7 @@ public struct EnrichmentResult: Sendable {
     public var payloadBytes: Int
     /// `payload` as JSON, as it was written to measure it (what a delivery sends, written once); nil when
     /// the result was not made by the enricher.
-    public var encoded: [UInt8]? = nil
+    public internal(set) var encoded: [UInt8]? = nil
     /// True when the body had to be shortened to keep the payload within 4096 bytes.
     public var bodyTruncated: Bool
     public var notification: Notification

@@ -837,7 +837,8 @@ public final class DeliveryEngine: Sendable {
         // Each push's payload read (and its size measured) once for all its devices; one that cannot be read
         // fails each device's enrichment as before.
         var payloads: [String: NotificationPayload] = [:]
-        for (_, push, _) in work where push.enrich && payloads[push.id] == nil {
+        var read = Set<String>()
+        for (_, push, _) in work where push.enrich && read.insert(push.id).inserted {
             payloads[push.id] = try? NotificationPayload(json: push.payload).measured()
         }
         let parsed = payloads

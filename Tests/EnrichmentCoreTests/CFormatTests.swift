@@ -1,5 +1,6 @@
 import EnrichmentCore
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -25,7 +26,7 @@ struct CFormatTests {
             2.2250738585072014e-308, -(0x1p63 - 1024), -0.5, 0.5,
         ]
         // Seeded, so that a failure comes back the same.
-        var generator = SplitMix64(seed: 0x5EED_CF0A)
+        var generator = SeededGenerator(seed: 0x5EED_CF0A)
         for _ in 0..<20_000 {
             values.append(Double.random(in: -180...180, using: &generator))
             values.append(Double.random(in: 0...20_000, using: &generator))
@@ -53,20 +54,5 @@ struct CFormatTests {
         var text: [UInt8] = []
         CFormat.appendFixed(-2.5, to: &text)
         #expect(String(decoding: text, as: UTF8.self) == "-2.500000")
-    }
-}
-
-/// A small seeded generator (SplitMix64), for reproducible random values.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -23,6 +23,21 @@ struct PayloadFitterTests {
         #expect(out.alert.body == body)
     }
 
+    @Test(
+        "written once: the bytes are the fitted payload's JSON, and a body too long is cut as fit cuts it",
+        arguments: [10, 4096, 4097, 6000])
+    func fitEncoded(target: Int) throws {
+        let empty = try size(base().replacingBody(""))
+        let body = String(repeating: "é", count: max(1, (target - empty) / 2)) + "x"
+        let (out, truncated, bytes) = try PayloadFitter.fitEncoded(body: body, into: base())
+        let (expected, expectedTruncated, expectedSize) = try PayloadFitter.fit(body: body, into: base())
+        #expect(bytes == Array(out.encoded()))
+        #expect(bytes.count == expectedSize)
+        #expect(bytes.count <= 4096)
+        #expect(out == expected)
+        #expect(truncated == expectedTruncated)
+    }
+
     @Test("one byte more is shortened to fit, ending with an ellipsis")
     func exactly4097() throws {
         let empty = try size(base().replacingBody(""))

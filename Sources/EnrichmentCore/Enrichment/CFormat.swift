@@ -23,17 +23,7 @@ public enum CFormat {
 
     /// Appends `value` formatted like printf's `%f` to `output` (no intermediate String).
     public static func appendFixed(_ value: Double, to output: inout [UInt8]) {
-        if let text = exactFixed(value, decimals: 6) {
-            output.append(contentsOf: text.utf8)
-            return
-        }
-        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 400) { buffer in
-            let count = withVaList([value]) { vsnprintf(buffer.baseAddress!, buffer.count, "%f", $0) }
-            let length = min(Int(count), buffer.count - 1)
-            output.append(
-                contentsOf: UnsafeRawBufferPointer(start: buffer.baseAddress!, count: length).bindMemory(to: UInt8.self)
-            )
-        }
+        output.append(contentsOf: fixed(value).utf8)
     }
 
     /// `%.<decimals>f` computed in integers, for finite values under 2^63 and at most 9 decimals (coordinates,

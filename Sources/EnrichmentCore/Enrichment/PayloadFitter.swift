@@ -15,7 +15,9 @@ public enum PayloadFitter {
         let full = payload.replacingBody(body)
         let bytes = JSONWriter.bytes(full.json)
         if bytes.count <= limit { return (full, false, bytes) }
-        let (shortened, truncated, _) = try fit(body: body, into: payload, limit: limit)
+        // The size with an empty body follows from the one written: the body is one string value.
+        let (shortened, truncated, _) = try fit(
+            body: body, into: payload, limit: limit, emptySize: bytes.count - JSONWriter.escapedLength(body))
         return (shortened, truncated, JSONWriter.bytes(shortened.json))
     }
 
@@ -27,7 +29,13 @@ public enum PayloadFitter {
         body: String, into payload: NotificationPayload,
         limit: Int = NotificationPayload.maximumSize
     ) throws -> (payload: NotificationPayload, truncated: Bool, size: Int) {
-        let emptySize = payload.replacingBody("").encodedSize
+        try fit(body: body, into: payload, limit: limit, emptySize: payload.replacingBody("").encodedSize)
+    }
+
+    /// `fit` given the payload's encoded size with an empty body.
+    static func fit(
+        body: String, into payload: NotificationPayload, limit: Int, emptySize: Int
+    ) throws -> (payload: NotificationPayload, truncated: Bool, size: Int) {
         let fullSize = emptySize + JSONWriter.escapedLength(body)
         if fullSize <= limit { return (payload.replacingBody(body), false, fullSize) }
         let ellipsisLength = JSONWriter.escapedLength(ellipsis)

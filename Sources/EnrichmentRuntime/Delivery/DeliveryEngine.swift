@@ -834,20 +834,26 @@ public final class DeliveryEngine: Sendable {
         var results: [Int: Result<Prepared, any Error>] = Dictionary(minimumCapacity: work.count)
         let enricherOf: @Sendable (String) -> Enricher = { AppNamespace.pick($0, base: base, byApp: apps) }
         let enricher = base
-        // Each push's payload read (and its size measured) once for all its devices; one that cannot be read
-        // fails each device's enrichment as before.
+        // Each push's payload read once for all its devices: measured, to be enriched (one that cannot be read
+        // fails each device's enrichment as before), or written, when it is sent as it is.
         var payloads: [String: NotificationPayload] = [:]
+        var plain: [String: [UInt8]] = [:]
         var read = Set<String>()
-        for (_, push, _) in work where push.enrich && read.insert(push.id).inserted {
-            payloads[push.id] = try? NotificationPayload(json: push.payload).measured()
+        for (_, push, _) in work where read.insert(push.id).inserted {
+            if push.enrich {
+                payloads[push.id] = try? NotificationPayload(json: push.payload).measured()
+            } else {
+                plain[push.id] = JSONWriter.bytes(push.payload)
+            }
         }
-        let parsed = payloads
+        let (parsed, written) = (payloads, plain)
         if enricher.places?.answersImmediately ?? true {
             for (group, push, deviceId) in work {
                 do {
                     results[group] = .success(
-                        try await prepare(push, parsed: parsed[push.id], deviceId: deviceId, with: enricherOf(deviceId))
-                    )
+                        try await prepare(
+                            push, parsed: parsed[push.id], written: written[push.id], deviceId: deviceId,
+                            with: enricherOf(deviceId)))
                 } catch {
                     results[group] = .failure(error)
                 }
@@ -866,7 +872,8 @@ public final class DeliveryEngine: Sendable {
                             index,
                             .success(
                                 try await self.prepare(
-                                    push, parsed: parsed[push.id], deviceId: deviceId, with: enricherOf(deviceId)))
+                                    push, parsed: parsed[push.id], written: written[push.id], deviceId: deviceId,
+                                    with: enricherOf(deviceId)))
                         )
                     } catch { return (index, .failure(error)) }
                 }
@@ -880,13 +887,15 @@ public final class DeliveryEngine: Sendable {
         return results
     }
 
-    /// The payload bytes a device gets, with the enrichment's outcome and rule.
+    /// The payload bytes a device gets, with the enrichment's outcome and rule (`parsed` and `written`: the push's
+    /// payload read or written once for the batch).
     private func prepare(
-        _ push: PushDefinition, parsed: NotificationPayload?, deviceId: String, with enricher: Enricher
+        _ push: PushDefinition, parsed: NotificationPayload?, written: [UInt8]?, deviceId: String,
+        with enricher: Enricher
     ) async throws -> Prepared {
         guard push.enrich else {
             return (
-                JSONWriter.bytes(push.payload),
+                written ?? JSONWriter.bytes(push.payload),
                 .init(outcome: EnrichmentResult.Outcome.unchanged.rawValue, rule: "enrichment_off")
             )
         }

@@ -88,8 +88,6 @@ public protocol OutboxStore: Sendable {
     func push(id: String) async throws -> PushDefinition?
     /// A push with its devices' outcomes and every delivery; nil when unknown.
     func report(pushId: String) async throws -> PushReport?
-    /// A push's deliveries by state (every state present, zero included); nil when the push is unknown.
-    func counts(pushId: String) async throws -> [DeliveryState: Int]?
     /// How many deliveries of a push are still pending.
     func pendingCount(pushId: String) async throws -> Int
     /// How many deliveries are pending in all (the outbox depth).

@@ -541,19 +541,6 @@ public struct PostgresOutbox: OutboxStore {
         return PushReport(push: push, devices: devices, deliveries: deliveries)
     }
 
-    public func counts(pushId: String) async throws -> [DeliveryState: Int]? {
-        let exists = try await database.query("SELECT 1 FROM pushes WHERE id = \(pushId)").decode(Int.self)
-            .first { _ in true }
-        guard exists != nil else { return nil }
-        var counts = Dictionary(uniqueKeysWithValues: DeliveryState.allCases.map { ($0, 0) })
-        for try await (state, count) in try await database.query(
-            "SELECT state, count(*) FROM deliveries WHERE push_id = \(pushId) GROUP BY state"
-        ).decode((String, Int).self) {
-            if let state = DeliveryState(rawValue: state) { counts[state] = count }
-        }
-        return counts
-    }
-
     public func pendingCount(pushId: String) async throws -> Int {
         try await database.query(
             "SELECT count(*) FROM deliveries WHERE push_id = \(pushId) AND state = 'pending'"

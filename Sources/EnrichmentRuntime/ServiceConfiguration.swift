@@ -274,6 +274,9 @@ public struct DeliverySettings: Sendable {
     /// Seconds a node's claim on a delivery lasts: after a node dies, another sends its claimed deliveries once
     /// this has passed.
     public var lease = 60.0
+    /// Seconds between two writes of a batch's answers while they arrive (the last answer is written at once): a
+    /// crash resends what was answered in the last interval. Not a setting of the environment.
+    public var recordInterval = 0.02
 
     public init() {}
 

@@ -332,6 +332,18 @@ public final class SQLiteDatabase: Sendable {
                     CREATE INDEX pushes_callback_due ON pushes (callback_due) WHERE callback_due IS NOT NULL;
                     """)
         }
+        // Issue 25: a delivery's answer changes its state; the push's and the device's indexes no longer hold it,
+        // so recording an answer rewrites the row and the due index only (the state is read from the row, and a
+        // push or a device has few deliveries).
+        migrator.registerMigration("v12-answer-indexes") { db in
+            try db.execute(
+                sql: """
+                    DROP INDEX deliveries_push;
+                    CREATE INDEX deliveries_push ON deliveries (push_id);
+                    DROP INDEX deliveries_device;
+                    CREATE INDEX deliveries_device ON deliveries (device_id);
+                    """)
+        }
         return migrator
     }
 

@@ -291,13 +291,14 @@ public struct SQLiteOutbox: OutboxStore {
     public func scheduled(app: String, limit: Int) async throws -> [(pushId: String, pending: Int, nextAt: Double)] {
         // The app's devices are stored under `<app>/` (`AppNamespace`), the default app's without a prefix.
         let (pattern, isDefault) = (AppNamespace.prefix(of: app) + "%", app == AppNamespace.defaultApp)
+        // `+push_id`: read the pending deliveries through the due index, not every delivery through the push's.
         return try await database.pool.read { db in
             try Row.fetchAll(
                 db,
                 sql: """
                     SELECT push_id, count(*), min(next_attempt_at) FROM deliveries
                     WHERE state = 'pending' AND (CASE WHEN ? THEN instr(device_id, '/') = 0 ELSE device_id LIKE ? END)
-                    GROUP BY push_id ORDER BY min(next_attempt_at), push_id LIMIT ?
+                    GROUP BY +push_id ORDER BY min(next_attempt_at), push_id LIMIT ?
                     """, arguments: [isDefault, pattern, limit]
             ).map { ($0[0], $0[1], $0[2]) }
         }
@@ -360,21 +361,6 @@ public struct SQLiteOutbox: OutboxStore {
                         scheduledAt: row.double(11)))
             }
             return PushReport(push: push, devices: devices, deliveries: deliveries)
-        }
-    }
-
-    public func counts(pushId: String) async throws -> [DeliveryState: Int]? {
-        try await database.pool.read { db in
-            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM pushes WHERE id = ?", arguments: [pushId]) != nil else {
-                return nil
-            }
-            var counts = Dictionary(uniqueKeysWithValues: DeliveryState.allCases.map { ($0, 0) })
-            for row in try Row.fetchAll(
-                db, sql: "SELECT state, count(*) FROM deliveries WHERE push_id = ? GROUP BY state", arguments: [pushId])
-            {
-                if let state = DeliveryState(rawValue: row[0]) { counts[state] = row[1] }
-            }
-            return counts
         }
     }
 

@@ -177,6 +177,25 @@ struct DeliveryTests {
         }
     }
 
+    @Test("a batch's last answer is written at once, not at the next write interval")
+    func lastAnswerWrittenAtOnce() async throws {
+        // With a write interval longer than the wait, the push could only be done in time if the last answer is
+        // written as soon as it arrives.
+        try await withDelivery({ $0.delivery.recordInterval = 120 }) { client, _, _ in
+            for index in 0..<3 {
+                try await reportFix(client, "device-\(index)", lat: 48.8584, lng: 2.2945)
+                _ = try await register(client, "device-\(index)", deviceToken(100 + index))
+            }
+            let started = ContinuousClock.now
+            let reply = try await client.post(
+                "/v1/push", json: pushBody(devices: ["device-0", "device-1", "device-2"], extra: #""wait":true"#))
+            #expect(reply.status == 200)
+            #expect(reply.json?["done"] == .bool(true))
+            #expect(reply.json?["counts"]?["delivered"] == .int(3))
+            #expect(ContinuousClock.now - started < .seconds(20))
+        }
+    }
+
     @Test("sandbox registrations go to the sandbox host, production ones to the production host")
     func environments() async throws {
         try await withDelivery { client, sandbox, production in

@@ -92,8 +92,9 @@ public final class DeliveryEngine: Sendable {
     let pollInterval: Duration
     /// The bound on each of a lane's calls to a database across the network (nil: SQLite, in process).
     let databaseTimeout: Duration?
-    /// How often a lane writes the answers it got while a batch is still sending.
-    let recordInterval: Duration = .milliseconds(20)
+    /// How often a lane writes the answers it got while a batch is still sending (the last answer is written at
+    /// once).
+    let recordInterval: Duration
     /// What becomes of each claimed delivery and each answer (no I/O: this class performs what it decides).
     let planner: DeliveryPlanner
     /// One circuit breaker per environment's peer: an outage pauses sending there until a probe gets an answer.
@@ -135,6 +136,7 @@ public final class DeliveryEngine: Sendable {
         self.flightsPerLane = settings.concurrency >= 2 ? 2 : 1
         self.batchSize = batchSize ?? max(1, settings.concurrency / flightsPerLane)
         self.lease = lease ?? settings.lease
+        self.recordInterval = .milliseconds(Int64(settings.recordInterval * 1000))
         self.planner = DeliveryPlanner(
             retry: RetryPolicy(
                 maxAttempts: settings.attempts, baseDelay: settings.retryDelay, maxDelay: settings.maxRetryDelay),
@@ -484,9 +486,13 @@ public final class DeliveryEngine: Sendable {
         let items = Mutex<[(Attempt, APNsSendResult, Duration)]>([])
         let arrivals: AsyncStream<Void>
         private let continuation: AsyncStream<Void>.Continuation
+        /// Notified once every send has its answer.
+        private let allIn = Rendezvous()
+        private static let done = "done"
 
         init() {
             (arrivals, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+            _ = allIn.watch(Self.done)
         }
 
         func add(_ answer: (Attempt, APNsSendResult, Duration)) {
@@ -494,7 +500,18 @@ public final class DeliveryEngine: Sendable {
             continuation.yield()
         }
 
-        func finish() { continuation.finish() }
+        func finish() {
+            allIn.notify(Self.done)
+            continuation.finish()
+        }
+
+        /// True when no answer waits to be taken.
+        var isEmpty: Bool { items.withLock { $0.isEmpty } }
+
+        /// Returns at `deadline`, or as soon as every send has its answer if that comes first.
+        func waitForAll(until deadline: ContinuousClock.Instant) async {
+            _ = await allIn.wait(Self.done, since: 0, timeout: deadline - ContinuousClock.now)
+        }
 
         func take() -> [(Attempt, APNsSendResult, Duration)] {
             items.withLock { items in
@@ -649,13 +666,18 @@ public final class DeliveryEngine: Sendable {
         // locally). Then answers are written as they arrive: the lane wakes on each arrival, takes every answer
         // waiting, and writes them in one transaction, at most once per `recordInterval` (answers that come while
         // a write is under way wait for the next), so a crash resends only what was on the wire or answered in
-        // the last interval, not the whole batch.
+        // the last interval, not the whole batch. The batch's last answer is written at once: the batch holds its
+        // slot (the lane's next claim) until it is recorded.
         var pending = try await record([], settled: updates, outcomes: outcomes, owner: owner, pushOf: pushOf)
         var recorded = 0
         var lastWrite = ContinuousClock.now
         for await _ in sent.arrivals {
+            // A wake-up left from answers already written: nothing to do.
+            if sent.isEmpty { continue }
+            // Wait out the interval, unless the last answer comes first: then it is written at once, and the
+            // batch's slot is free for the next claim.
             let due = lastWrite + recordInterval
-            if ContinuousClock.now < due { try? await Task.sleep(until: due) }
+            if ContinuousClock.now < due { await sent.waitForAll(until: due) }
             let answers = sent.take()
             guard !answers.isEmpty else { continue }
             pending += try await record(answers, settled: [], outcomes: [], owner: owner, pushOf: pushOf)

@@ -126,20 +126,18 @@ struct PushRoutes {
         router.get("/v1/push/:pushId", permission: .readOrSend) { _, context in
             let id = try context.parameters.require("pushId")
             // A push belongs to the app of its devices: another app's push is answered as one that does not exist.
-            guard let push = try await state.delivery.outbox.push(id: id), Self.isVisible(push),
-                let counts = try await state.delivery.outbox.counts(pushId: id)
-            else {
+            // One read gives the push, its devices and its deliveries (the counts are the deliveries'), so a client
+            // polling a push costs one transaction per look.
+            guard let report = try await state.delivery.outbox.report(pushId: id), Self.isVisible(report.push) else {
                 throw APIError(.notFound, reason: .pushNotFound, message: "no push has the id '\(id)'")
             }
-            guard let report = try await state.delivery.outbox.report(pushId: id) else {
-                throw APIError(.notFound, reason: .pushNotFound, message: "no push has the id '\(id)'")
-            }
+            let counts = report.counts
             let summary = try await summary(report)
             let callback = try await state.delivery.outbox.callbackStatus(pushId: id).map(CallbackView.init)
             // The per-delivery results come once every one is final.
             if counts[.pending, default: 0] > 0 {
                 return JSONIO.response(
-                    ProgressView(push: push, counts: counts, summary: summary, callback: callback))
+                    ProgressView(push: report.push, counts: counts, summary: summary, callback: callback))
             }
             return JSONIO.response(
                 ReportView(report: report, withResults: report.isDone, summary: summary, callback: callback))

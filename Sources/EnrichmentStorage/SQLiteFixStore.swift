@@ -11,8 +11,12 @@ public struct SQLiteFixStore: FixStore {
     public init(database: SQLiteDatabase) { self.database = database }
 
     public func insert(_ fixes: [LocationFix]) async throws {
-        guard !fixes.isEmpty else { return }
-        try await database.pool.write { db in try Self.write(db, fixes) }
+        _ = try await insertReportingLatest(fixes)
+    }
+
+    public func insertReportingLatest(_ fixes: [LocationFix]) async throws -> [String: LocationFix] {
+        guard !fixes.isEmpty else { return [:] }
+        return try await database.pool.write { db in try Self.write(db, fixes) }
     }
 
     /// One indexed read per device inside the insert's own transaction (no extra trip to the database).
@@ -32,8 +36,8 @@ public struct SQLiteFixStore: FixStore {
                 prior[device] = .some(
                     try FixCursor(statement, arguments: [device, time], deviceId: device).next())
             }
-            try Self.write(db, fixes)
-            return PriorFixes(prior)
+            let latest = try Self.write(db, fixes)
+            return PriorFixes(prior, latest: latest)
         }
     }
 
@@ -78,7 +82,10 @@ public struct SQLiteFixStore: FixStore {
     }
 
     /// Keeps `last_fixes` on each device's newest fix of the batch (a late fix leaves a newer one in place).
-    static func writeLastFixes(_ db: Database, _ fixes: [LocationFix]) throws {
+    /// Returns the devices whose `last_fixes` row is now the batch's fix (a new device, a newer fix, or the same time
+    /// with another position): their newest stored fix is that one, every column as given.
+    @discardableResult
+    static func writeLastFixes(_ db: Database, _ fixes: [LocationFix]) throws -> [String: LocationFix] {
         var newest: [String: LocationFix] = [:]
         for fix in fixes where fix.fixTime >= (newest[fix.deviceId]?.fixTime ?? -Double.infinity) {
             newest[fix.deviceId] = fix
@@ -95,16 +102,22 @@ public struct SQLiteFixStore: FixStore {
                          OR longitude IS NOT excluded.longitude
                          OR horizontal_accuracy IS NOT excluded.horizontal_accuracy)
                 """)
+        var latest: [String: LocationFix] = Dictionary(minimumCapacity: newest.count)
         for fix in newest.values {
             try statement.execute(arguments: [
                 fix.deviceId, fix.fixTime, fix.coordinate.latitude, fix.coordinate.longitude, fix.horizontalAccuracy,
                 LastFixCells.cell(latitude: fix.coordinate.latitude, longitude: fix.coordinate.longitude),
             ])
+            // Written: the position differs from the stored one's, so `fixes` gets this fix's row as given too.
+            if db.changesCount > 0 { latest[fix.deviceId] = fix }
         }
+        return latest
     }
 
-    static func write(_ db: Database, _ fixes: [LocationFix]) throws {
-        try writeLastFixes(db, fixes)
+    /// Stores the fixes; returns the devices whose newest stored fix is now one of them (`writeLastFixes`).
+    @discardableResult
+    static func write(_ db: Database, _ fixes: [LocationFix]) throws -> [String: LocationFix] {
+        let latest = try writeLastFixes(db, fixes)
         let statement = try db.cachedStatement(
             sql: """
                 INSERT INTO fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, context, received_at,
@@ -125,6 +138,7 @@ public struct SQLiteFixStore: FixStore {
                 fix.horizontalAccuracy, fix.context, fix.receivedAt, Self.encode(fix.extras),
             ])
         }
+        return latest
     }
 
     public func latestFix(deviceId: String) async throws -> LocationFix? {

@@ -39,8 +39,58 @@ func fix(_ device: String, _ time: Double, lat: Double = 0) -> LocationFix {
     LocationFix(deviceId: device, coordinate: Coordinate(latitude: lat, longitude: 0), fixTime: time, receivedAt: 0)
 }
 
+/// A base store that says, as SQLite does, which devices' newest fix an insert made (`PriorFixes.latest`): here
+/// every device of the batch, and counts its reads.
+final class ReportingFixStore: FixStore {
+    let inner = MemoryFixStore()
+    let reads = Mutex(0)
+    /// Devices the store does not name as changed (as for a late fix).
+    let silent: Set<String>
+
+    init(silent: Set<String> = []) { self.silent = silent }
+
+    func insert(_ fixes: [LocationFix]) async throws { try await inner.insert(fixes) }
+    func insertReportingPrior(_ fixes: [LocationFix]) async throws -> PriorFixes? {
+        PriorFixes([:], latest: try await insertReportingLatest(fixes))
+    }
+    func insertReportingLatest(_ fixes: [LocationFix]) async throws -> [String: LocationFix] {
+        try await inner.insert(fixes)
+        var latest: [String: LocationFix] = [:]
+        for fix in fixes where !silent.contains(fix.deviceId) { latest[fix.deviceId] = fix }
+        return latest
+    }
+    func deleteDevice(_ deviceId: String) async throws -> Int { try await inner.deleteDevice(deviceId) }
+    func fixes(deviceId: String, after: Double, before: Double, limit: Int) async throws -> [LocationFix] {
+        try await inner.fixes(deviceId: deviceId, after: after, before: before, limit: limit)
+    }
+    func latestFix(deviceId: String) async throws -> LocationFix? {
+        reads.withLock { $0 += 1 }
+        return try await inner.latestFix(deviceId: deviceId)
+    }
+}
+
 @Suite("Last-fix cache")
 struct CachingFixStoreTests {
+    @Test("a device the store says has a new newest fix is remembered at ingest: its first lookup reads nothing")
+    func rememberedAtIngest() async throws {
+        let base = ReportingFixStore(silent: ["late"])
+        let cache = CachingFixStore(base: base)
+        _ = try await cache.insertReportingPrior([fix("new", 100, lat: 1), fix("late", 50, lat: 2)])
+        #expect(cache.cachedDevices == 1)
+        #expect(try await cache.latestFix(deviceId: "new")?.coordinate.latitude == 1)
+        #expect(base.reads.withLock { $0 } == 0)
+        // The store did not name it: the cache cannot know its newest fix and reads it.
+        #expect(try await cache.latestFix(deviceId: "late")?.coordinate.latitude == 2)
+        #expect(base.reads.withLock { $0 } == 1)
+        // The plain insert too; within the budget like any other entry.
+        try await cache.insert([fix("plain", 7)])
+        #expect(try await cache.latestFix(deviceId: "plain")?.fixTime == 7)
+        #expect(base.reads.withLock { $0 } == 1)
+        let small = CachingFixStore(base: ReportingFixStore(), capacity: 10)
+        _ = try await small.insertReportingPrior((0..<100).map { fix("d\($0)", 1) })
+        #expect(small.cachedDevices <= 10)
+    }
+
     @Test("hits are served from memory and never regress to an older fix")
     func writeThrough() async throws {
         let base = GatedFixStore()

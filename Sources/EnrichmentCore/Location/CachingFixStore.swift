@@ -33,18 +33,25 @@ public final class CachingFixStore: FixStore {
     }
 
     public func insert(_ fixes: [LocationFix]) async throws {
-        try await base.insert(fixes)
-        remember(fixes)
+        _ = try await insertReportingLatest(fixes)
+    }
+
+    public func insertReportingLatest(_ fixes: [LocationFix]) async throws -> [String: LocationFix] {
+        let latest = try await base.insertReportingLatest(fixes)
+        remember(fixes, latest: latest)
+        return latest
     }
 
     public func insertReportingPrior(_ fixes: [LocationFix]) async throws -> PriorFixes? {
         let prior = try await base.insertReportingPrior(fixes)
-        remember(fixes)
+        remember(fixes, latest: prior?.latest ?? [:])
         return prior
     }
 
-    /// Updates the cache after `fixes` were stored.
-    private func remember(_ fixes: [LocationFix]) {
+    /// Updates the cache after `fixes` were stored: a device it holds gets its newer fix; one it does not hold is
+    /// added when the store said the fix is now its newest (`latest`), so a device's first enrichment after it
+    /// reported needs no read. Within `capacity`, like any other entry.
+    private func remember(_ fixes: [LocationFix], latest: [String: LocationFix]) {
         var newest: [String: LocationFix] = [:]
         for fix in fixes where fix.fixTime > (newest[fix.deviceId]?.fixTime ?? -.infinity) {
             newest[fix.deviceId] = fix
@@ -64,7 +71,7 @@ public final class CachingFixStore: FixStore {
                 case .some(.none):
                     state.entries[device] = .some(fix)
                 case .none:
-                    break
+                    if let stored = latest[device] { state.entries[device] = .some(stored) }
                 }
             }
         }

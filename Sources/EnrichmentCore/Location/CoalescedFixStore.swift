@@ -17,6 +17,10 @@ public struct CoalescedFixStore: FixStore {
 
     public func insert(_ fixes: [LocationFix]) async throws { try await base.insert(fixes) }
 
+    public func insertReportingLatest(_ fixes: [LocationFix]) async throws -> [String: LocationFix] {
+        try await base.insertReportingLatest(fixes)
+    }
+
     public func latestFix(deviceId: String) async throws -> LocationFix? { try await loader.load(deviceId) }
 
     public func deleteDevice(_ deviceId: String) async throws -> Int { try await base.deleteDevice(deviceId) }

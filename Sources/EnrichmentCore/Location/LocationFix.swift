@@ -53,6 +53,9 @@ public protocol FixStore: Sendable {
     /// first one of that device (nil: it had none): what region evaluation and the visit detector would otherwise
     /// read back. Nil when the store does not tell.
     func insertReportingPrior(_ fixes: [LocationFix]) async throws -> PriorFixes?
+    /// Stores fixes as `insert` does and tells the devices whose newest stored fix is now one of them
+    /// (`PriorFixes.latest`); empty when the store does not tell.
+    func insertReportingLatest(_ fixes: [LocationFix]) async throws -> [String: LocationFix]
     /// The position of every device whose last fix lies in a cell (`LastFixCells`) of one of `ranges`, was taken
     /// at or after `oldest` and has an accuracy (none counts as 0) of at most `maxAccuracy` metres: the candidates
     /// of a `near` audience.
@@ -80,7 +83,14 @@ public struct AudiencesUnsupported: Error, CustomStringConvertible {
 /// For each device of a batch just stored, its newest fix before the batch (nil: none).
 public struct PriorFixes: Sendable {
     public var byDevice: [String: LocationFix?]
-    public init(_ byDevice: [String: LocationFix?] = [:]) { self.byDevice = byDevice }
+    /// The devices whose newest stored fix is now one of the batch, as the store knows it after the insert (a store
+    /// that cannot tell says nothing): the last-fix cache remembers them without reading them back.
+    public var latest: [String: LocationFix]
+
+    public init(_ byDevice: [String: LocationFix?] = [:], latest: [String: LocationFix] = [:]) {
+        self.byDevice = byDevice
+        self.latest = latest
+    }
 }
 
 extension FixStore {
@@ -98,6 +108,12 @@ extension FixStore {
     public func insertReportingPrior(_ fixes: [LocationFix]) async throws -> PriorFixes? {
         try await insert(fixes)
         return nil
+    }
+
+    /// Stores that cannot tell insert and say nothing.
+    public func insertReportingLatest(_ fixes: [LocationFix]) async throws -> [String: LocationFix] {
+        try await insert(fixes)
+        return [:]
     }
 
     /// Through the newest fix, for stores that hold one per device (test doubles, read-only views).

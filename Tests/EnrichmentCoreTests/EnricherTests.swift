@@ -40,6 +40,25 @@ struct ScriptedPlaces: PlacesProvider {
     }
 }
 
+/// Places double that answers as the local index does (`answersImmediately`) or as a remote API, with the nearest
+/// `query.limit` of its POIs, and remembers the limits it was asked for.
+final class LimitRecordingPlaces: PlacesProvider {
+    let name = "recording"
+    let answersImmediately: Bool
+    let matches: [PlaceMatch]
+    let limits = Mutex<[Int]>([])
+
+    init(answersImmediately: Bool, matches: [PlaceMatch]) {
+        self.answersImmediately = answersImmediately
+        self.matches = matches
+    }
+
+    func nearest(to point: Coordinate, query: PlacesQuery) async throws(PlacesError) -> [PlaceMatch] {
+        limits.withLock { $0.append(query.limit) }
+        return Array(matches.prefix(query.limit))
+    }
+}
+
 @Suite("The enrichment flow")
 struct EnricherTests {
     static let now: Int64 = 1_700_000_000
@@ -73,6 +92,29 @@ struct EnricherTests {
             data: Data(
                 #"{"aps":{"alert":{"title":"Hello","subtitle":"Sub","body":"Original"},"mutable-content":1,"category":"\#(category)","timestamp":\#(timestamp)}}"#
                     .utf8))
+    }
+
+    @Test("a delivery's enrichment searches only the nearest POI with the local index, and sends the same payload")
+    func deliverySearchesNearestOnly() async throws {
+        let far = PlaceMatch(
+            poi: POI(storeId: "s2", name: "Far", coordinate: Coordinate(latitude: 43.61, longitude: 3.89)),
+            distance: 1500)
+        for mode in [BodyMode.default, .woosmap] {
+            for immediate in [true, false] {
+                let places = LimitRecordingPlaces(answersImmediately: immediate, matches: [station, far, far])
+                let base = try await enricher(mode: mode, places: places, map: true)
+                let full = try await base.enrich(deviceId: "d1", payload: try payload())
+                let delivery = try await base.forDelivery(fixes: base.fixes).enrich(
+                    deviceId: "d1", payload: try payload())
+                #expect(full.pois.count == 3)
+                #expect(places.limits.withLock { $0 } == (immediate ? [5, 1] : [5, 5]))
+                #expect(delivery.pois.count == (immediate ? 1 : 3))
+                #expect(delivery.outcome == full.outcome)
+                #expect(delivery.rule == full.rule)
+                #expect(delivery.encoded != nil)
+                #expect(delivery.encoded == full.encoded)
+            }
+        }
     }
 
     @Test("woosmap, places and map: SDK body and a two-marker attachment")

@@ -72,6 +72,16 @@ public struct Enricher: Sendable {
             snapshots: keepSnapshots ? snapshots : nil, tracer: spans.tracer)
     }
 
+    /// This enricher for a batch of deliveries: the batch's prefetched `fixes`, no shared snapshot reads, and with a
+    /// places provider that answers at once (the local index) only the nearest POI searched: a delivery sends the
+    /// body and the map, which name only the nearest, and never reads the result's list of POIs. (A remote places
+    /// API is asked as `/v1/enrich` asks it.)
+    public func forDelivery(fixes: any FixStore) -> Enricher {
+        var settings = self.settings
+        if places?.answersImmediately == true { settings.placesQuery.limit = min(settings.placesQuery.limit, 1) }
+        return adapted(settings: settings, fixes: fixes, keepSnapshots: false)
+    }
+
     /// The top-level key that carries the map URL for the device (the extension downloads and attaches it).
     public static let attachmentKey = "attachment-url"
 

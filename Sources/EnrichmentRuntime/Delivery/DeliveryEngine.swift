@@ -549,9 +549,9 @@ public final class DeliveryEngine: Sendable {
         let deviceIds = claimed.map(\.delivery.deviceId)
         let prefetched = PrefetchedFixes(
             try await bounded { try await self.enricher.fixes.latestFixes(deviceIds: deviceIds) })
-        let batchEnricher = enricher.adapted(fixes: prefetched, keepSnapshots: false)
+        let batchEnricher = enricher.forDelivery(fixes: prefetched)
         // An app with its own enrichment settings: the same prefetched fixes, its templates and places search.
-        let batchApps = appEnrichers.mapValues { $0.adapted(fixes: prefetched, keepSnapshots: false) }
+        let batchApps = appEnrichers.mapValues { $0.forDelivery(fixes: prefetched) }
         var pushes: [String: PushDefinition] = [:]
         var unreadable: [String: String] = [:]
         for id in Set(claimed.map(\.pushId)) {

@@ -123,8 +123,17 @@ struct PushRoutes {
             return JSONIO.response(
                 ReceiptView(pushId: pushId, deviceId: shownId, new: new), status: new ? .created : .ok)
         }
-        router.get("/v1/push/:pushId", permission: .readOrSend) { _, context in
+        router.get("/v1/push/:pushId", permission: .readOrSend) { request, context in
             let id = try context.parameters.require("pushId")
+            // `results=false`: the counts and the summary without each device's results, for a client that only
+            // watches pushes end (a done push of 1,000 devices is otherwise some 300 KB of JSON).
+            var withResults = true
+            if let raw = request.uri.queryParameters.get("results") {
+                guard let value = Bool(raw) else {
+                    throw APIError.invalid(.invalidRequest, "results must be true or false", field: "results")
+                }
+                withResults = value
+            }
             // A push belongs to the app of its devices: another app's push is answered as one that does not exist.
             // One read gives the push, its devices and its deliveries (the counts are the deliveries'), so a client
             // polling a push costs one transaction per look.
@@ -140,7 +149,8 @@ struct PushRoutes {
                     ProgressView(push: report.push, counts: counts, summary: summary, callback: callback))
             }
             return JSONIO.response(
-                ReportView(report: report, withResults: report.isDone, summary: summary, callback: callback))
+                ReportView(
+                    report: report, withResults: withResults && report.isDone, summary: summary, callback: callback))
         }
     }
 

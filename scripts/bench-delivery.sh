@@ -71,7 +71,7 @@ cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/p
 SERVICE_CPU0=$(cpu "$SERVER_PID"); MOCK_CPU0=$(cpu "$MOCK_PID")
 if [ -n "${PERF:-}" ]; then perf record -F 999 -g -p "$SERVER_PID" -o "$DATA/perf.data" >/dev/null 2>&1 & PERF_PID=$!; fi
 # THREADS=1: each thread's share of a core in the service and the mock, from 1 s to 3 s into the timed part.
-if [ -n "${THREADS:-}" ]; then python3 scripts/thread-cpu.py "$SERVER_PID" "$MOCK_PID" 1 2 > "$DATA/threads.txt" & fi
+if [ -n "${THREADS:-}" ]; then python3 scripts/thread-cpu.py "$SERVER_PID" "$MOCK_PID" 1 2 > "$DATA/threads.txt" & THREADS_PID=$!; fi
 python3 - "$HTTP_PORT" "$N" "${PERF_PID:-}" <<'PY' | tee "$DATA/results.txt"
 import http.client, json, os, signal, sys, time
 port, n, perf = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -120,7 +120,11 @@ if [ -n "${PERF:-}" ]; then
     echo "where the service's CPU went (perf samples by phase, timed part only; $DATA/phases.txt):"
     head -n 16 "$DATA/phases.txt"
 fi
-if [ -n "${THREADS:-}" ]; then echo "threads (share of a core, 1-3 s into the timed part):"; cat "$DATA/threads.txt"; fi
+if [ -n "${THREADS:-}" ]; then
+    wait "$THREADS_PID" || true
+    echo "threads (share of a core, 1-3 s into the timed part; threads started meanwhile not counted):"
+    cat "$DATA/threads.txt"
+fi
 # (The CPU includes the report reads that check every push after the timed part; the profile does not.)
 python3 -c "import sys; n, s, m = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]); \
 print(f'service cpu: {s:.2f} s ({s / n * 1e6:.0f} us per delivery), mock {m:.2f} s ({m / n * 1e6:.0f} us per push)')" \

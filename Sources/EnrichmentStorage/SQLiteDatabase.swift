@@ -332,16 +332,15 @@ public final class SQLiteDatabase: Sendable {
                     CREATE INDEX pushes_callback_due ON pushes (callback_due) WHERE callback_due IS NOT NULL;
                     """)
         }
-        // Issue 25: a delivery's answer changes its state; the push's and the device's indexes no longer hold it,
-        // so recording an answer rewrites the row and the due index only (the state is read from the row, and a
-        // push or a device has few deliveries).
-        migrator.registerMigration("v12-answer-indexes") { db in
+        // Issue 25: a delivery's answer changes its state; the device's index no longer holds it, so an answer does
+        // not rewrite that index (the push's keeps it: a push's pending count and its callback's check read the
+        // index alone). The index names the push instead: a receipt finds its delivery without reading the
+        // device's history, and a frequency cap reads the device's deliveries as before.
+        migrator.registerMigration("v12-device-index") { db in
             try db.execute(
                 sql: """
-                    DROP INDEX deliveries_push;
-                    CREATE INDEX deliveries_push ON deliveries (push_id);
                     DROP INDEX deliveries_device;
-                    CREATE INDEX deliveries_device ON deliveries (device_id);
+                    CREATE INDEX deliveries_device ON deliveries (device_id, push_id);
                     """)
         }
         return migrator

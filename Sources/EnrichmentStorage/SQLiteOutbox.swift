@@ -373,8 +373,11 @@ public struct SQLiteOutbox: OutboxStore {
     }
 
     public func depth() async throws -> Int {
+        // The pending deliveries' own index: the planner would otherwise count them through the push's index, every
+        // delivery ever made.
         try await database.pool.read { db in
-            try Int.fetchOne(db, sql: "SELECT count(*) FROM deliveries WHERE state = 'pending'") ?? 0
+            try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM deliveries INDEXED BY deliveries_due WHERE state = 'pending'") ?? 0
         }
     }
 

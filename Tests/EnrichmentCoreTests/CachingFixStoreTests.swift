@@ -46,8 +46,14 @@ final class ReportingFixStore: FixStore {
     let reads = Mutex(0)
     /// Devices the store does not name as changed (as for a late fix).
     let silent: Set<String>
+    /// When set, an insert waits here once stored, before it returns.
+    let hold = Mutex<CheckedContinuation<Void, Never>?>(nil)
+    let holding = Mutex(false)
 
-    init(silent: Set<String> = []) { self.silent = silent }
+    init(silent: Set<String> = [], holding: Bool = false) {
+        self.silent = silent
+        self.holding.withLock { $0 = holding }
+    }
 
     func insert(_ fixes: [LocationFix]) async throws { try await inner.insert(fixes) }
     func insertReportingPrior(_ fixes: [LocationFix]) async throws -> PriorFixes? {
@@ -57,7 +63,18 @@ final class ReportingFixStore: FixStore {
         try await inner.insert(fixes)
         var latest: [String: LocationFix] = [:]
         for fix in fixes where !silent.contains(fix.deviceId) { latest[fix.deviceId] = fix }
+        if holding.withLock({ $0 }) {
+            await withCheckedContinuation { continuation in hold.withLock { $0 = continuation } }
+        }
         return latest
+    }
+    var isHolding: Bool { hold.withLock { $0 != nil } }
+    func release() {
+        holding.withLock { $0 = false }
+        hold.withLock {
+            $0?.resume()
+            $0 = nil
+        }
     }
     func deleteDevice(_ deviceId: String) async throws -> Int { try await inner.deleteDevice(deviceId) }
     func fixes(deviceId: String, after: Double, before: Double, limit: Int) async throws -> [LocationFix] {
@@ -89,6 +106,20 @@ struct CachingFixStoreTests {
         let small = CachingFixStore(base: ReportingFixStore(), capacity: 10)
         _ = try await small.insertReportingPrior((0..<100).map { fix("d\($0)", 1) })
         #expect(small.cachedDevices <= 10)
+    }
+
+    @Test("a device deleted after its fix was stored, before the insert returned, is not remembered")
+    func deleteDuringInsert() async throws {
+        let base = ReportingFixStore(holding: true)
+        let cache = CachingFixStore(base: base)
+        let insert = Task { _ = try await cache.insertReportingPrior([fix("gone", 100, lat: 1)]) }
+        while !base.isHolding { try await Task.sleep(for: .milliseconds(1)) }
+        // Stored; now deleted, in the store and the cache, before the insert updates the cache.
+        #expect(try await cache.deleteDevice("gone") == 1)
+        base.release()
+        try await insert.value
+        #expect(cache.cachedDevices == 0)
+        #expect(try await cache.latestFix(deviceId: "gone") == nil)
     }
 
     @Test("hits are served from memory and never regress to an older fix")

@@ -143,6 +143,13 @@ struct StoreContractTests {
         #expect(c?.horizontalAccuracy == nil)
         #expect(try await fixes.latestFix(deviceId: "a")?.fixTime == 300)
         #expect(try await fixes.fix(deviceId: "a", before: 150)?.fixTime == 100)
+        // A device already looked up (in the service's cache), then two fixes of one time in a batch: the last
+        // stands, in the store and in the cache.
+        #expect(try await fixes.latestFix(deviceId: "b")?.fixTime == 50)
+        _ = try await fixes.insertReportingPrior([fix("b", 60, lat: 1), fix("b", 60, lat: 2)])
+        #expect(try await fixes.latestFix(deviceId: "b")?.coordinate.latitude == 2)
+        try await fixes.insert([fix("b", 70, lat: 3), fix("b", 70, lat: 4)])
+        #expect(try await fixes.latestFix(deviceId: "b")?.coordinate.latitude == 4)
     }
 
     @Test("PostgreSQL refusing a batch for its data (a NUL byte in text) is told apart from an outage")

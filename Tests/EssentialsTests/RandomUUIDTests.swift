@@ -32,10 +32,24 @@ struct RandomUUIDTests {
         #expect(RandomUUID.lowercased(using: &counting) == "01234567-89ab-4def-bedc-ba9876543210")
     }
 
-    @Test("does not repeat in 100,000 draws")
+    @Test("does not repeat in 100,000 draws, one by one or from the buffered system generator")
     func distinct() {
         var seen = Set<String>()
         for _ in 0..<100_000 { seen.insert(RandomUUID.lowercased()) }
         #expect(seen.count == 100_000)
+        var random = BufferedSystemRandom()
+        for _ in 0..<100_000 { seen.insert(RandomUUID.lowercased(using: &random)) }
+        #expect(seen.count == 200_000)
+    }
+
+    @Test("the buffered system generator's blocks differ, and its bits are balanced")
+    func bufferedBits() {
+        var random = BufferedSystemRandom()
+        // Over two blocks (1,024 values) and more: no value repeats, and about half of all bits are set.
+        let values = (0..<2048).map { _ in random.next() }
+        #expect(Set(values).count == values.count)
+        let ones = values.reduce(0) { $0 + $1.nonzeroBitCount }
+        let bits = values.count * 64
+        #expect(abs(Double(ones) / Double(bits) - 0.5) < 0.01)
     }
 }

@@ -37,28 +37,43 @@ public final class CachingFixStore: FixStore {
     }
 
     public func insertReportingLatest(_ fixes: [LocationFix]) async throws -> [String: LocationFix] {
+        let before = generations(of: fixes)
         let latest = try await base.insertReportingLatest(fixes)
-        remember(fixes, latest: latest)
+        remember(fixes, latest: latest, before: before)
         return latest
     }
 
     public func insertReportingPrior(_ fixes: [LocationFix]) async throws -> PriorFixes? {
+        let before = generations(of: fixes)
         let prior = try await base.insertReportingPrior(fixes)
-        remember(fixes, latest: prior?.latest ?? [:])
+        remember(fixes, latest: prior?.latest ?? [:], before: before)
         return prior
+    }
+
+    /// The generation of each stripe the fixes' devices fall in, taken before they are stored.
+    private func generations(of fixes: [LocationFix]) -> [Int: UInt64] {
+        let stripes = Set(fixes.map { Self.stripe($0.deviceId) })
+        return state.withLock { state in
+            Dictionary(uniqueKeysWithValues: stripes.map { ($0, state.stripes[$0]) })
+        }
     }
 
     /// Updates the cache after `fixes` were stored: a device it holds gets its newer fix; one it does not hold is
     /// added when the store said the fix is now its newest (`latest`), so a device's first enrichment after it
-    /// reported needs no read. Within `capacity`, like any other entry.
-    private func remember(_ fixes: [LocationFix], latest: [String: LocationFix]) {
+    /// reported needs no read, unless another write touched the device's stripe since `before` (a delete that
+    /// came after this insert must not see the fix come back). Within `capacity`, like any other entry.
+    private func remember(_ fixes: [LocationFix], latest: [String: LocationFix], before: [Int: UInt64]) {
+        // Of fixes with the same time the last one stands, as in the store.
         var newest: [String: LocationFix] = [:]
-        for fix in fixes where fix.fixTime > (newest[fix.deviceId]?.fixTime ?? -.infinity) {
+        for fix in fixes where fix.fixTime >= (newest[fix.deviceId]?.fixTime ?? -.infinity) {
             newest[fix.deviceId] = fix
         }
         state.withLock { state in
-            for (device, fix) in newest {
-                state.stripes[Self.stripe(device)] &+= 1
+            let untouched = Set(before.compactMap { state.stripes[$0.key] == $0.value ? $0.key : nil })
+            for (device, sent) in newest {
+                let stripe = Self.stripe(device)
+                state.stripes[stripe] &+= 1
+                let fix = latest[device] ?? sent
                 switch state.entries[device] {
                 case .some(.some(let cached)):
                     // Same fix time: the store replaced the row, so the new one is current too, unless it is the
@@ -71,7 +86,7 @@ public final class CachingFixStore: FixStore {
                 case .some(.none):
                     state.entries[device] = .some(fix)
                 case .none:
-                    if let stored = latest[device] { state.entries[device] = .some(stored) }
+                    if let stored = latest[device], untouched.contains(stripe) { state.entries[device] = .some(stored) }
                 }
             }
         }

@@ -10,8 +10,9 @@ import Tracing
 
 /// What the delivery engine reports as it works (the service turns these into Prometheus metrics).
 public protocol DeliveryObserver: Sendable {
-    /// One attempt's result: the delivery's new state, APNs's status and reason.
-    func attempt(state: DeliveryState, status: Int?, reason: String?)
+    /// `count` attempts with the same result: the deliveries' new state, APNs's status and reason (a batch's answers
+    /// are told once per distinct result).
+    func attempts(_ count: Int, state: DeliveryState, status: Int?, reason: String?)
     /// Time from handing a push to the APNs client until its answer.
     func apnsLatency(_ duration: Duration)
     /// Pending deliveries in the outbox.
@@ -20,8 +21,9 @@ public protocol DeliveryObserver: Sendable {
     func connectionsOpened(_ count: Int, environment: String)
     /// A registration deactivated after an APNs answer.
     func deactivated(reason: String)
-    /// One enrichment made for a delivery (the same outcomes `/v1/enrich` counts).
-    func enriched(outcome: String, provider: String)
+    /// `count` enrichments made for deliveries with the same outcome and places provider (the same outcomes
+    /// `/v1/enrich` counts; once per batch and distinct pair).
+    func enriched(_ count: Int, outcome: String, provider: String)
     /// The circuit to an environment's APNs peer changed state (`closed`, `open`, `half_open`).
     func circuit(environment: String, state: String)
     /// Deliveries that found an environment's circuit open or were lost to an outage in one batch, now waiting.
@@ -189,6 +191,8 @@ public final class DeliveryEngine: Sendable {
         var notSent: [DeviceOutcome] = []
         // Each sent device's send time, and whether quiet hours moved it: the plan counts those not capped.
         var planned: [String: (at: Double, held: Bool)] = [:]
+        // Each delivery's apns-id: the system's random bits read in blocks, not one system call per id.
+        var random = BufferedSystemRandom()
         for id in push.deviceIds {
             guard let active = registrations[id], !active.isEmpty else {
                 notSent.append(.noActiveToken(id))
@@ -210,7 +214,7 @@ public final class DeliveryEngine: Sendable {
                 deliveries.append(
                     NewDelivery(
                         deviceId: id, token: registration.token, topic: registration.topic,
-                        environment: registration.environment, apnsId: RandomUUID.lowercased(),
+                        environment: registration.environment, apnsId: RandomUUID.lowercased(using: &random),
                         scheduledAt: scheduledAt))
             }
         }
@@ -583,6 +587,14 @@ public final class DeliveryEngine: Sendable {
             }
         }
         let preparedByGroup = await prepareAll(work, with: batchEnricher, apps: batchApps)
+        if let observer {
+            var tally: [[String]: Int] = [:]
+            for case .success(let prepared) in preparedByGroup.values {
+                guard let provider = prepared.provider else { continue }
+                tally[[prepared.verdict.outcome, provider], default: 0] += 1
+            }
+            for (key, count) in tally { observer.enriched(count, outcome: key[0], provider: key[1]) }
+        }
         for (index, push, deviceId) in work {
             let claims = groups[index]
             let prepared: Prepared
@@ -753,8 +765,14 @@ public final class DeliveryEngine: Sendable {
         }
         reportEnded(updates, pushOf: pushOf)
         let pending = updates.count { $0.state == .pending }
-        for update in updates where !DeliveryPlanner.isWait(update) {
-            observer?.attempt(state: update.state, status: update.status, reason: update.reason)
+        if let observer {
+            var tally: [AttemptResult: Int] = [:]
+            for update in updates where !DeliveryPlanner.isWait(update) {
+                tally[AttemptResult(state: update.state, status: update.status, reason: update.reason), default: 0] += 1
+            }
+            for (result, count) in tally {
+                observer.attempts(count, state: result.state, status: result.status, reason: result.reason)
+            }
         }
         for deactivation in activityDeactivations {
             do {
@@ -844,8 +862,15 @@ public final class DeliveryEngine: Sendable {
         }
     }
 
-    /// What one device of a push is sent.
-    private typealias Prepared = (bytes: [UInt8], verdict: DeliveryPlanner.Verdict)
+    /// An attempt's result as the metrics count it.
+    private struct AttemptResult: Hashable {
+        var state: DeliveryState
+        var status: Int?
+        var reason: String?
+    }
+
+    /// What one device of a push is sent, and the places provider that enriched it (nil: sent as it is).
+    private typealias Prepared = (bytes: [UInt8], verdict: DeliveryPlanner.Verdict, provider: String?)
 
     /// Enriches each (push, device) of a batch: one after another when places answer at once (the local index),
     /// else up to 32 at a time, so a remote places API's latency is not paid once per device in turn.
@@ -918,15 +943,14 @@ public final class DeliveryEngine: Sendable {
         guard push.enrich else {
             return (
                 written ?? JSONWriter.bytes(push.payload),
-                .init(outcome: EnrichmentResult.Outcome.unchanged.rawValue, rule: "enrichment_off")
+                .init(outcome: EnrichmentResult.Outcome.unchanged.rawValue, rule: "enrichment_off"), nil
             )
         }
         let payload = try parsed ?? NotificationPayload(json: push.payload)
         let result = try await enricher.enrich(deviceId: deviceId, payload: payload, mode: push.mode)
-        observer?.enriched(outcome: result.outcome.rawValue, provider: result.placesProvider ?? "none")
         return (
             result.encoded ?? JSONWriter.bytes(result.payload),
-            .init(outcome: result.outcome.rawValue, rule: result.rule)
+            .init(outcome: result.outcome.rawValue, rule: result.rule), result.placesProvider ?? "none"
         )
     }
 }

@@ -61,18 +61,18 @@ public final class ServiceMetrics: DeliveryObserver {
     }
 
     /// One enrichment's outcome; `source` is `enrich` (`/v1/enrich`, `/preview`) or `push` (a delivery).
-    func outcome(_ outcome: String, provider: String, source: String = "enrich") {
+    func outcome(_ outcome: String, provider: String, source: String = "enrich", count: Int = 1) {
         counter(["outcome", outcome, provider, source]) {
             registry.makeCounter(
                 descriptor: MetricNameDescriptor(
                     metricName: "enrichment_outcomes", unitName: "total",
                     helpText: "Enrichment results by outcome, places provider and source (enrich or push)"),
                 labels: [("outcome", outcome), ("provider", provider), ("source", source)])
-        }.increment()
+        }.increment(by: Int64(count))
     }
 
-    public func enriched(outcome: String, provider: String) {
-        self.outcome(outcome, provider: provider, source: "push")
+    public func enriched(_ count: Int, outcome: String, provider: String) {
+        self.outcome(outcome, provider: provider, source: "push", count: count)
     }
 
     func placesDuration(_ duration: Duration) { upstreamLatency.record(duration) }
@@ -86,7 +86,7 @@ public final class ServiceMetrics: DeliveryObserver {
     }
 
     /// Attempts by the state they left the delivery in, with APNs's status and reason.
-    public func attempt(state: DeliveryState, status: Int?, reason: String?) {
+    public func attempts(_ count: Int, state: DeliveryState, status: Int?, reason: String?) {
         let status = status.map(String.init) ?? "none"
         let reason = reason ?? "none"
         counter(["delivery", state.rawValue, status, reason]) {
@@ -95,7 +95,7 @@ public final class ServiceMetrics: DeliveryObserver {
                     metricName: "apns_delivery_attempts", unitName: "total",
                     helpText: "Delivery attempts by resulting state, APNs status and reason"),
                 labels: [("state", state.rawValue), ("status", status), ("reason", reason)])
-        }.increment()
+        }.increment(by: Int64(count))
     }
 
     public func apnsLatency(_ duration: Duration) { apnsLatency.record(duration) }

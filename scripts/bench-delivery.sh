@@ -75,9 +75,9 @@ if [ -n "${THREADS:-}" ]; then python3 scripts/thread-cpu.py "$SERVER_PID" "$MOC
 python3 - "$HTTP_PORT" "$N" "${PERF_PID:-}" <<'PY' | tee "$DATA/results.txt"
 import http.client, json, os, signal, sys, time
 port, n, perf = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-def idle():  # the machine's idle and total CPU time so far (/proc/stat, all cores)
+def idle():  # the machine's idle, I/O wait and total CPU time so far (/proc/stat, all cores)
     fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
-    return fields[3] + fields[4], sum(fields)
+    return fields[3], fields[4], sum(fields)
 idle0 = idle()
 c = http.client.HTTPConnection("127.0.0.1", port)
 payload = {"aps": {"alert": {"title": "Nearby", "body": "Original"}, "mutable-content": 1, "category": "location", "timestamp": int(time.time())}}
@@ -102,7 +102,8 @@ for push in [ids[-1]] + ids:
         time.sleep(0.05)
 seconds = time.time() - started
 idle1 = idle()
-idle_share = (idle1[0] - idle0[0]) / max(1, idle1[1] - idle0[1])
+idle_share = (idle1[0] - idle0[0]) / max(1, idle1[2] - idle0[2])
+iowait_share = (idle1[1] - idle0[1]) / max(1, idle1[2] - idle0[2])
 if perf: os.kill(int(perf), signal.SIGINT)  # the profile covers the timed part only
 for push in ids:
     c.request("GET", f"/v1/push/{push}")
@@ -111,7 +112,7 @@ for push in ids:
     for k, v in report["counts"].items(): counts[k] = counts.get(k, 0) + v
 c.request("POST", "/v1/enrich", json.dumps({"device_id": "dev-1", "payload": payload}), {"Content-Type": "application/json"})
 outcome = json.loads(c.getresponse().read())["outcome"]
-print(f"service deliveries={n} delivered={counts.get('delivered', 0)} outcome={outcome} seconds={seconds:.3f} rate={n / seconds:.0f} posted_in={posted:.3f} idle={idle_share:.0%}")
+print(f"service deliveries={n} delivered={counts.get('delivered', 0)} outcome={outcome} seconds={seconds:.3f} rate={n / seconds:.0f} posted_in={posted:.3f} idle={idle_share:.0%} iowait={iowait_share:.0%}")
 PY
 
 if [ -n "${PERF:-}" ]; then

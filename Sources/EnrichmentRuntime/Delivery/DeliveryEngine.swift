@@ -526,14 +526,27 @@ public final class DeliveryEngine: Sendable {
     }
 
     /// One prepared attempt.
-    private struct Attempt: Sendable {
-        var claim: ClaimedDelivery
+    /// A class: an attempt goes from the batch to the sender's answer to the record, and each of those copies is
+    /// one reference, not one per string of the delivery and the request.
+    private final class Attempt: Sendable {
+        let claim: ClaimedDelivery
         /// The credential and environment that send it.
-        var key: SenderKey
-        var request: APNsRequest
-        var verdict: DeliveryPlanner.Verdict
+        let key: SenderKey
+        let request: APNsRequest
+        let verdict: DeliveryPlanner.Verdict
         /// After this instant the delivery is not sent any more (`DeliveryPlanner.deadline`).
-        var deadline: Double
+        let deadline: Double
+
+        init(
+            claim: ClaimedDelivery, key: SenderKey, request: APNsRequest, verdict: DeliveryPlanner.Verdict,
+            deadline: Double
+        ) {
+            self.claim = claim
+            self.key = key
+            self.request = request
+            self.verdict = verdict
+            self.deadline = deadline
+        }
     }
 
     /// Enriches each claimed device once, sends every claimed delivery, and records the results.

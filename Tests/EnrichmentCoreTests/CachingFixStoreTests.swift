@@ -50,6 +50,7 @@ final class ReportingFixStore: FixStore {
     let hold = Mutex<CheckedContinuation<Void, Never>?>(nil)
     let holding = Mutex(false)
 
+    /// Set: only the first insert waits.
     init(silent: Set<String> = [], holding: Bool = false) {
         self.silent = silent
         self.holding.withLock { $0 = holding }
@@ -63,7 +64,11 @@ final class ReportingFixStore: FixStore {
         try await inner.insert(fixes)
         var latest: [String: LocationFix] = [:]
         for fix in fixes where !silent.contains(fix.deviceId) { latest[fix.deviceId] = fix }
-        if holding.withLock({ $0 }) {
+        if holding.withLock({
+            let was = $0
+            $0 = false
+            return was
+        }) {
             await withCheckedContinuation { continuation in hold.withLock { $0 = continuation } }
         }
         return latest
@@ -120,6 +125,37 @@ struct CachingFixStoreTests {
         try await insert.value
         #expect(cache.cachedDevices == 0)
         #expect(try await cache.latestFix(deviceId: "gone") == nil)
+    }
+
+    @Test("an insert returning after a delete and a newer insert of the device does not bring the deleted fix back")
+    func deleteThenInsertDuringInsert() async throws {
+        let base = ReportingFixStore(holding: true)
+        let cache = CachingFixStore(base: base)
+        let first = Task { _ = try await cache.insertReportingPrior([fix("d", 100, lat: 1)]) }
+        while !base.isHolding { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(try await cache.deleteDevice("d") == 1)
+        _ = try await cache.insertReportingPrior([fix("d", 50, lat: 2)])
+        base.release()
+        try await first.value
+        // The store holds only the fix of 50; so must every lookup.
+        #expect(try await cache.latestFix(deviceId: "d")?.fixTime == 50)
+        #expect(try await cache.latestFix(deviceId: "d")?.coordinate.latitude == 2)
+    }
+
+    @Test("concurrent inserts of other devices do not stop a device being remembered")
+    func concurrentInsertsStillFill() async throws {
+        let base = ReportingFixStore(holding: true)
+        let cache = CachingFixStore(base: base)
+        let devices = (0..<2000).map { "d\($0)" }
+        let first = Task { _ = try await cache.insertReportingPrior(devices.map { fix($0, 10) }) }
+        while !base.isHolding { try await Task.sleep(for: .milliseconds(1)) }
+        // Another batch over the same stripes commits and updates the cache while the first is returning.
+        _ = try await cache.insertReportingPrior(devices.map { fix("other-\($0)", 10) })
+        base.release()
+        try await first.value
+        #expect(cache.cachedDevices == 4000)
+        for device in devices { #expect(try await cache.latestFix(deviceId: device)?.fixTime == 10) }
+        #expect(base.reads.withLock { $0 } == 0)
     }
 
     @Test("hits are served from memory and never regress to an older fix")

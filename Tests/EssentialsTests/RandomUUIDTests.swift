@@ -42,8 +42,11 @@ struct RandomUUIDTests {
         #expect(seen.count == 200_000)
     }
 
-    @Test("the buffered system generator's blocks differ, and its bits are balanced")
+    @Test("the buffered system generator's blocks differ, and its bits are balanced, whatever its block size")
     func bufferedBits() {
+        var small = BufferedSystemRandom(expected: 1)
+        let pairs = (0..<512).map { _ in small.next() }
+        #expect(Set(pairs).count == pairs.count)
         var random = BufferedSystemRandom()
         // Over two blocks (1,024 values) and more: no value repeats, and about half of all bits are set.
         let values = (0..<2048).map { _ in random.next() }

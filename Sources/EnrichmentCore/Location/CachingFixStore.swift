@@ -11,6 +11,8 @@ public final class CachingFixStore: FixStore {
     private struct State {
         var entries: BoundedMap<String, LocationFix?>
         var stripes = [UInt64](repeating: 0, count: 1024)
+        /// Deletes per stripe: an insert that returns after a delete of its stripe does not fill or update it.
+        var deletes = [UInt64](repeating: 0, count: 1024)
     }
 
     private let base: any FixStore
@@ -50,18 +52,19 @@ public final class CachingFixStore: FixStore {
         return prior
     }
 
-    /// The generation of each stripe the fixes' devices fall in, taken before they are stored.
+    /// The deletes so far of each stripe the fixes' devices fall in, taken before they are stored.
     private func generations(of fixes: [LocationFix]) -> [Int: UInt64] {
         let stripes = Set(fixes.map { Self.stripe($0.deviceId) })
         return state.withLock { state in
-            Dictionary(uniqueKeysWithValues: stripes.map { ($0, state.stripes[$0]) })
+            Dictionary(uniqueKeysWithValues: stripes.map { ($0, state.deletes[$0]) })
         }
     }
 
     /// Updates the cache after `fixes` were stored: a device it holds gets its newer fix; one it does not hold is
     /// added when the store said the fix is now its newest (`latest`), so a device's first enrichment after it
-    /// reported needs no read, unless another write touched the device's stripe since `before` (a delete that
-    /// came after this insert must not see the fix come back). Within `capacity`, like any other entry.
+    /// reported needs no read. A device whose stripe saw a delete since `before` is dropped instead (a delete that
+    /// came after this insert must not see the fix come back; the next lookup reads the store). Other inserts do
+    /// not stop a fill: the fix times order them. Within `capacity`, like any other entry.
     private func remember(_ fixes: [LocationFix], latest: [String: LocationFix], before: [Int: UInt64]) {
         // Of fixes with the same time the last one stands, as in the store.
         var newest: [String: LocationFix] = [:]
@@ -69,10 +72,14 @@ public final class CachingFixStore: FixStore {
             newest[fix.deviceId] = fix
         }
         state.withLock { state in
-            let untouched = Set(before.compactMap { state.stripes[$0.key] == $0.value ? $0.key : nil })
+            let untouched = Set(before.compactMap { state.deletes[$0.key] == $0.value ? $0.key : nil })
             for (device, sent) in newest {
                 let stripe = Self.stripe(device)
                 state.stripes[stripe] &+= 1
+                guard untouched.contains(stripe) else {
+                    state.entries.removeValue(forKey: device)
+                    continue
+                }
                 let fix = latest[device] ?? sent
                 switch state.entries[device] {
                 case .some(.some(let cached)):
@@ -86,7 +93,7 @@ public final class CachingFixStore: FixStore {
                 case .some(.none):
                     state.entries[device] = .some(fix)
                 case .none:
-                    if let stored = latest[device], untouched.contains(stripe) { state.entries[device] = .some(stored) }
+                    if let stored = latest[device] { state.entries[device] = .some(stored) }
                 }
             }
         }
@@ -160,7 +167,9 @@ public final class CachingFixStore: FixStore {
     public func deleteDevice(_ deviceId: String) async throws -> Int {
         let removed = try await base.deleteDevice(deviceId)
         state.withLock { state in
-            state.stripes[Self.stripe(deviceId)] &+= 1
+            let stripe = Self.stripe(deviceId)
+            state.stripes[stripe] &+= 1
+            state.deletes[stripe] &+= 1
             state.entries.removeValue(forKey: deviceId)
         }
         return removed

@@ -192,7 +192,7 @@ public final class DeliveryEngine: Sendable {
         // Each sent device's send time, and whether quiet hours moved it: the plan counts those not capped.
         var planned: [String: (at: Double, held: Bool)] = [:]
         // Each delivery's apns-id: the system's random bits read in blocks, not one system call per id.
-        var random = BufferedSystemRandom()
+        var random = BufferedSystemRandom(expected: 2 * push.deviceIds.count)
         for id in push.deviceIds {
             guard let active = registrations[id], !active.isEmpty else {
                 notSent.append(.noActiveToken(id))

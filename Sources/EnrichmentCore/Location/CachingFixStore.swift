@@ -39,21 +39,21 @@ public final class CachingFixStore: FixStore {
     }
 
     public func insertReportingLatest(_ fixes: [LocationFix]) async throws -> [String: LocationFix] {
-        let before = generations(of: fixes)
+        let before = deleteCounts(of: fixes)
         let latest = try await base.insertReportingLatest(fixes)
         remember(fixes, latest: latest, before: before)
         return latest
     }
 
     public func insertReportingPrior(_ fixes: [LocationFix]) async throws -> PriorFixes? {
-        let before = generations(of: fixes)
+        let before = deleteCounts(of: fixes)
         let prior = try await base.insertReportingPrior(fixes)
         remember(fixes, latest: prior?.latest ?? [:], before: before)
         return prior
     }
 
     /// The deletes so far of each stripe the fixes' devices fall in, taken before they are stored.
-    private func generations(of fixes: [LocationFix]) -> [Int: UInt64] {
+    private func deleteCounts(of fixes: [LocationFix]) -> [Int: UInt64] {
         let stripes = Set(fixes.map { Self.stripe($0.deviceId) })
         return state.withLock { state in
             Dictionary(uniqueKeysWithValues: stripes.map { ($0, state.deletes[$0]) })

@@ -525,9 +525,8 @@ public final class DeliveryEngine: Sendable {
         }
     }
 
-    /// One prepared attempt.
-    /// A class: an attempt goes from the batch to the sender's answer to the record, and each of those copies is
-    /// one reference, not one per string of the delivery and the request.
+    /// One prepared attempt. A class: an attempt goes from the batch to the sender's answer to the record, and each
+    /// of those copies is one reference, not one per string of the delivery and the request.
     private final class Attempt: Sendable {
         let claim: ClaimedDelivery
         /// The credential and environment that send it.
@@ -601,12 +600,12 @@ public final class DeliveryEngine: Sendable {
         }
         let preparedByGroup = await prepareAll(work, with: batchEnricher, apps: batchApps)
         if let observer {
-            var tally: [[String]: Int] = [:]
+            var tally: [EnrichmentResultKey: Int] = [:]
             for case .success(let prepared) in preparedByGroup.values {
                 guard let provider = prepared.provider else { continue }
-                tally[[prepared.verdict.outcome, provider], default: 0] += 1
+                tally[EnrichmentResultKey(outcome: prepared.verdict.outcome, provider: provider), default: 0] += 1
             }
-            for (key, count) in tally { observer.enriched(count, outcome: key[0], provider: key[1]) }
+            for (key, count) in tally { observer.enriched(count, outcome: key.outcome, provider: key.provider) }
         }
         for (index, push, deviceId) in work {
             let claims = groups[index]
@@ -880,6 +879,12 @@ public final class DeliveryEngine: Sendable {
         var state: DeliveryState
         var status: Int?
         var reason: String?
+    }
+
+    /// An enrichment's result as the metrics count it.
+    private struct EnrichmentResultKey: Hashable {
+        var outcome: String
+        var provider: String
     }
 
     /// What one device of a push is sent, and the places provider that enriched it (nil: sent as it is).

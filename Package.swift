@@ -78,6 +78,8 @@ let package = Package(
             dependencies: ["APNsCore", "EnrichmentCore", "Essentials"],
             swiftSettings: swiftSettings
         ),
+        // SQLite's process-wide settings that only C can make (`sqlite3_config` is variadic).
+        .target(name: "SQLiteTuning", linkerSettings: [.linkedLibrary("sqlite3")]),
         // SQLite (GRDB) implementations of the stores.
         .target(
             name: "EnrichmentStorage",
@@ -87,6 +89,7 @@ let package = Package(
                 "EnrichmentCore",
                 "LocationCore",
                 "Essentials",
+                "SQLiteTuning",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
@@ -316,7 +319,7 @@ let package = Package(
                 "Delivery",
                 "EnrichmentStorage", "EnrichmentPostgres", "EnrichmentRuntime", "EnrichmentCore", "Essentials",
                 "LocationCore", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -2,6 +2,7 @@ import EnrichmentCore
 import Foundation
 public import GRDB
 import LocationCore
+import SQLiteTuning
 
 /// The embedded SQLite database (WAL mode, migrations) that holds fixes, POIs, device tokens and the outbox.
 public final class SQLiteDatabase: Sendable {
@@ -17,8 +18,16 @@ public final class SQLiteDatabase: Sendable {
     public let pool: DatabasePool
     public let path: String
 
+    /// SQLite's process-wide settings, made once before the process's first connection opens: its memory
+    /// statistics off (`SQLITE_CONFIG_MEMSTATUS`), so that each of SQLite's allocations no longer takes a
+    /// process-wide mutex (4% of the service's CPU when delivering, BENCHMARKS.md). Nothing here reads them
+    /// (`sqlite3_memory_used` reads 0). SQLite's result: `SQLITE_OK`, or `SQLITE_MISUSE` when SQLite already ran in
+    /// this process (a test that opened it another way first): then the statistics stay on, and nothing else changes.
+    static let processSettings: Int32 = enrichment_sqlite_disable_memory_statistics()
+
     /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
     public init(path: String, durability: Durability = .normal) throws {
+        _ = Self.processSettings
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var configuration = Configuration()

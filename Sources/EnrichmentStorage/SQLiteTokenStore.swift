@@ -48,9 +48,11 @@ public struct SQLiteTokenStore: DeviceTokenStore {
             let statement = try db.cachedStatement(
                 sql: """
                     SELECT device_id, token, topic, environment, registered_at, active, invalidated_at, reason
-                    FROM apns_tokens WHERE device_id = ? AND active = 1 ORDER BY registered_at, token
+                    FROM apns_tokens WHERE device_id = ? AND active = 1
                     """)
-            // Up to 1,000 devices per push: each looked up through SQLite's C interface (`RawStatement`).
+            // Up to 1,000 devices per push: each looked up through SQLite's C interface (`RawStatement`). The
+            // order (oldest registration first) is made here: an ORDER BY costs SQLite a sorter per device, and
+            // nearly every device has one token.
             let raw = RawStatement(statement, in: db)
             var found: [String: [TokenRegistration]] = [:]
             for id in Set(deviceIds) {
@@ -63,6 +65,9 @@ public struct SQLiteTokenStore: DeviceTokenStore {
                             environment: row.string(3).flatMap(APNsEnvironmentName.init(rawValue:)) ?? .production,
                             registeredAt: row.double(4) ?? 0, active: row.bool(5), invalidatedAt: row.double(6),
                             reason: row.string(7)))
+                }
+                if rows.count > 1 {
+                    rows.sort { ($0.registeredAt, $0.token) < ($1.registeredAt, $1.token) }
                 }
                 if !rows.isEmpty { found[id] = rows }
             }

@@ -74,6 +74,22 @@ struct DeliveryStoreContractTests {
     }
 
     @Test(
+        "a device's active registrations come oldest first, then by token at the same time",
+        arguments: DeliveryStoreKind.allCases)
+    func activeOrder(kind: DeliveryStoreKind) async throws {
+        let temp = try TemporaryDatabase()
+        let (tokens, _) = try await kind.makeStores(temp)
+        // Registered in an order that is neither the tokens' nor the times'.
+        for (token, time) in [("mm", 20.0), ("zz", 10.0), ("aa", 20.0), ("cc", 5.0)] {
+            #expect(try await tokens.register(registration("d1", token, at: time)) == true)
+        }
+        _ = try await tokens.register(registration("d2", "bb", at: 1))
+        let active = try await tokens.activeRegistrations(deviceIds: ["d2", "d1"])
+        #expect(active["d1"]?.map(\.token) == ["cc", "zz", "aa", "mm"])
+        #expect(active["d2"]?.map(\.token) == ["bb"])
+    }
+
+    @Test(
         "deactivation honours the 410 timestamp and the registration it was sent for",
         arguments: DeliveryStoreKind.allCases)
     func deactivationRules(kind: DeliveryStoreKind) async throws {

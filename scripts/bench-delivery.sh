@@ -28,7 +28,7 @@ cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
 MOCK_PORT=$(free_port)
-"$SENDER" mock-apns --port "$MOCK_PORT" --cert "$DATA/certs/server.pem" --cert-key "$DATA/certs/server-key.pem" \
+${MOCK_PREFIX:-} "$SENDER" mock-apns --port "$MOCK_PORT" --cert "$DATA/certs/server.pem" --cert-key "$DATA/certs/server-key.pem" \
   --auth-key-pub "$DATA/certs/AuthKey_TEST123456.pub.pem" --key-id TEST123456 --team-id TEAM123456 \
   --log-level error --record-capacity 1000 >/dev/null 2>&1 &
 PIDS+=($!)
@@ -69,9 +69,9 @@ MOCK_PID=${PIDS[0]}
 # CPU seconds (user + system) a process has used so far, from /proc.
 cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
 SERVICE_CPU0=$(cpu "$SERVER_PID"); MOCK_CPU0=$(cpu "$MOCK_PID")
-if [ -n "${PERF:-}" ]; then perf record -F 999 -g -p "$SERVER_PID" -o "$DATA/perf.data" >/dev/null 2>&1 & PERF_PID=$!; fi
+if [ -n "${PERF:-}" ]; then perf record -F 999 ${PERF_CALLGRAPH:--g} -p "$SERVER_PID" -o "$DATA/perf.data" >/dev/null 2>&1 & PERF_PID=$!; fi
 # THREADS=1: each thread's share of a core in the service and the mock, from 1 s to 3 s into the timed part.
-if [ -n "${THREADS:-}" ]; then python3 scripts/thread-cpu.py "$SERVER_PID" "$MOCK_PID" 1 2 > "$DATA/threads.txt" & THREADS_PID=$!; fi
+if [ -n "${THREADS:-}" ]; then python3 scripts/thread-cpu.py "$SERVER_PID" "$MOCK_PID" ${THREADS_DELAY:-1} ${THREADS_WINDOW:-2} > "$DATA/threads.txt" & THREADS_PID=$!; fi
 python3 - "$HTTP_PORT" "$N" "${PERF_PID:-}" <<'PY' | tee "$DATA/results.txt"
 import http.client, json, os, signal, sys, time
 port, n, perf = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -90,16 +90,18 @@ for start in range(0, n, 1000):
     ids.append(answer["push_id"])
 posted = time.time() - started
 counts = {}
-# Deliveries are claimed oldest first: watch the last push (a report costs the service a read of its 1,000
-# deliveries, so polling every push would be the client's cost, not enrich-and-send's), then make sure of each,
-# without the per-device results (`results=false`: the counts say whether the push is done).
-for push in [ids[-1]] + ids:
-    while True:
-        c.request("GET", f"/v1/push/{push}?results=false")
-        report = json.loads(c.getresponse().read())
-        if report["done"]:
-            break
-        time.sleep(0.05)
+# Deliveries are claimed oldest first: wait for the last push to be done (`?wait=`: the service answers when it is,
+# no polling), then make sure nothing is left anywhere (`GET /v1/push` lists the pushes with deliveries still
+# pending: empty means every delivery is final; else wait for the first listed and look again).
+watch = ids[-1]
+while watch:
+    c.request("GET", f"/v1/push/{watch}?results=false&wait=60")
+    report = json.loads(c.getresponse().read())
+    if not report["done"]:
+        continue
+    c.request("GET", "/v1/push")
+    left = json.loads(c.getresponse().read())["pushes"]
+    watch = left[0]["push_id"] if left else None
 seconds = time.time() - started
 idle1 = idle()
 idle_share = (idle1[0] - idle0[0]) / max(1, idle1[2] - idle0[2])

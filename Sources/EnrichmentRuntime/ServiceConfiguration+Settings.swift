@@ -346,7 +346,8 @@ extension ServiceConfiguration {
             parse: seconds(600), store: { $0.delivery.requestTimeout = $1 }),
         Setting(
             "push-wait-timeout", "ENRICH_PUSH_WAIT_TIMEOUT", valueName: "seconds",
-            help: "Longest a \"wait\": true push request waits before answering 202 with its push id.",
+            help:
+                "Longest a \"wait\": true push request waits before answering 202 with its push id (and a GET /v1/push/{id}?wait= before answering its progress).",
             default: "\(defaults.delivery.waitTimeout)", allowed: "seconds > 0 and at most 600",
             parse: seconds(600), store: { $0.delivery.waitTimeout = $1 }),
         Setting(

@@ -461,6 +461,51 @@ struct DeliveryTests {
         }
     }
 
+    @Test("GET /v1/push/{id}?wait= answers when the push is done, or with its progress when the wait ends first")
+    func longPoll() async throws {
+        try await withDelivery { client, sandbox, _ in
+            sandbox.script(FailureScript(status: 200, delayMilliseconds: 400), for: deviceToken(72))
+            sandbox.script(FailureScript(status: 200, delayMilliseconds: 3_000), for: deviceToken(73))
+            _ = try await register(client, "w1", deviceToken(72))
+            _ = try await register(client, "w2", deviceToken(73))
+            func submit(_ device: String) async throws -> String {
+                let accepted = try await client.post(
+                    "/v1/push", json: pushBody(devices: [device], extra: #""wait":false"#))
+                #expect(accepted.status == 202)
+                return accepted.json?["push_id"]?.stringValue ?? "none"
+            }
+            // Done before the wait ends: answered then, with the results, not at the end of the wait.
+            let quick = try await submit("w1")
+            var started = ContinuousClock.now
+            let done = try await client.get("/v1/push/\(quick)?wait=20")
+            let tookDone = ContinuousClock.now - started
+            #expect(done.status == 200)
+            #expect(done.json?["done"] == .bool(true))
+            #expect(done.json?["counts"]?["delivered"] == .int(1))
+            #expect(done.json?["devices"] != nil)
+            #expect(tookDone >= .milliseconds(300) && tookDone < .seconds(10), "took \(tookDone)")
+            // The wait ends first: the progress, not done.
+            let slow = try await submit("w2")
+            started = ContinuousClock.now
+            let progress = try await client.get("/v1/push/\(slow)?wait=0.3&results=false")
+            let tookProgress = ContinuousClock.now - started
+            #expect(progress.status == 200)
+            #expect(progress.json?["done"] == .bool(false))
+            #expect(progress.json?["counts"]?["pending"] == .int(1))
+            #expect(tookProgress >= .milliseconds(300) && tookProgress < .milliseconds(2_500), "took \(tookProgress)")
+            // No push by that id: 404 at once, not after the wait.
+            started = ContinuousClock.now
+            let missing = try await client.get("/v1/push/not-a-push?wait=20")
+            #expect(missing.status == 404)
+            #expect(ContinuousClock.now - started < .seconds(5))
+            for bad in ["soon", "-1", "601", "nan", "inf"] {
+                let answer = try await client.get("/v1/push/\(slow)?wait=\(bad)")
+                #expect(answer.status == 400, "wait=\(bad)")
+                #expect(answer.json?["error"]?["field"] == .string("wait"), "wait=\(bad)")
+            }
+        }
+    }
+
     @Test("bad push requests say which field and what is allowed; no credentials is a 503 that says what to set")
     func validation() async throws {
         try await withDelivery { client, _, _ in

@@ -134,6 +134,24 @@ struct PushRoutes {
                 }
                 withResults = value
             }
+            // `wait=<seconds>`: answer once the push is done (no delivery pending), or after the wait, whichever
+            // comes first (at most ENRICH_PUSH_WAIT_TIMEOUT): a client watching a push end needs no polling.
+            if let raw = request.uri.queryParameters.get("wait") {
+                guard let value = Double(raw), value.isFinite, (0...600).contains(value) else {
+                    throw APIError.invalid(
+                        .invalidRequest,
+                        "wait must be a number of seconds from 0 to 600 (waited at most ENRICH_PUSH_WAIT_TIMEOUT)",
+                        field: "wait")
+                }
+                let wait = min(value, state.configuration.delivery.waitTimeout)
+                if wait > 0 {
+                    // Another app's push (or none) is not waited for: it is answered 404 below at once.
+                    if let push = try await state.delivery.outbox.push(id: id), Self.isVisible(push) {
+                        _ = try await state.delivery.waitUntilDone(
+                            pushId: id, timeout: .milliseconds(Int64(wait * 1000)))
+                    }
+                }
+            }
             // A push belongs to the app of its devices: another app's push is answered as one that does not exist.
             // One read gives the push, its devices and its deliveries (the counts are the deliveries'), so a client
             // polling a push costs one transaction per look.

@@ -11,7 +11,7 @@ import Hummingbird
 /// (`POST /v1/pois`, up to 2M rows) takes as long as its rows do (no bound: an operator's request).
 struct DatabaseDeadlineMiddleware<Context: RequestContext>: RouterMiddleware {
     let timeout: Duration
-    /// The longest a `"wait": true` push waits for its deliveries.
+    /// The longest a `"wait": true` push (or `GET /v1/push/{id}?wait=`) waits for its deliveries.
     let pushWait: Duration
     /// Routes that never touch the database, or bound themselves.
     static var exempt: Set<String> { ["/health", "/health/live", "/health/ready", "/metrics"] }
@@ -22,6 +22,10 @@ struct DatabaseDeadlineMiddleware<Context: RequestContext>: RouterMiddleware {
         if Self.exempt.contains(path) { return nil }
         if request.method == .post, path == "/v1/pois" { return nil }
         if request.method == .post, path == "/v1/push" { return timeout + pushWait }
+        // `GET /v1/push/{id}?wait=<seconds>` waits for the push's end, at most `pushWait`.
+        if request.method == .get, path.hasPrefix("/v1/push/"), request.uri.queryParameters.get("wait") != nil {
+            return timeout + pushWait
+        }
         return timeout
     }
 

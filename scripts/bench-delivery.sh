@@ -15,6 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench-lib.sh
 N=${N:-10000}
+# HTTP/2 connections to the mock, the same for both sides (ENRICH_APNS_CONNECTIONS, push-sender --connections).
+CONNECTIONS=${CONNECTIONS:-1}
 DATA=.cache/bench-delivery
 SERVER=${SERVER:-$RELEASE/enrichment-server}
 SENDER=${SENDER:-$RELEASE/push-sender}
@@ -33,7 +35,7 @@ ${MOCK_PREFIX:-} "$SENDER" mock-apns --port "$MOCK_PORT" --cert "$DATA/certs/ser
   --log-level error --record-capacity 1000 >/dev/null 2>&1 &
 PIDS+=($!)
 HTTP_PORT=$(free_port)
-ENRICH_APNS_KEY_FILE="$DATA/certs/AuthKey_TEST123456.p8" ENRICH_APNS_KEY_ID=TEST123456 ENRICH_APNS_TEAM_ID=TEAM123456 \
+ENRICH_APNS_CONNECTIONS="$CONNECTIONS" ENRICH_APNS_KEY_FILE="$DATA/certs/AuthKey_TEST123456.p8" ENRICH_APNS_KEY_ID=TEST123456 ENRICH_APNS_TEAM_ID=TEAM123456 \
 ENRICH_APNS_CA="$DATA/certs/ca.pem" ENRICH_APNS_SANDBOX_URL="https://127.0.0.1:$MOCK_PORT" \
   "$SERVER" serve --port "$HTTP_PORT" --db "$DATA/db.sqlite" --log-level "${LOG_LEVEL:-warning}" >"$DATA/server.log" 2>&1 &
 PIDS+=($!)
@@ -138,7 +140,7 @@ MOCK_CPU0=$(cpu "$MOCK_PID")
 started=$(date +%s.%N)
 "$SENDER" send --host "https://127.0.0.1:$MOCK_PORT" --ca "$DATA/certs/ca.pem" \
   --key "$DATA/certs/AuthKey_TEST123456.p8" --key-id TEST123456 --team-id TEAM123456 --topic com.example.app \
-  --payload "$DATA/payload.json" --tokens-file "$DATA/tokens.txt" --connections 1 --concurrency 1000 --attempts 1 \
+  --payload "$DATA/payload.json" --tokens-file "$DATA/tokens.txt" --connections "$CONNECTIONS" --concurrency 1000 --attempts 1 \
   --json --quiet > "$DATA/sender.jsonl" 2>/dev/null || true
 ended=$(date +%s.%N)
 echo "push-sender's mock cpu: $(python3 -c "print(round($(cpu "$MOCK_PID") - $MOCK_CPU0, 2))") s"

@@ -63,6 +63,13 @@ public enum JSONWriter {
     @inlinable
     public static func writeString(_ string: String, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
+        writeEscaped(string, into: &output)
+        output.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends `string`'s contents escaped as in a JSON string, without the quotes.
+    @inlinable
+    public static func writeEscaped(_ string: String, into output: inout [UInt8]) {
         var string = string
         string.withUTF8 { utf8 in
             var start = 0
@@ -88,6 +95,5 @@ public enum JSONWriter {
             }
             output.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<utf8.count]))
         }
-        output.append(UInt8(ascii: "\""))
     }
 }

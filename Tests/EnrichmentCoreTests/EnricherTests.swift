@@ -104,8 +104,9 @@ struct EnricherTests {
                 let places = LimitRecordingPlaces(answersImmediately: immediate, matches: [station, far, far])
                 let base = try await enricher(mode: mode, places: places, map: true)
                 let full = try await base.enrich(deviceId: "d1", payload: try payload())
+                // As the delivery engine hands it: measured and stenciled once per push.
                 let delivery = try await base.forDelivery(fixes: base.fixes).enrich(
-                    deviceId: "d1", payload: try payload())
+                    deviceId: "d1", payload: try payload().measured().stenciled())
                 #expect(full.pois.count == 3)
                 #expect(places.limits.withLock { $0 } == (immediate ? [5, 1] : [5, 5]))
                 #expect(delivery.pois.count == (immediate ? 1 : 3))
@@ -113,6 +114,14 @@ struct EnricherTests {
                 #expect(delivery.rule == full.rule)
                 #expect(delivery.encoded != nil)
                 #expect(delivery.encoded == full.encoded)
+                #expect(delivery.encoded == JSONWriter.bytes(full.payload))
+                #expect(delivery.payload == full.payload)
+                #expect(delivery.payloadBytes == full.payloadBytes)
+                #expect(delivery.notification.title == full.notification.title)
+                #expect(delivery.notification.subtitle == full.notification.subtitle)
+                #expect(delivery.notification.body == full.notification.body)
+                #expect(delivery.notification.attachmentURL == full.notification.attachmentURL)
+                #expect(delivery.bodyTruncated == full.bodyTruncated)
             }
         }
     }

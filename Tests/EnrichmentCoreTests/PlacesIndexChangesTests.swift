@@ -1,4 +1,5 @@
 import EnrichmentCore
+import Essentials
 import Foundation
 import TestSupport
 import Testing
@@ -47,6 +48,27 @@ struct PlacesIndexChangesTests {
             }
         }
         #expect(index.poi(storeId: "p1")?.storeId == truth["p1"]?.storeId)
+    }
+
+    @Test("details false leaves out a POI's contact and user properties, and nothing else")
+    func withoutDetails() throws {
+        let full = POI(
+            storeId: "s1", name: "Café", coordinate: Coordinate(latitude: 48.85, longitude: 2.35),
+            address: POI.Address(lines: ["1 rue X"], countryCode: "FR", city: "Paris", zipcode: "75001"),
+            types: ["cafe"], tags: ["wifi"], contact: .object(["phone": .string("+33 1")]),
+            userProperties: .object(["rank": .int(3)]))
+        let index = PlacesIndex(pois: [full])
+        var query = PlacesQuery(limit: 1)
+        let detailed = try #require(index.nearest(to: full.coordinate, query: query).first?.poi)
+        #expect(detailed == full)
+        query.details = false
+        let lean = try #require(index.nearest(to: full.coordinate, query: query).first?.poi)
+        #expect(lean.contact == nil)
+        #expect(lean.userProperties == nil)
+        var expected = full
+        expected.contact = nil
+        expected.userProperties = nil
+        #expect(lean == expected)
     }
 
     @Test("one POI into 144,000 goes to the delta: found at once, counted, and removable")

@@ -73,12 +73,16 @@ public struct Enricher: Sendable {
     }
 
     /// This enricher for a batch of deliveries: the batch's prefetched `fixes`, no shared snapshot reads, and with a
-    /// places provider that answers at once (the local index) only the nearest POI searched: a delivery sends the
-    /// body and the map, which name only the nearest, and never reads the result's list of POIs. (A remote places
-    /// API is asked as `/v1/enrich` asks it.)
+    /// places provider that answers at once (the local index) only the nearest POI searched, without its contact
+    /// and user properties: a delivery sends the body and the map, which name only the nearest POI's name, address
+    /// and position, and never reads the result's list of POIs. (A remote places API is asked as `/v1/enrich` asks
+    /// it.)
     public func forDelivery(fixes: any FixStore) -> Enricher {
         var settings = self.settings
-        if places?.answersImmediately == true { settings.placesQuery.limit = min(settings.placesQuery.limit, 1) }
+        if places?.answersImmediately == true {
+            settings.placesQuery.limit = min(settings.placesQuery.limit, 1)
+            settings.placesQuery.details = false
+        }
         return adapted(settings: settings, fixes: fixes, keepSnapshots: false)
     }
 
@@ -285,6 +289,24 @@ struct Draft {
     }
 
     func finish(_ outcome: EnrichmentResult.Outcome, rule: String) throws -> EnrichmentResult {
+        // A push's payload with its stencil (a delivery): the document is the stencil's pieces around this body and
+        // map URL, when they fit; else it is written in full below (and the body shortened).
+        if let body, let stencil = payload.stencil,
+            let encoded = stencil.render(body: body, attachment: mapURL, limit: NotificationPayload.maximumSize)
+        {
+            let alert = payload.alert
+            return EnrichmentResult(
+                outcome: outcome, rule: rule, mode: mode, staleness: staleness, legacyShape: legacyShape,
+                payloadSource: .edited(payload, body: body, attachment: mapURL), payloadBytes: encoded.count,
+                encoded: encoded, bodyTruncated: false,
+                // The body replaces the alert's (or becomes the alert, when it was a string): the title and
+                // subtitle are the push's own.
+                notification: .init(
+                    title: alert.title, subtitle: alert.subtitle, body: body, attachmentURL: mapURL),
+                fix: fix, pois: pois, staticMapURL: mapURL, placesProvider: placesProvider, degraded: degraded,
+                evaluatedAt: now.timeIntervalSince1970, placesMilliseconds: placesMilliseconds,
+                deviceContext: deviceContext, rules: rules, hints: hints)
+        }
         var output = payload
         if let mapURL { output = output.setting(Enricher.attachmentKey, to: .string(mapURL)) }
         var truncated = false
@@ -297,7 +319,8 @@ struct Draft {
         let alert = output.alert
         return EnrichmentResult(
             outcome: outcome, rule: rule, mode: mode, staleness: staleness, legacyShape: legacyShape,
-            payload: output.json, payloadBytes: encoded.count, encoded: encoded, bodyTruncated: truncated,
+            payloadSource: .document(output.json), payloadBytes: encoded.count, encoded: encoded,
+            bodyTruncated: truncated,
             notification: .init(
                 title: alert.title, subtitle: alert.subtitle, body: alert.body,
                 attachmentURL: mapURL),

@@ -81,7 +81,13 @@ public struct EnrichmentResult: Sendable {
     public var staleness: StalenessVerdict?
     /// True when the legacy top-level shape (`timestamp`/`location`) was used (default mode only).
     public var legacyShape: Bool
-    public var payload: JSONValue
+    /// The payload to send, as a document (written out when read, for a payload enriched from a stencil: a delivery
+    /// reads only `encoded`).
+    public var payload: JSONValue {
+        get { payloadSource.json }
+        set { payloadSource = .document(newValue) }
+    }
+    var payloadSource: PayloadSource
     public var payloadBytes: Int
     /// `payload` as JSON, as it was written to measure it (what a delivery sends, written once); nil when
     /// the result was not made by the enricher.
@@ -108,6 +114,23 @@ public struct EnrichmentResult: Sendable {
 }
 
 extension EnrichmentResult {
+    /// Where the payload document comes from.
+    enum PayloadSource: Sendable {
+        case document(JSONValue)
+        /// The push's payload with its body (and map URL) set, made into a document only when read.
+        case edited(NotificationPayload, body: String, attachment: String?)
+
+        var json: JSONValue {
+            switch self {
+            case .document(let json): return json
+            case .edited(let payload, let body, let attachment):
+                var output = payload
+                if let attachment { output = output.setting(Enricher.attachmentKey, to: .string(attachment)) }
+                return output.replacingBody(body).json
+            }
+        }
+    }
+
     /// The result as the API's JSON object (snake_case keys, nil members left out), written straight to bytes.
     public func encodedJSON() -> [UInt8] {
         var o = JSONObjectWriter(capacity: 2048)

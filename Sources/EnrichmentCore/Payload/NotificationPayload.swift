@@ -9,11 +9,18 @@ public struct NotificationPayload: Sendable, Equatable {
 
     /// The full payload document; always a JSON object.
     public private(set) var json: JSONValue {
-        didSet { measuredSize = nil }
+        didSet {
+            measuredSize = nil
+            stencil = nil
+        }
     }
 
     /// `encodedSize` when `measured()` made this copy and nothing changed since.
     private var measuredSize: Int?
+
+    /// The document written once around the body and the map URL, when `stenciled()` made this copy and nothing
+    /// changed since.
+    private(set) var stencil: PayloadStencil?
 
     /// Equal when the documents are (whether a size was measured does not count).
     public static func == (lhs: NotificationPayload, rhs: NotificationPayload) -> Bool { lhs.json == rhs.json }
@@ -170,6 +177,15 @@ public struct NotificationPayload: Sendable, Equatable {
     public func measured() -> NotificationPayload {
         var copy = self
         copy.measuredSize = json.encodedSize
+        return copy
+    }
+
+    /// A copy that also holds its document written around the two values enrichment sets per device (the alert's
+    /// body, the map's `attachment-url`): each device's payload is then those pieces and its two values, not the
+    /// whole document written again (`PayloadStencil`). For one push enriched for many devices.
+    public func stenciled() -> NotificationPayload {
+        var copy = self
+        copy.stencil = PayloadStencil(self)
         return copy
     }
 }

@@ -66,6 +66,10 @@ public struct PlacesQuery: Sendable, Equatable {
     public var radius: Double?
     /// Only POIs passing this Woosmap-syntax filter, when set.
     public var filter: PlaceFilter?
+    /// False: the local index leaves out each POI's contact and user properties (JSON it would parse for each
+    /// match), for a caller that never reads them (a delivery's enrichment: its body and map name only the POI's
+    /// name, address and position). Other providers return what they have.
+    public var details = true
 
     public init(limit: Int = 5, radius: Double? = nil, filter: PlaceFilter? = nil) {
         self.limit = limit

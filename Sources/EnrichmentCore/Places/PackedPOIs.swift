@@ -262,8 +262,8 @@ struct PackedPOIs: Sendable {
 
     func storeId(at i: Int) -> String { String(decoding: bytes[idRange(i)], as: UTF8.self) }
 
-    /// Record `i` as a POI.
-    func poi(at i: Int) -> POI {
+    /// Record `i` as a POI (without its contact and user properties, left unparsed, unless `details`).
+    func poi(at i: Int, details: Bool = true) -> POI {
         var reader = Reader(bytes: bytes, at: starts[i] + 16)
         let storeId = reader.string()
         let name = reader.string()
@@ -274,8 +274,12 @@ struct PackedPOIs: Sendable {
         address.lines = reader.list()
         let types = reader.list()
         let tags = reader.list()
-        let contact = reader.optional().flatMap { try? JSONValue.decode(Data($0.utf8)) }
-        let user = reader.optional().flatMap { try? JSONValue.decode(Data($0.utf8)) }
+        var contact: JSONValue?
+        var user: JSONValue?
+        if details {
+            contact = reader.optional().flatMap { try? JSONValue.decode(Data($0.utf8)) }
+            user = reader.optional().flatMap { try? JSONValue.decode(Data($0.utf8)) }
+        }
         return POI(
             storeId: storeId, name: name, coordinate: coordinate(at: i), address: address, types: types, tags: tags,
             contact: contact, userProperties: user)

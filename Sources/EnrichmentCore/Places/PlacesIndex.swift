@@ -245,7 +245,7 @@ public final class PlacesIndex: Sendable {
             to: point, k: k, maxMetres: query.radius, accept: accept(query, records, hidden: current.hidden),
             precedes: { records.storeId(at: $0) < records.storeId(at: $1) }
         )
-        .map { PlaceMatch(poi: records.poi(at: $0.item), distance: $0.metres) }
+        .map { PlaceMatch(poi: records.poi(at: $0.item, details: query.details), distance: $0.metres) }
         guard !current.delta.isEmpty else { return base }
         var candidates = deltaCandidates(current, to: point, query: query)
         guard !candidates.isEmpty else { return base }

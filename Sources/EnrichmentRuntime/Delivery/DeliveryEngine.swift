@@ -906,7 +906,7 @@ public final class DeliveryEngine: Sendable {
         var read = Set<String>()
         for (_, push, _) in work where read.insert(push.id).inserted {
             if push.enrich {
-                payloads[push.id] = try? NotificationPayload(json: push.payload).measured()
+                payloads[push.id] = try? NotificationPayload(json: push.payload).measured().stenciled()
             } else {
                 plain[push.id] = JSONWriter.bytes(push.payload)
             }

@@ -128,6 +128,11 @@ public struct EnrichmentRuntime: Sendable {
             locationStore = PostgresLocationStore(database: backend, deviceMemory: configuration.deviceMemory)
         } else {
             let database = try SQLiteDatabase(path: configuration.databasePath, durability: configuration.durability)
+            if !SQLiteDatabase.memoryStatisticsOff {
+                logger.warning(
+                    "SQLite ran before its process-wide settings could be made: its memory statistics stay on (each of its allocations takes a process-wide lock); nothing else changes"
+                )
+            }
             postgres = nil
             storageHealth = .sqlite(database)
             fixes = CachingFixStore(base: SQLiteFixStore(database: database), capacity: configuration.deviceMemory)

@@ -20,10 +20,15 @@ public final class SQLiteDatabase: Sendable {
 
     /// SQLite's process-wide settings, made once before the process's first connection opens: its memory
     /// statistics off (`SQLITE_CONFIG_MEMSTATUS`), so that each of SQLite's allocations no longer takes a
-    /// process-wide mutex (4% of the service's CPU when delivering, BENCHMARKS.md). Nothing here reads them
-    /// (`sqlite3_memory_used` reads 0). SQLite's result: `SQLITE_OK`, or `SQLITE_MISUSE` when SQLite already ran in
-    /// this process (a test that opened it another way first): then the statistics stay on, and nothing else changes.
+    /// process-wide mutex (4% of the service's CPU when delivering: BENCHMARKS.md, "Item 4, sixth session"). Nothing
+    /// here reads them (`sqlite3_memory_used` reads 0). SQLite's result: `SQLITE_OK`, or `SQLITE_MISUSE` when SQLite
+    /// already ran in this process (a test that opened it another way first): then the statistics stay on, and
+    /// nothing else changes.
     static let processSettings: Int32 = enrichment_sqlite_disable_memory_statistics()
+
+    /// True when SQLite's memory statistics are off for the process (`processSettings` applied); the service logs a
+    /// warning otherwise.
+    public static var memoryStatisticsOff: Bool { processSettings == 0 }
 
     /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
     public init(path: String, durability: Durability = .normal) throws {

@@ -126,6 +126,36 @@ struct EnricherTests {
         }
     }
 
+    @Test("a delivery's enrichment takes the device's context from the batch's read, when it reads contexts at all")
+    func deliveryContexts() async throws {
+        struct OneContext: DeviceContextProvider {
+            func context(deviceId: String) async throws -> DeviceContext? {
+                DeviceContext(regions: ["custom_store"], region: "store", zone: nil)
+            }
+        }
+        let base = try await enricher(mode: .default, places: ScriptedPlaces(result: .success([station])), map: false)
+        let template = try BodyTemplate(poi: "{{name}} near {{region}}")
+        let withContexts = Enricher(
+            settings: base.settings, fixes: base.fixes, places: base.places, map: nil, template: template,
+            clock: base.clock, contexts: OneContext())
+        let batch = PrefetchedContexts(["d1": DeviceContext(regions: ["custom_depot"], region: "depot", zone: nil)])
+        let own = try await withContexts.enrich(deviceId: "d1", payload: try payload())
+        #expect(own.notification.body == "Gare Saint-Roch near store")
+        let delivered = try await withContexts.forDelivery(fixes: base.fixes, contexts: batch)
+            .enrich(deviceId: "d1", payload: try payload())
+        #expect(delivered.notification.body == "Gare Saint-Roch near depot")
+        // Without location intelligence no context is read, prefetched or not.
+        let without = Enricher(
+            settings: base.settings, fixes: base.fixes, places: base.places, map: nil, template: template,
+            clock: base.clock)
+        let plain = try await without.forDelivery(fixes: base.fixes, contexts: batch)
+            .enrich(deviceId: "d1", payload: try payload())
+        #expect(
+            plain.notification.body
+                == (try await without.enrich(deviceId: "d1", payload: try payload())).notification.body)
+        #expect(plain.deviceContext == nil)
+    }
+
     @Test("woosmap, places and map: SDK body and a two-marker attachment")
     func woosmapPlacesAndMap() async throws {
         let result = try await enricher(mode: .woosmap, places: ScriptedPlaces(result: .success([station])), map: true)

@@ -73,6 +73,8 @@ struct APNsOutageTests {
         let server = try ServerProcess.start(
             database: directory.appendingPathComponent("db.sqlite").path, environment: environment, logFile: log)
         defer { server.kill9() }
+        // The server made SQLite's process-wide settings before SQLite first ran (else it warns at start).
+        #expect(!(try String(contentsOf: log, encoding: .utf8)).contains("process-wide settings"))
         let client = ServiceClient(base: "http://127.0.0.1:\(server.port)")
         try await withThrowingTaskGroup(of: Void.self) { group in
             for lane in 0..<8 {

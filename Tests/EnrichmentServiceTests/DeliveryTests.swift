@@ -493,6 +493,16 @@ struct DeliveryTests {
             #expect(progress.json?["done"] == .bool(false))
             #expect(progress.json?["counts"]?["pending"] == .int(1))
             #expect(tookProgress >= .milliseconds(300) && tookProgress < .milliseconds(2_500), "took \(tookProgress)")
+            // A push scheduled after the wait ends: its progress at once, not after the wait.
+            let later = Int64(Date().timeIntervalSince1970) + 3_600
+            let scheduled = try await client.post(
+                "/v1/push", json: pushBody(devices: ["w1"], extra: #""wait":false,"send_at":\#(later)"#))
+            #expect(scheduled.status == 202, "\(scheduled.text)")
+            let scheduledId = scheduled.json?["push_id"]?.stringValue ?? "none"
+            started = ContinuousClock.now
+            let notYet = try await client.get("/v1/push/\(scheduledId)?wait=20&results=false")
+            #expect(notYet.json?["done"] == .bool(false))
+            #expect(ContinuousClock.now - started < .seconds(5))
             // No push by that id: 404 at once, not after the wait.
             started = ContinuousClock.now
             let missing = try await client.get("/v1/push/not-a-push?wait=20")

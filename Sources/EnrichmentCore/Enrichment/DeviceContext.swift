@@ -31,6 +31,33 @@ extension DeviceContext: JSONObjectRepresentable {
 public protocol DeviceContextProvider: Sendable {
     /// The device's context, or nil when nothing is known.
     func context(deviceId: String) async throws -> DeviceContext?
+    /// The known contexts of many devices at once (a batch of deliveries); a device without one is left out.
+    func contexts(deviceIds: [String]) async throws -> [String: DeviceContext]
+}
+
+extension DeviceContextProvider {
+    /// One device after another.
+    public func contexts(deviceIds: [String]) async throws -> [String: DeviceContext] {
+        var found: [String: DeviceContext] = [:]
+        for id in deviceIds { found[id] = try await context(deviceId: id) }
+        return found
+    }
+}
+
+/// Contexts read once for a batch of deliveries: each enrichment of the batch takes its device's from here, with
+/// no lock or read per device.
+public struct PrefetchedContexts: DeviceContextProvider {
+    let contexts: [String: DeviceContext]
+
+    public init(_ contexts: [String: DeviceContext]) { self.contexts = contexts }
+
+    public func context(deviceId: String) async throws -> DeviceContext? { contexts[deviceId] }
+
+    public func contexts(deviceIds: [String]) async throws -> [String: DeviceContext] {
+        var found: [String: DeviceContext] = [:]
+        for id in deviceIds { found[id] = contexts[id] }
+        return found
+    }
 }
 
 /// A device's last fix and its context, read together.

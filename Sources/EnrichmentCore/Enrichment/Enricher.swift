@@ -64,26 +64,27 @@ public struct Enricher: Sendable {
     /// This enricher with other settings, template, map and (for a batch) fixes: an app's own enrichment.
     public func adapted(
         settings: EnrichmentSettings? = nil, template: BodyTemplate? = nil, map: StaticMapBuilder?? = nil,
-        fixes: (any FixStore)? = nil, keepSnapshots: Bool = true
+        fixes: (any FixStore)? = nil, contexts: (any DeviceContextProvider)? = nil, keepSnapshots: Bool = true
     ) -> Enricher {
         Enricher(
             settings: settings ?? self.settings, fixes: fixes ?? self.fixes, places: places, map: map ?? self.map,
-            template: template ?? self.template, clock: clock, contexts: contexts,
+            template: template ?? self.template, clock: clock, contexts: self.contexts.map { contexts ?? $0 },
             snapshots: keepSnapshots ? snapshots : nil, tracer: spans.tracer)
     }
 
-    /// This enricher for a batch of deliveries: the batch's prefetched `fixes`, no shared snapshot reads, and with a
+    /// This enricher for a batch of deliveries: the batch's prefetched `fixes` (and `contexts`, when this enricher
+    /// reads contexts at all), no shared snapshot reads, and with a
     /// places provider that answers at once (the local index) only the nearest POI searched, without its contact
     /// and user properties: a delivery sends the body and the map, which name only the nearest POI's name, address
     /// and position, and never reads the result's list of POIs. (A remote places API is asked as `/v1/enrich` asks
     /// it.)
-    public func forDelivery(fixes: any FixStore) -> Enricher {
+    public func forDelivery(fixes: any FixStore, contexts: PrefetchedContexts? = nil) -> Enricher {
         var settings = self.settings
         if places?.answersImmediately == true {
             settings.placesQuery.limit = min(settings.placesQuery.limit, 1)
             settings.placesQuery.details = false
         }
-        return adapted(settings: settings, fixes: fixes, keepSnapshots: false)
+        return adapted(settings: settings, fixes: fixes, contexts: contexts, keepSnapshots: false)
     }
 
     /// The top-level key that carries the map URL for the device (the extension downloads and attaches it).

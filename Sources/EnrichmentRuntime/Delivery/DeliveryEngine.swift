@@ -565,9 +565,15 @@ public final class DeliveryEngine: Sendable {
         let deviceIds = claimed.map(\.delivery.deviceId)
         let prefetched = PrefetchedFixes(
             try await bounded { try await self.enricher.fixes.latestFixes(deviceIds: deviceIds) })
-        let batchEnricher = enricher.forDelivery(fixes: prefetched)
+        // Every device's context (location intelligence) in one look too; a nicety: one that cannot be read leaves
+        // the batch's contexts unknown (each enrichment then reads its own, and a failure there never fails it).
+        let contexts: PrefetchedContexts? =
+            if let provider = enricher.contexts {
+                try? await bounded { PrefetchedContexts(try await provider.contexts(deviceIds: deviceIds)) }
+            } else { nil }
+        let batchEnricher = enricher.forDelivery(fixes: prefetched, contexts: contexts)
         // An app with its own enrichment settings: the same prefetched fixes, its templates and places search.
-        let batchApps = appEnrichers.mapValues { $0.forDelivery(fixes: prefetched) }
+        let batchApps = appEnrichers.mapValues { $0.forDelivery(fixes: prefetched, contexts: contexts) }
         var pushes: [String: PushDefinition] = [:]
         var unreadable: [String: String] = [:]
         for id in Set(claimed.map(\.pushId)) {
@@ -903,10 +909,14 @@ public final class DeliveryEngine: Sendable {
         // fails each device's enrichment as before), or written, when it is sent as it is.
         var payloads: [String: NotificationPayload] = [:]
         var plain: [String: [UInt8]] = [:]
+        var devices: [String: Int] = [:]
+        for (_, push, _) in work { devices[push.id, default: 0] += 1 }
         var read = Set<String>()
         for (_, push, _) in work where read.insert(push.id).inserted {
             if push.enrich {
-                payloads[push.id] = try? NotificationPayload(json: push.payload).measured().stenciled()
+                // The stencil (two writes of the document) pays from a push's second device in the batch on.
+                let payload = try? NotificationPayload(json: push.payload).measured()
+                payloads[push.id] = devices[push.id, default: 0] > 1 ? payload?.stenciled() : payload
             } else {
                 plain[push.id] = JSONWriter.bytes(push.payload)
             }

@@ -66,6 +66,32 @@ public final class DeviceContexts: DeviceContextProvider, Sendable {
         return DeviceContext(regions: ids, region: name, zone: zone)
     }
 
+    /// The known contexts of a batch's devices: the cached ones under one lock, the rest in one read.
+    public func contexts(deviceIds: [String]) async throws -> [String: DeviceContext] {
+        let (ttl, now) = (ttl, ContinuousClock.now)
+        var found: [String: DeviceContext] = Dictionary(minimumCapacity: deviceIds.count)
+        var missing: [String] = []
+        cache.withLock { cache in
+            for id in deviceIds {
+                if let cached = cache[id], now - cached.at < ttl {
+                    if !cached.context.isEmpty { found[id] = cached.context }
+                } else {
+                    missing.append(id)
+                }
+            }
+        }
+        guard !missing.isEmpty else { return found }
+        let (states, zones) = try await store.readRegionStates(deviceIds: missing)
+        var read: [String: DeviceContext] = [:]
+        for id in missing {
+            let context = states[id].map { Self.context($0, zones: zones[id] ?? []) } ?? DeviceContext()
+            read[id] = context
+            if !context.isEmpty { found[id] = context }
+        }
+        remember(read)
+        return found
+    }
+
     public func context(deviceId: String) async throws -> DeviceContext? {
         let ttl = ttl
         if let cached = cache.withLock({ $0[deviceId] }), ContinuousClock.now - cached.at < ttl {

@@ -144,12 +144,13 @@ struct PushRoutes {
                         field: "wait")
                 }
                 let wait = min(value, state.configuration.delivery.waitTimeout)
-                if wait > 0 {
-                    // Another app's push (or none) is not waited for: it is answered 404 below at once.
-                    if let push = try await state.delivery.outbox.push(id: id), Self.isVisible(push) {
-                        _ = try await state.delivery.waitUntilDone(
-                            pushId: id, timeout: .milliseconds(Int64(wait * 1000)))
-                    }
+                // Another app's push (or none) is not waited for: it is answered 404 below at once. Nor is a push
+                // whose last send time is after the wait ends (scheduled, held by quiet hours): it cannot be done
+                // by then, and it is answered with its progress at once.
+                if wait > 0, let push = try await state.delivery.outbox.push(id: id), Self.isVisible(push),
+                    (push.plan?.lastSendAt ?? 0) <= state.clock.now().timeIntervalSince1970 + wait
+                {
+                    _ = try await state.delivery.waitUntilDone(pushId: id, timeout: .milliseconds(Int64(wait * 1000)))
                 }
             }
             // A push belongs to the app of its devices: another app's push is answered as one that does not exist.

@@ -18,15 +18,18 @@ public final class DeviceContexts: DeviceContextProvider, Sendable {
         self.store = store
         self.ttl = ttl
         cache = Mutex(BoundedMap(capacity: capacity))
-        loader = CoalescingLoader(maximumBatches: 8) { ids in
-            let (states, zones) = try await store.readRegionStates(deviceIds: ids)
-            var contexts: [String: DeviceContext] = [:]
-            // A device with nothing evaluated yet is remembered as empty too, so enrichment reads it once.
-            for id in ids {
-                contexts[id] = states[id].map { Self.context($0, zones: zones[id] ?? []) } ?? DeviceContext()
-            }
-            return contexts
+        loader = CoalescingLoader(maximumBatches: 8) { ids in try await Self.read(ids, from: store) }
+    }
+
+    /// The contexts of `ids` in one read; a device with nothing evaluated yet gets an empty one (remembered too, so
+    /// enrichment reads it once).
+    static func read(_ ids: [String], from store: any RegionStateStore) async throws -> [String: DeviceContext] {
+        let (states, zones) = try await store.readRegionStates(deviceIds: ids)
+        var contexts: [String: DeviceContext] = [:]
+        for id in ids {
+            contexts[id] = states[id].map { Self.context($0, zones: zones[id] ?? []) } ?? DeviceContext()
         }
+        return contexts
     }
 
     func remember(_ contexts: [String: DeviceContext]) {
@@ -81,13 +84,8 @@ public final class DeviceContexts: DeviceContextProvider, Sendable {
             }
         }
         guard !missing.isEmpty else { return found }
-        let (states, zones) = try await store.readRegionStates(deviceIds: missing)
-        var read: [String: DeviceContext] = [:]
-        for id in missing {
-            let context = states[id].map { Self.context($0, zones: zones[id] ?? []) } ?? DeviceContext()
-            read[id] = context
-            if !context.isEmpty { found[id] = context }
-        }
+        let read = try await Self.read(missing, from: store)
+        for (id, context) in read where !context.isEmpty { found[id] = context }
         remember(read)
         return found
     }

@@ -148,6 +148,9 @@ public struct PrefetchedFixes: FixStore {
 
     public init(_ fixes: [String: LocationFix]) { self.fixes = fixes }
 
+    /// True when the device has a fix here.
+    public func has(_ deviceId: String) -> Bool { fixes[deviceId] != nil }
+
     public func insert(_ fixes: [LocationFix]) async throws {
         preconditionFailure("PrefetchedFixes is read-only")
     }

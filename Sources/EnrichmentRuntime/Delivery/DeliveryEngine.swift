@@ -565,15 +565,6 @@ public final class DeliveryEngine: Sendable {
         let deviceIds = claimed.map(\.delivery.deviceId)
         let prefetched = PrefetchedFixes(
             try await bounded { try await self.enricher.fixes.latestFixes(deviceIds: deviceIds) })
-        // Every device's context (location intelligence) in one look too; a nicety: one that cannot be read leaves
-        // the batch's contexts unknown (each enrichment then reads its own, and a failure there never fails it).
-        let contexts: PrefetchedContexts? =
-            if let provider = enricher.contexts {
-                try? await bounded { PrefetchedContexts(try await provider.contexts(deviceIds: deviceIds)) }
-            } else { nil }
-        let batchEnricher = enricher.forDelivery(fixes: prefetched, contexts: contexts)
-        // An app with its own enrichment settings: the same prefetched fixes, its templates and places search.
-        let batchApps = appEnrichers.mapValues { $0.forDelivery(fixes: prefetched, contexts: contexts) }
         var pushes: [String: PushDefinition] = [:]
         var unreadable: [String: String] = [:]
         for id in Set(claimed.map(\.pushId)) {
@@ -604,6 +595,21 @@ public final class DeliveryEngine: Sendable {
             case .send(let push): work.append((index, push, claims[0].delivery.deviceId))
             }
         }
+        // The contexts (location intelligence) of the devices to be enriched with a fix, in one look too, as an
+        // enrichment reads a context only with a usable fix; a nicety: a look that fails leaves them unknown (each
+        // enrichment then reads its own, and a failure there never fails it).
+        var contexts: PrefetchedContexts?
+        if let provider = enricher.contexts {
+            let wanted = work.filter { $0.push.enrich && prefetched.has($0.deviceId) }.map(\.deviceId)
+            do {
+                contexts = PrefetchedContexts(try await bounded { try await provider.contexts(deviceIds: wanted) })
+            } catch {
+                logger.debug("device contexts not read for the batch", metadata: ["error": "\(error)"])
+            }
+        }
+        let batchEnricher = enricher.forDelivery(fixes: prefetched, contexts: contexts)
+        // An app with its own enrichment settings: the same prefetched fixes, its templates and places search.
+        let batchApps = appEnrichers.mapValues { $0.forDelivery(fixes: prefetched, contexts: contexts) }
         let preparedByGroup = await prepareAll(work, with: batchEnricher, apps: batchApps)
         if let observer {
             var tally: [EnrichmentResultKey: Int] = [:]

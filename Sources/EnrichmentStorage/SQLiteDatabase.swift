@@ -1,6 +1,7 @@
 import EnrichmentCore
 import Foundation
 public import GRDB
+import GRDBSQLite
 import LocationCore
 import SQLiteTuning
 
@@ -28,7 +29,7 @@ public final class SQLiteDatabase: Sendable {
 
     /// True when SQLite's memory statistics are off for the process (`processSettings` applied); the service logs a
     /// warning otherwise.
-    public static var memoryStatisticsOff: Bool { processSettings == 0 }
+    public static var memoryStatisticsOff: Bool { processSettings == SQLITE_OK }
 
     /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
     public init(path: String, durability: Durability = .normal) throws {

@@ -52,12 +52,6 @@ public struct PrefetchedContexts: DeviceContextProvider {
     public init(_ contexts: [String: DeviceContext]) { self.contexts = contexts }
 
     public func context(deviceId: String) async throws -> DeviceContext? { contexts[deviceId] }
-
-    public func contexts(deviceIds: [String]) async throws -> [String: DeviceContext] {
-        var found: [String: DeviceContext] = [:]
-        for id in deviceIds { found[id] = contexts[id] }
-        return found
-    }
 }
 
 /// A device's last fix and its context, read together.

@@ -124,9 +124,7 @@ extension EnrichmentResult {
             switch self {
             case .document(let json): return json
             case .edited(let payload, let body, let attachment):
-                var output = payload
-                if let attachment { output = output.setting(Enricher.attachmentKey, to: .string(attachment)) }
-                return output.replacingBody(body).json
+                return payload.edited(body: body, attachment: attachment).json
             }
         }
     }

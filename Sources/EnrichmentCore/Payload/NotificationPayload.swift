@@ -155,6 +155,13 @@ public struct NotificationPayload: Sendable, Equatable {
         return copy
     }
 
+    /// What enrichment sends: this payload with `body` as the alert's body and, when given, `attachment` as the
+    /// top-level `attachment-url` (`Enricher.attachmentKey`).
+    func edited(body: String, attachment: String?) -> NotificationPayload {
+        let withBody = replacingBody(body)
+        return attachment.map { withBody.setting(Enricher.attachmentKey, to: .string($0)) } ?? withBody
+    }
+
     /// A copy with a top-level member set (or removed with nil).
     public func setting(_ key: String, to value: JSONValue?) -> NotificationPayload {
         var copy = self

@@ -31,11 +31,10 @@ struct PayloadStencil: Sendable {
         // Text no payload holds, but for one made to (then the shape is refused below): a noncharacter, and words.
         let body = "\u{FFFF}enrichment-body-hole\u{FFFF}"
         let attachment = "\u{FFFF}enrichment-attachment-hole\u{FFFF}"
-        let edited = payload.replacingBody(body)
         guard
             let withAttachment = Self.shape(
-                edited.setting(Enricher.attachmentKey, to: .string(attachment)), body: body, attachment: attachment),
-            let withoutAttachment = Self.shape(edited, body: body, attachment: nil)
+                payload.edited(body: body, attachment: attachment), body: body, attachment: attachment),
+            let withoutAttachment = Self.shape(payload.edited(body: body, attachment: nil), body: body, attachment: nil)
         else { return nil }
         self.withAttachment = withAttachment
         self.withoutAttachment = withoutAttachment

@@ -369,6 +369,7 @@ let package = Package(
             dependencies: [
                 "enrichment-server",
                 "APNsCore",
+                "Delivery",
                 "MockAPNs",
                 "EnrichmentRuntime",
                 "EnrichmentStorage",

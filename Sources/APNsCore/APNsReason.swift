@@ -117,7 +117,9 @@ public enum APNsReason: Sendable, Hashable, CustomStringConvertible {
         case .payloadTooLarge:
             return "shorten the payload: \(PushType.payloadLimitsText)"
         case .badPriority:
-            return service ? "background pushes need \"priority\": 5" : "background pushes need --priority 5"
+            return service
+                ? "background pushes need \"priority\": 5, Live Activity pushes 10 or 5"
+                : "background pushes need --priority 5, liveactivity pushes 10 or 5"
         case .tooManyRequests:
             return "too many pushes to this device: slow down"
         case .featureNotEnabled:

@@ -213,6 +213,11 @@ public enum APNsValidator {
                     reason: .badPriority,
                     message: "\(pushType.rawValue) pushes must use apns-priority \(required), got \(priority)")
             }
+            // ActivityKit's push page: a Live Activity push is sent with priority 10 or 5, never 1.
+            if pushType == .liveactivity, priority == .low {
+                return Violation(
+                    reason: .badPriority, message: "liveactivity pushes must use apns-priority 10 or 5, got 1")
+            }
         }
         if let expiration = request.expiration, APNsExpiration(header: expiration) == nil {
             return Violation(

@@ -29,6 +29,8 @@ public final class APNsCircuit: Sendable {
         var openedAt = 0.0
         /// When the probing batch started (half open); another lane may probe if it has not ended in time.
         var probeStartedAt = 0.0
+        /// Why it opened, in a phrase (the last outage's cause), while it is not closed.
+        var cause: String?
     }
 
     public let base: Double
@@ -45,6 +47,10 @@ public final class APNsCircuit: Sendable {
     }
 
     public var state: State { status.withLock { $0.state } }
+
+    /// Why it is open or half open (the last outage's cause, e.g. `credential refused: 403 InvalidProviderToken`);
+    /// nil when closed.
+    public var cause: String? { status.withLock { $0.state == .closed ? nil : $0.cause } }
 
     /// When deliveries that find the circuit open should be tried again.
     public var probeAt: Double { status.withLock { $0.probeAt } }
@@ -89,9 +95,11 @@ public final class APNsCircuit: Sendable {
         }
     }
 
-    /// The way failed: opens the circuit (again), with the next probe after the backoff.
-    public func recordOutage(at now: Double) -> Change? {
+    /// The way failed: opens the circuit (again), with the next probe after the backoff. `cause` says why, for
+    /// readiness and the log.
+    public func recordOutage(at now: Double, cause: String? = nil) -> Change? {
         status.withLock { status in
+            if let cause { status.cause = cause }
             // Many answers of one batch report the same outage: only the first of an open period counts.
             if status.state == .open { return nil }
             if status.state == .closed { status.openedAt = now }

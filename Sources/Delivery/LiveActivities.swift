@@ -75,8 +75,9 @@ public enum ActivitySendDecision: Sendable, Equatable {
 /// Live Activity tokens per device. Implementations: SQLite, PostgreSQL; one contract suite.
 public protocol ActivityStore: Sendable {
     /// Creates or refreshes a registration (token, topic, environment, frequent pushes, `registeredAt`); a new
-    /// token for an activity keeps its last timestamp (the phone's order of updates is per activity). Returns
-    /// true when it was created.
+    /// token for an activity keeps its last timestamp (the phone's order of updates is per activity), while a
+    /// new push-to-start token clears its type's (a new token is a new install or device: nothing was started
+    /// through it yet). Returns true when it was created.
     func register(_ registration: ActivityRegistration) async throws -> Bool
     /// Every registration of a device: push-to-start tokens by type, then activities by id.
     func registrations(deviceId: String) async throws -> [ActivityRegistration]

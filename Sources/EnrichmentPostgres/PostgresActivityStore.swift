@@ -45,7 +45,10 @@ public struct PostgresActivityStore: ActivityStore {
             ON CONFLICT (device_id, kind, key) DO UPDATE SET
                 activity_type = excluded.activity_type, token = excluded.token, topic = excluded.topic,
                 environment = excluded.environment, frequent_pushes = excluded.frequent_pushes,
-                registered_at = excluded.registered_at, invalidated_at = NULL, invalid_reason = NULL
+                registered_at = excluded.registered_at, invalidated_at = NULL, invalid_reason = NULL,
+                last_timestamp = CASE WHEN activity_tokens.kind = 'push_to_start'
+                    AND activity_tokens.token <> excluded.token THEN NULL
+                    ELSE activity_tokens.last_timestamp END
             RETURNING (xmax = 0)
             """)
         return try await rows.decode(Bool.self).first { _ in true } ?? false

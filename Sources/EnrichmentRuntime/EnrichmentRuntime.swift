@@ -214,7 +214,8 @@ public struct EnrichmentRuntime: Sendable {
             enricher: enricher, appEnrichers: appEnrichers,
             senders: try configuration.delivery.makeSenders(credentials), clock: clock, logger: logger,
             observer: deliveryObserver, exclusiveStore: postgres == nil, pollInterval: poll,
-            databaseTimeout: postgres == nil ? nil : .milliseconds(Int64(configuration.databaseConnectTimeout * 1000)))
+            databaseTimeout: postgres == nil ? nil : .milliseconds(Int64(configuration.databaseConnectTimeout * 1000)),
+            identities: credentials.identities)
         let location = try await LocationEngine(
             store: locationStore, fixes: fixes, settings: configuration.location,
             index: configuration.places == .local ? index : nil, webhookURL: configuration.locationWebhookURL,

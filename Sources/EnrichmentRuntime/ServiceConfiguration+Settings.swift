@@ -39,6 +39,12 @@ extension ServiceConfiguration {
             help: "Seconds to wait for a PostgreSQL connection.", default: "\(defaults.databaseConnectTimeout)",
             allowed: "seconds > 0 and at most 600", parse: seconds(600), store: { $0.databaseConnectTimeout = $1 }),
         Setting(
+            "ready-timeout", "ENRICH_READY_TIMEOUT", valueName: "seconds",
+            help:
+                "Seconds GET /health/ready waits for the database before answering 503 database_unavailable (keep it below the probe's own timeout).",
+            default: "\(defaults.readyTimeout)", allowed: "seconds > 0 and at most 60", parse: seconds(60),
+            store: { $0.readyTimeout = $1 }),
+        Setting(
             "database-wait", "ENRICH_DATABASE_WAIT", valueName: "seconds",
             help:
                 "At start-up, how long to keep trying a PostgreSQL that refuses connections or is starting (0: fail at once).",
@@ -274,22 +280,26 @@ extension ServiceConfiguration {
         Setting(
             "apns-channels-sandbox-url", "ENRICH_APNS_CHANNELS_SANDBOX_URL", valueName: "url",
             help: "Apple's channel management API for sandbox (broadcast channels, iOS 18).",
-            default: defaults.delivery.channelsSandboxURL, allowed: "an https:// base URL", parse: httpsURL,
+            default: "Apple's management host; the sandbox push host when ENRICH_APNS_SANDBOX_URL is set",
+            allowed: "an https:// base URL", parse: httpsURL,
             store: { $0.delivery.channelsSandboxURL = $1 }),
         Setting(
             "apns-channels-production-url", "ENRICH_APNS_CHANNELS_PRODUCTION_URL", valueName: "url",
             help: "Apple's channel management API for production.",
-            default: defaults.delivery.channelsProductionURL, allowed: "an https:// base URL", parse: httpsURL,
+            default: "Apple's management host; the production push host when ENRICH_APNS_PRODUCTION_URL is set",
+            allowed: "an https:// base URL", parse: httpsURL,
             store: { $0.delivery.channelsProductionURL = $1 }),
         Setting(
             "apns-broadcast-sandbox-url", "ENRICH_APNS_BROADCAST_SANDBOX_URL", valueName: "url",
             help: "Where sandbox broadcasts go (Apple's examples use https://api-broadcast.sandbox.push.apple.com).",
-            default: defaults.delivery.broadcastSandboxURL, allowed: "an https:// base URL", parse: httpsURL,
+            default: "the sandbox push host (ENRICH_APNS_SANDBOX_URL)", allowed: "an https:// base URL",
+            parse: httpsURL,
             store: { $0.delivery.broadcastSandboxURL = $1 }),
         Setting(
             "apns-broadcast-production-url", "ENRICH_APNS_BROADCAST_PRODUCTION_URL", valueName: "url",
             help: "Where production broadcasts go (Apple's examples use https://api-broadcast.push.apple.com).",
-            default: defaults.delivery.broadcastProductionURL, allowed: "an https:// base URL", parse: httpsURL,
+            default: "the production push host (ENRICH_APNS_PRODUCTION_URL)", allowed: "an https:// base URL",
+            parse: httpsURL,
             store: { $0.delivery.broadcastProductionURL = $1 }),
         Setting(
             "apns-ca", "ENRICH_APNS_CA", valueName: "path", help: "Extra CA certificate (PEM) to trust for APNs.",
@@ -533,11 +543,10 @@ extension ServiceConfiguration {
         return hosts
     }
 
+    /// An http(s) URL the service may call: `OutboundURL`'s rules (a port from 1 to 65535, printable ASCII, no
+    /// credentials in it), so a mistyped setting stops the start with its name rather than trapping on first use.
     private static func httpURL(_ text: String) -> String? {
         let value = trimmed(text)
-        guard let url = URL(string: value), url.scheme == "http" || url.scheme == "https", url.host != nil else {
-            return nil
-        }
-        return value
+        return OutboundURL.isValid(value) ? value : nil
     }
 }

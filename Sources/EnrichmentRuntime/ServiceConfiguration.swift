@@ -38,6 +38,9 @@ public struct ServiceConfiguration: Sendable {
     public var databasePoolSize = 20
     /// Seconds to wait for a PostgreSQL connection.
     public var databaseConnectTimeout = 10.0
+    /// Seconds `GET /health/ready` waits for the database before it answers 503: below the 1 s a load balancer's
+    /// or Kubernetes' probe waits by default, whatever the database does.
+    public var readyTimeout = 0.8
     /// Seconds start-up keeps trying a PostgreSQL that refuses connections (a warning per try) before it exits.
     public var databaseWait = 30.0
     /// Seconds between an idle node's looks for work no notification announced (per kind of work).
@@ -225,13 +228,37 @@ public struct DeliverySettings: Sendable {
     public var appsFile: String?
     /// The apps the file declares (nil without one): a push to an app's bundle id goes out with its credential.
     public var apps: AppsConfiguration?
-    /// Apple's channel management API (broadcast channels, iOS 18), per environment.
-    public var channelsSandboxURL = "https://api-manage-broadcast.sandbox.push.apple.com:2195"
-    public var channelsProductionURL = "https://api-manage-broadcast.push.apple.com:2196"
-    /// Where broadcasts go: Apple's text names the push hosts; its examples name api-broadcast[.sandbox]
-    /// (docs/LIVE-ACTIVITIES.md).
-    public var broadcastSandboxURL = APNsEnvironmentName.sandbox.baseURL
-    public var broadcastProductionURL = APNsEnvironmentName.production.baseURL
+    /// Apple's channel management API (broadcast channels, iOS 18), per environment; nil: `channelsURL(for:)`'s
+    /// default.
+    public var channelsSandboxURL: String?
+    public var channelsProductionURL: String?
+    /// Where broadcasts go; nil: the environment's push host (Apple's text names the push hosts; its examples name
+    /// api-broadcast[.sandbox], docs/LIVE-ACTIVITIES.md).
+    public var broadcastSandboxURL: String?
+    public var broadcastProductionURL: String?
+    /// Apple's channel management hosts.
+    public static let appleChannelsSandboxURL = "https://api-manage-broadcast.sandbox.push.apple.com:2195"
+    public static let appleChannelsProductionURL = "https://api-manage-broadcast.push.apple.com:2196"
+
+    /// Where an environment's pushes go.
+    public func pushURL(for environment: APNsEnvironmentName) -> String {
+        environment == .sandbox ? sandboxURL : productionURL
+    }
+
+    /// Where an environment's channel requests go: as set; else Apple's management host while pushes go to
+    /// Apple, and the push host when that was moved (a local mock serves pushes, channels and broadcasts on one
+    /// port): never Apple's hosts for channels while pushes go to a mock.
+    public func channelsURL(for environment: APNsEnvironmentName) -> String {
+        if let set = environment == .sandbox ? channelsSandboxURL : channelsProductionURL { return set }
+        let push = pushURL(for: environment)
+        guard push == environment.baseURL else { return push }
+        return environment == .sandbox ? Self.appleChannelsSandboxURL : Self.appleChannelsProductionURL
+    }
+
+    /// Where an environment's broadcasts go: as set, else its push host.
+    public func broadcastURL(for environment: APNsEnvironmentName) -> String {
+        (environment == .sandbox ? broadcastSandboxURL : broadcastProductionURL) ?? pushURL(for: environment)
+    }
     public var sandboxURL = APNsEnvironmentName.sandbox.baseURL
     public var productionURL = APNsEnvironmentName.production.baseURL
     /// An extra CA (PEM file) to trust, e.g. the mock's.

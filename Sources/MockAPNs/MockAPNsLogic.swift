@@ -79,9 +79,13 @@ struct MockAPNsLogic: Sendable {
     /// Answers one request. `headers` are lower-case names; `bodyTooLarge` means the body passed the voip limit.
     /// `certificateTopic`: the app the client certificate is for (certificate authentication), checked against
     /// `apns-topic` as APNs does.
+    ///
+    /// `connection`: the connection's provider team, set by its first verified token. APNs's token-based
+    /// connection page: "APNs doesn't support authentication tokens from multiple developer accounts over a single
+    /// connection": a token of another team on it gets 403 InvalidProviderToken.
     func respond(
         method: String, path: String, headers: [String: String], body: [UInt8], bodyTooLarge: Bool,
-        certificateTopic: String? = nil
+        certificateTopic: String? = nil, connection: ConnectionTeam? = nil
     ) -> MockReply {
         if path.hasPrefix("/control/") {
             guard !bodyTooLarge else {
@@ -108,7 +112,13 @@ struct MockAPNsLogic: Sendable {
                     return Self.json(
                         violation.reason.status, .object(["reason": .string(violation.reason.rawValue)]),
                         headers: [("apns-request-id", requestID)])
-                case .success(let key): allowed = key?.bundleIDs
+                case .success(let key):
+                    guard connection?.admits(team: key?.teamID) ?? true else {
+                        return Self.json(
+                            403, .object(["reason": .string(APNsReason.invalidProviderToken.rawValue)]),
+                            headers: [("apns-request-id", requestID)])
+                    }
+                    allowed = key?.bundleIDs
                 }
             }
             return broadcastAPI(
@@ -146,6 +156,8 @@ struct MockAPNsLogic: Sendable {
             case .failure(let violation): return refuse(violation.reason)
             case .success(let key):
                 provider = key
+                // One connection, one developer account.
+                guard connection?.admits(team: key?.teamID) ?? true else { return refuse(.invalidProviderToken) }
                 // A team's key pushes to its own apps only.
                 if let bundles = key?.bundleIDs, let topic = push.topic,
                     !bundles.contains(Self.bundleID(ofTopic: topic))
@@ -338,5 +350,23 @@ final class VerifiedTokens: Sendable {
             if tokens.count >= 1024 { tokens.removeAll() }
             tokens[token] = Known(issuedAt: issuedAt, verified: verified)
         }
+    }
+}
+
+/// The developer account (team) a connection authenticated as, by its first verified provider token. Used on the
+/// connection's event loop only.
+final class ConnectionTeam: @unchecked Sendable {
+    private var team: String?
+
+    /// Whether a token of `team` may be used on this connection: the first verified one names the connection's
+    /// team; later ones must be of the same. A token whose team is not known (a mock configured without team ids
+    /// and a token without `iss`) neither names nor breaks it.
+    func admits(team candidate: String?) -> Bool {
+        guard let candidate else { return true }
+        guard let team else {
+            team = candidate
+            return true
+        }
+        return team == candidate
     }
 }

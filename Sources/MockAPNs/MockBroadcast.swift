@@ -251,7 +251,11 @@ extension MockAPNsLogic {
         // in message rejection."
         if found.messageStoragePolicy == 0, expiration != 0 { return .badExpirationDate }
         guard !broadcast.payload.isEmpty else { return .payloadEmpty }
-        guard case .object? = try? JSONParser.parse(broadcast.payload) else { return .badRequestPayload }
+        guard case .object(let payload)? = try? JSONParser.parse(broadcast.payload) else { return .badRequestPayload }
+        // A broadcast updates or ends the activities subscribed to its channel; it cannot start one (a start goes
+        // to one device's push-to-start token). Apple documents no reason for this case: the mock answers 400
+        // BadRequestPayload, the reason its table gives for a payload it cannot use (docs/LIVE-ACTIVITIES.md).
+        if case .object(let aps)? = payload["aps"], aps["event"] == .string("start") { return .badRequestPayload }
         return nil
     }
 }

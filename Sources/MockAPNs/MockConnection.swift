@@ -19,6 +19,8 @@ final class MockConnection: @unchecked Sendable {
     }
 
     let behaviour: ConnectionBehaviour
+    /// The developer account its provider tokens are of (one per connection, as at APNs).
+    let team = ConnectionTeam()
     private let channel: any Channel
     private let state: MockAPNsState
     private var pushes = 0

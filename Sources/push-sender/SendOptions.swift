@@ -158,6 +158,10 @@ struct HeaderOptions: ParsableArguments {
         if let required = type.requiredPriority, let priority, priority != required.rawValue {
             throw ValidationError("\(type.rawValue) pushes need --priority \(required)")
         }
+        if type == .liveactivity, priority == APNsPriority.low.rawValue {
+            // ActivityKit: a Live Activity push has priority 10 or 5; APNs answers 400 BadPriority to 1.
+            throw ValidationError("liveactivity pushes need --priority 10 or 5 (APNs refuses 1 with BadPriority)")
+        }
         if let topic, let problem = APNsValidator.topicProblem(type.topic(forBundle: topic)) {
             throw ValidationError("--topic \(problem)")
         }

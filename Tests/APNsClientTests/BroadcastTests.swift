@@ -75,6 +75,15 @@ struct BroadcastTests {
             #expect(stale?.reason == .badExpirationDate)
             #expect(stale?.status == 400)
             _ = try await apns.broadcast(bundleID: "com.example.app", channelID: live.channelID, payload: payload)
+            // A broadcast cannot start an activity: refused as a payload APNs cannot use.
+            let start = Array(
+                #"{"aps":{"timestamp":1795000000,"event":"start","content-state":{},"attributes-type":"T","attributes":{},"alert":"x"}}"#
+                    .utf8)
+            let started = await refusal {
+                try await apns.broadcast(bundleID: "com.example.app", channelID: live.channelID, payload: start)
+            }
+            #expect(started?.reason == .badRequestPayload)
+            #expect(started?.status == 400)
 
             try await apns.deleteChannel(bundleID: "com.example.app", channelID: stored.channelID)
             let gone = await refusal {

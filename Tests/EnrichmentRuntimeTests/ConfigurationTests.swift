@@ -19,6 +19,44 @@ struct ConfigurationTests {
         #expect(throws: ConfigurationError.self) { try configuration.apply(environment: ["ENRICH_DEADLINE": "-1"]) }
     }
 
+    @Test("channel and broadcast hosts follow moved push hosts; Apple's by default; as set when set")
+    func channelHostsFollowPushHosts() throws {
+        var apple = ServiceConfiguration()
+        try apple.apply(environment: [:])
+        #expect(apple.delivery.channelsURL(for: .sandbox) == "https://api-manage-broadcast.sandbox.push.apple.com:2195")
+        #expect(apple.delivery.channelsURL(for: .production) == "https://api-manage-broadcast.push.apple.com:2196")
+        #expect(apple.delivery.broadcastURL(for: .production) == "https://api.push.apple.com")
+        var mock = ServiceConfiguration()
+        try mock.apply(environment: [
+            "ENRICH_APNS_SANDBOX_URL": "https://127.0.0.1:2197", "ENRICH_APNS_PRODUCTION_URL": "https://127.0.0.1:2198",
+        ])
+        #expect(mock.delivery.channelsURL(for: .sandbox) == "https://127.0.0.1:2197")
+        #expect(mock.delivery.broadcastURL(for: .sandbox) == "https://127.0.0.1:2197")
+        #expect(mock.delivery.channelsURL(for: .production) == "https://127.0.0.1:2198")
+        #expect(mock.delivery.broadcastURL(for: .production) == "https://127.0.0.1:2198")
+        var set = ServiceConfiguration()
+        try set.apply(environment: [
+            "ENRICH_APNS_SANDBOX_URL": "https://127.0.0.1:2197",
+            "ENRICH_APNS_CHANNELS_SANDBOX_URL": "https://127.0.0.1:3000",
+        ])
+        #expect(set.delivery.channelsURL(for: .sandbox) == "https://127.0.0.1:3000")
+    }
+
+    @Test("URLs the service calls are refused at start when a client would trap on them (port over 65535)")
+    func outboundURLSettings() {
+        for (variable, value) in [
+            ("ENRICH_FEEDBACK_URL", "http://127.0.0.1:99999/feedback"),
+            ("ENRICH_LOCATION_WEBHOOK_URL", "http://127.0.0.1:0/events"),
+            ("ENRICH_APNS_SANDBOX_URL", "https://127.0.0.1:70000"),
+            ("ENRICH_FEEDBACK_URL", "http://127.0.0.1/a b"),
+        ] {
+            var configuration = ServiceConfiguration()
+            #expect(throws: ConfigurationError.self, "\(variable)=\(value)") {
+                try configuration.apply(environment: [variable: value])
+            }
+        }
+    }
+
     @Test("secrets never appear in errors or the start-up summary")
     func secretsRedacted() throws {
         var configuration = ServiceConfiguration()

@@ -1,6 +1,7 @@
 import Essentials
 import Foundation
 import MockAPNs
+import Synchronization
 import TestSupport
 import Testing
 
@@ -8,15 +9,44 @@ import Testing
 /// cut, new ones refused) and started again: what clients and the orchestrator see, and that nothing is lost.
 @Suite("A PostgreSQL outage is bounded and visible", .serialized)
 struct DatabaseOutageTests {
+    static let now = Int64(Date().timeIntervalSince1970)
+
+    /// Fix `n` goes to its own device, so that every acknowledged one can be found afterwards.
     static func fix(_ client: ServiceClient, _ n: Int) async throws -> ServiceClient.Reply {
-        let now = Int64(Date().timeIntervalSince1970)
-        return try await client.post(
-            "/v1/devices/outage/locations",
-            json: #"{"locations":[{"latitude":48.8,"longitude":2.3,"utc_timestamp":\#(now - 1_000 + Int64(n))}]}"#)
+        try await client.post(
+            "/v1/devices/outage-\(n)/locations",
+            json:
+                #"{"locations":[{"latitude":\#(Double(n % 800) / 10),"longitude":2.3,"utc_timestamp":\#(now - 1_000 + Int64(n))}]}"#
+        )
+    }
+
+    /// Fixes from `lanes` clients at once, numbered from `first`, until `stop`; returns the numbers acknowledged.
+    static func load(_ client: ServiceClient, first: Int, lanes: Int = 4, stop: Atomic<Bool>) async -> [Int] {
+        await withTaskGroup(of: [Int].self) { group in
+            for lane in 0..<lanes {
+                group.addTask {
+                    var acknowledged: [Int] = []
+                    var n = first + lane
+                    while !stop.load(ordering: .relaxed), !Task.isCancelled {
+                        if (try? await fix(client, n))?.status == 200 { acknowledged.append(n) }
+                        n += lanes
+                    }
+                    return acknowledged
+                }
+            }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+    }
+
+    /// `GET /health/ready` and how long it took.
+    static func ready(_ client: ServiceClient) async throws -> (reply: ServiceClient.Reply, seconds: Double) {
+        let started = Date()
+        let reply = try await client.get("/health/ready")
+        return (reply, Date().timeIntervalSince(started))
     }
 
     @Test(
-        "PostgreSQL gone: requests answer 503 database_unavailable within ENRICH_DATABASE_TIMEOUT, ready says why, live stays up; back: it recovers, nothing acknowledged lost"
+        "PostgreSQL gone under load: requests answer 503 within ENRICH_DATABASE_TIMEOUT, ready 503 within 1 s probe after probe, live stays up; back: ready within seconds, every acknowledged fix stored"
     )
     func outage() async throws {
         let database = try await ForwardedPostgres()
@@ -32,11 +62,15 @@ struct DatabaseOutageTests {
             logFile: log)
         defer { server.kill9() }
         let client = ServiceClient(base: "http://127.0.0.1:\(server.port)")
-        var acknowledged = 0
-        for n in 0..<20 where try await Self.fix(client, n).status == 200 { acknowledged = n + 1 }
-        #expect(acknowledged == 20)
+        var acknowledged: [Int] = []
+        for n in 0..<20 where try await Self.fix(client, n).status == 200 { acknowledged.append(n) }
+        #expect(acknowledged.count == 20)
         #expect(try await client.get("/health/ready").status == 200)
 
+        // Load runs through the outage and the return.
+        let stop = Atomic<Bool>(false)
+        async let loaded = Self.load(client, first: 1_000, stop: stop)
+        try await Task.sleep(for: .milliseconds(300))
         database.cut()
         let started = Date()
         let refused = try await Self.fix(client, 100)
@@ -45,22 +79,38 @@ struct DatabaseOutageTests {
         #expect(refused.json?["error"]?["reason"] == .string("database_unavailable"))
         #expect(refused.headers["retry-after"] == "5")
         #expect(took < 4, "answered after \(took) s, the bound is 2 s")
-        let ready = try await client.get("/health/ready")
-        #expect(ready.status == 503)
-        #expect(ready.json?["reason"] == .string("database_unavailable"))
+        // Probe after probe, as an orchestrator does: each answered 503 with its reason within its 1 s timeout.
+        for probe in 0..<6 {
+            let (ready, seconds) = try await Self.ready(client)
+            #expect(ready.status == 503, "probe \(probe): \(ready.text)")
+            #expect(ready.json?["reason"] == .string("database_unavailable"), "probe \(probe): \(ready.text)")
+            #expect(seconds < 1, "probe \(probe) answered after \(seconds) s")
+            try await Task.sleep(for: .milliseconds(500))
+        }
         #expect(try await client.get("/health/live").status == 200)
 
         try database.start()
-        var back = false
-        let deadline = Date().addingTimeInterval(30)
-        while !back, Date() < deadline {
-            back = try await Self.fix(client, 20 + acknowledged).status == 200
-            if back { acknowledged += 1 } else { try await Task.sleep(for: .milliseconds(200)) }
+        let back = Date()
+        var readyAgain: Double?
+        while readyAgain == nil, Date().timeIntervalSince(back) < 30 {
+            let (ready, seconds) = try await Self.ready(client)
+            #expect(seconds < 1, "a probe answered after \(seconds) s")
+            if ready.status == 200 { readyAgain = Date().timeIntervalSince(back) }
+            else { try await Task.sleep(for: .milliseconds(250)) }
         }
-        #expect(back, "the service did not recover when the database came back")
-        #expect(try await client.get("/health/ready").status == 200)
-        let last = try await client.get("/v1/devices/outage/location")
-        #expect(last.status == 200)
+        let recovered = try #require(readyAgain, "ready never answered 200 again")
+        #expect(recovered < 10, "ready again \(recovered) s after the database's return")
+        try await Task.sleep(for: .milliseconds(500))
+        stop.store(true, ordering: .relaxed)
+        acknowledged += await loaded
+        #expect(acknowledged.count > 20, "the load got some fixes acknowledged after the return")
+        // Every acknowledged fix is stored: each device's last fix is the one it was sent.
+        var missing: [Int] = []
+        for n in acknowledged {
+            let last = try await client.get("/v1/devices/outage-\(n)/location")
+            if last.json?["utc_timestamp"] != .int(Self.now - 1_000 + Int64(n)) { missing.append(n) }
+        }
+        #expect(missing.isEmpty, "\(missing.count) of \(acknowledged.count) acknowledged fixes not found: \(missing.prefix(10))")
         let text = try String(contentsOf: log, encoding: .utf8)
         #expect(text.contains("request refused: storage outage"), "\(text.suffix(1_500))")
         // One line when it is lost, one when it is back.

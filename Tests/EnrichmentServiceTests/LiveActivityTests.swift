@@ -237,4 +237,46 @@ struct LiveActivityTests {
             #expect(reply.json?["error"]?["message"]?.stringValue?.contains("ENRICH_APNS_KEY_FILE") == true)
         }
     }
+
+    @Test(
+        "a timestamp further ahead than the window is a 400 naming it; a new push-to-start token clears the type's order",
+        arguments: Backend.allCases)
+    func futureTimestamps(backend: Backend) async throws {
+        let url = backend == .postgres ? try await PostgresTestDatabase.makeURL() : nil
+        let now = Int64(Date().timeIntervalSince1970)
+        let clock = FixedWallClock(epochSeconds: Double(now))
+        try await withDelivery(clock: clock, { $0.databaseURL = url.map { Secret($0) } }) { client, sandbox, _ in
+            func putStartToken(_ token: String) async throws {
+                let reply = try await client.put(
+                    "/v1/devices/d1/activity-types/DeliveryAttributes/push-to-start-token",
+                    json: #"{"token":"\#(token)","topic":"com.example.app","environment":"sandbox"}"#)
+                #expect(reply.status == 200 || reply.status == 201, "\(reply.text)")
+            }
+            func start(at timestamp: Int64) async throws -> ServiceClient.Reply {
+                try await client.post(
+                    "/v1/devices/d1/activity-types/DeliveryAttributes/start",
+                    json: #"{"attributes":{},"content_state":{},"alert":"Order 42","timestamp":\#(timestamp)}"#)
+            }
+            try await putStartToken(Self.pushToStartToken)
+            let threeYears = try await start(at: now + 3 * 365 * 86_400)
+            #expect(threeYears.status == 400, "\(threeYears.text)")
+            #expect(threeYears.json?["error"]?["field"] == .string("timestamp"))
+            let justOver = try await start(at: now + 301)
+            #expect(justOver.status == 400, "\(justOver.text)")
+            #expect(justOver.json?["error"]?["field"] == .string("timestamp"))
+            let atBound = try await start(at: now + 300)
+            #expect(atBound.status == 202, "300 s ahead is allowed: \(atBound.text)")
+            let older = try await start(at: now + 100)
+            #expect(older.status == 409)
+            #expect(older.json?["error"]?["reason"] == .string("activity_update_not_newer"))
+            // The same token registered again keeps the order; a new token starts it afresh.
+            try await putStartToken(Self.pushToStartToken)
+            #expect(try await start(at: now + 100).status == 409)
+            try await putStartToken(deviceToken(0xA7))
+            let afresh = try await start(at: now + 100)
+            #expect(afresh.status == 202, "\(afresh.text)")
+            try await waitForPushes(sandbox, count: 2)
+            #expect(sandbox.receivedPushes.map(\.deviceToken) == [Self.pushToStartToken, deviceToken(0xA7)])
+        }
+    }
 }

@@ -98,6 +98,12 @@ struct PushSenderCLITests {
         ])
         #expect(background.status == 64)
         #expect(background.err.contains("background pushes need --priority 5"))
+        let liveActivity = try runPushSender([
+            "send", "--dry-run", "--topic", "a.b", "--push-type", "liveactivity", "--priority", "1",
+            "--payload", "payloads/background.json", "--token", token,
+        ])
+        #expect(liveActivity.status == 64)
+        #expect(liveActivity.err.contains("liveactivity pushes need --priority 10 or 5"), "\(liveActivity.err)")
     }
 
     @Test("send --tokens-file: streamed; over 1,000 pushes the table lists the failures and counts the rest")

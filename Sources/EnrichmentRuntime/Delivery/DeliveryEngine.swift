@@ -101,6 +101,9 @@ public final class DeliveryEngine: Sendable {
     let planner: DeliveryPlanner
     /// One circuit breaker per environment's peer: an outage pauses sending there until a probe gets an answer.
     let circuits: [SenderKey: APNsCircuit]
+    /// Who each credential is to APNs (`team TEAM123456, key ABC1234567`, or `certificate`), by credential name,
+    /// for the log and readiness when APNs refuses it. No secret: ids only.
+    let identities: [String: String]
 
     private let rendezvous = Rendezvous()
     private let accepting = Atomic<Bool>(true)
@@ -117,8 +120,10 @@ public final class DeliveryEngine: Sendable {
         settings: DeliverySettings, enricher: Enricher, appEnrichers: [String: Enricher] = [:],
         senders: [SenderKey: any APNsBatchSending], clock: any WallClock, logger: Logger,
         observer: (any DeliveryObserver)?, exclusiveStore: Bool, lanes: Int = 2, batchSize: Int? = nil,
-        lease: Double? = nil, pollInterval: Duration = .seconds(1), databaseTimeout: Duration? = nil
+        lease: Double? = nil, pollInterval: Duration = .seconds(1), databaseTimeout: Duration? = nil,
+        identities: [String: String] = [:]
     ) {
+        self.identities = identities
         self.pollInterval = pollInterval
         self.databaseTimeout = databaseTimeout
         self.tokens = tokens
@@ -159,6 +164,12 @@ public final class DeliveryEngine: Sendable {
     /// Each environment's circuit: `closed` (sending), `open` (APNs unreachable, deliveries wait) or `half_open`.
     public var circuitStates: [String: String] {
         Dictionary(uniqueKeysWithValues: circuits.map { ($0.key.description, $0.value.state.rawValue) })
+    }
+
+    /// Why each circuit that is not closed opened (`credential refused: 403 InvalidProviderToken (team ..., key
+    /// ...)`, `unreachable: ...`), by environment.
+    public var circuitCauses: [String: String] {
+        Dictionary(uniqueKeysWithValues: circuits.compactMap { key, circuit in circuit.cause.map { (key.description, $0) } })
     }
 
     /// False once shutdown began.
@@ -757,7 +768,7 @@ public final class DeliveryEngine: Sendable {
             let environment = attempt.key
             if DeliveryPlanner.isOutage(result), let circuit = circuits[environment] {
                 // The way to APNs failed, not the device: the delivery waits for the peer, and the peer pauses.
-                if let change = circuit.recordOutage(at: answeredAt) {
+                if let change = circuit.recordOutage(at: answeredAt, cause: cause(of: result, environment: environment)) {
                     report(change, environment: environment, cause: result)
                 }
                 updates.append(
@@ -838,32 +849,6 @@ public final class DeliveryEngine: Sendable {
             }
         }
         return pending
-    }
-
-    /// Logs a circuit's change at `warning` (the operator should know APNs is unreachable, and when it is back),
-    /// and sets the metric.
-    private func report(_ change: APNsCircuit.Change, environment: SenderKey, cause: APNsSendResult) {
-        switch change {
-        case .opened(let failures, let probeAt):
-            observer?.circuit(environment: environment.description, state: APNsCircuit.State.open.rawValue)
-            let wait = max(0, probeAt - clock.now().timeIntervalSince1970)
-            logger.warning(
-                failures == 1
-                    ? "APNs unreachable: sending paused, deliveries wait (no attempt used)"
-                    : "APNs still unreachable: the probe failed, sending stays paused",
-                metadata: [
-                    "environment": "\(environment)", "failures": "\(failures)",
-                    "next_probe_in": "\(String(format: "%.1f", wait)) s",
-                    "cause": "\(cause.transportError ?? "HTTP \(cause.status ?? 0) \(cause.reason?.rawValue ?? "")")",
-                ])
-        case .closed(let outage):
-            observer?.circuit(environment: environment.description, state: APNsCircuit.State.closed.rawValue)
-            logger.warning(
-                "APNs reachable again: sending resumed",
-                metadata: [
-                    "environment": "\(environment)", "outage": "\(String(format: "%.1f", outage)) s",
-                ])
-        }
     }
 
     /// One line per push and final outcome (`failed`, `expired`) among `updates`, with the count and the first

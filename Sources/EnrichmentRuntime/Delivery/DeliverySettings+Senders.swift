@@ -44,16 +44,9 @@ extension DeliverySettings {
         let (credentials, trust) = (loaded.credentials, loaded.trust)
         var clients: [SenderKey: any APNsChannelManaging] = [:]
         for (name, credential) in credentials {
-            for (environment, hosts) in [
-                (
-                    APNsEnvironmentName.sandbox,
-                    APNsBroadcastHosts(managementURL: channelsSandboxURL, broadcastURL: broadcastSandboxURL)
-                ),
-                (
-                    .production,
-                    APNsBroadcastHosts(managementURL: channelsProductionURL, broadcastURL: broadcastProductionURL)
-                ),
-            ] {
+            for environment in [APNsEnvironmentName.sandbox, .production] {
+                let hosts = APNsBroadcastHosts(
+                    managementURL: channelsURL(for: environment), broadcastURL: broadcastURL(for: environment))
                 do {
                     clients[SenderKey(credential: name, environment: environment)] = try APNsBroadcastClient(
                         hosts: hosts, credentials: credential, additionalTrustRootsPEM: trust,
@@ -159,6 +152,19 @@ extension DeliverySettings {
 struct LoadedCredentials {
     var credentials: [(String, APNsCredentials)]
     var trust: String?
+
+    /// Who each credential is to APNs, by name: `team TEAM123456, key ABC1234567` for a `.p8` key, `certificate`
+    /// otherwise (ids only, never the key).
+    var identities: [String: String] {
+        var identities: [String: String] = [:]
+        for (name, credential) in credentials {
+            switch credential {
+            case .token(let manager): identities[name] = "team \(manager.teamID), key \(manager.keyID)"
+            case .certificate: identities[name] = "certificate"
+            }
+        }
+        return identities
+    }
 }
 
 extension APNsSettingNames {

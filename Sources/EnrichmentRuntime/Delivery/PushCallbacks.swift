@@ -109,8 +109,12 @@ public struct PushCallbacks: Sendable {
     }
 
     /// Why a stored callback URL may not be called now (its host is no longer allowed), or nil.
+    ///
+    /// A stored URL is checked again before each call (`OutboundURL`): one written by an older version, or by
+    /// hand, fails its own callback instead of trapping inside the HTTP client and stopping the process.
     static func urlProblem(_ url: String, hosts: [String]) -> String? {
-        guard let host = URL(string: url)?.host?.lowercased() else { return "not a URL" }
+        if let problem = OutboundURL.problem(url) { return "not called: \(problem)" }
+        guard let host = URL(string: url)?.host?.lowercased() else { return "not called: it has no host" }
         return isAllowed(host: host, hosts: hosts)
             ? nil : "host \(host) is no longer in ENRICH_PUSH_CALLBACK_HOSTS: not called"
     }

@@ -13,17 +13,52 @@ public struct StorageHealth: Sendable, Equatable {
 }
 
 /// Checks the database a runtime uses, within a bound.
+///
+/// At most one check runs against the database at a time: a probe that comes while one is running waits for that
+/// one (within its own bound) instead of starting another. So during an outage, when each check waits on a pool
+/// that cannot connect, probes every second never pile up queries; each is answered at its bound, and the first
+/// check after the database's return answers for all of them.
 public struct StorageHealthCheck: Sendable {
-    let run: @Sendable () async -> StorageHealth
+    let running: InFlight
+
+    init(run: @escaping @Sendable () async -> StorageHealth) { running = InFlight(run: run) }
 
     public func check(within timeout: Duration) async -> StorageHealth {
-        let run = self.run
+        let task = running.task()
         // The check itself never throws; a cancelled one counts as not answering.
-        let answered = try? await withAbandoningTimeout(timeout) { await run() }
+        let answered = try? await withAbandoningTimeout(timeout) { await task.value }
         return answered
             ?? StorageHealth(
-                problem: "the database did not answer within \(timeout.components.seconds) s",
+                problem: "the database did not answer within \(Self.shown(timeout)) (ENRICH_READY_TIMEOUT)",
                 reason: "database_unavailable")
+    }
+
+    /// `0.8 s`, `2 s`.
+    static func shown(_ duration: Duration) -> String {
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        return seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
+    }
+
+    /// The one check in flight, shared by the probes that come while it runs.
+    final class InFlight: Sendable {
+        let run: @Sendable () async -> StorageHealth
+        private let current = Mutex<Task<StorageHealth, Never>?>(nil)
+
+        init(run: @escaping @Sendable () async -> StorageHealth) { self.run = run }
+
+        func task() -> Task<StorageHealth, Never> {
+            current.withLock { current in
+                if let running = current { return running }
+                let run = self.run
+                let task = Task { [weak self] in
+                    let health = await run()
+                    self?.current.withLock { $0 = nil }
+                    return health
+                }
+                current = task
+                return task
+            }
+        }
     }
 
     static func postgres(_ backend: PostgresBackend) -> StorageHealthCheck {

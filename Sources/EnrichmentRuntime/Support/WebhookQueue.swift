@@ -63,6 +63,9 @@ final class WebhookQueue: Sendable {
     static func post(
         _ body: [UInt8], to url: String, headers: [(String, String)] = [], timeout: TimeAmount
     ) async throws -> UInt {
+        // Checked at every call, not only when the URL was accepted: AsyncHTTPClient traps on some URLs (a port
+        // above 65535) instead of throwing, which would stop the process.
+        if let problem = OutboundURL.problem(url) { throw OutboundURLError(problem: problem) }
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "content-type", value: "application/json")

@@ -175,8 +175,22 @@ struct ActivityRoutes {
                 ])))
     }
 
-    /// The staleness rule for a Live Activity push or a broadcast: 422 `stale_activity_update` outside the window.
+    /// The staleness rule for a Live Activity push or a broadcast: 422 `stale_activity_update` outside the window,
+    /// 400 naming `timestamp` when it is further ahead of now than the future bound (ENRICH_MAX_FUTURE_SKEW, or
+    /// the window's size when that is off). The phone orders an activity's updates by it, and the service refuses
+    /// any push not newer than the last one sent, so one timestamp years ahead would lock the activity (and its
+    /// type's starts) until then.
     static func requireFresh(_ timestamp: Int64, now: Date, configuration: ServiceConfiguration) throws {
+        let bound = configuration.maxFutureSkew ?? configuration.stalenessWindow
+        let nowSeconds = Int64(now.timeIntervalSince1970.rounded(.down))
+        if timestamp > nowSeconds + bound {
+            throw APIError.invalid(
+                .invalidRequest,
+                "timestamp \(timestamp) is \(timestamp - nowSeconds) s ahead of the service's clock; at most \(bound) s "
+                    + "ahead is allowed (ENRICH_MAX_FUTURE_SKEW, else the staleness window's size): the phone "
+                    + "orders updates by it, so a later one would lock the activity. Leave it out to send now",
+                field: "timestamp")
+        }
         let verdict = configuration.enrichmentSettings.staleness.evaluate(
             TimestampReading(timestamp: timestamp, source: .apsInteger, problem: nil), now: now)
         guard verdict.state != .fresh else { return }

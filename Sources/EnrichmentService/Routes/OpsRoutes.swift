@@ -26,13 +26,16 @@ struct OpsRoutes {
         func writeJSON(into object: inout JSONObjectWriter) { object.field("status", "ok") }
     }
 
-    /// `{"status": "ready"|"not_ready", "reason"?, "problem"?, "checks": {...}, "apns": {"sandbox": "closed"}}`.
+    /// `{"status": "ready"|"not_ready", "reason"?, "problem"?, "checks": {...}, "apns": {"sandbox": "closed"},
+    /// "apns_causes"?: {"sandbox": "credential refused: 403 InvalidProviderToken (team ..., key ...)"}}`.
     struct ReadyView: JSONObjectRepresentable {
         var storage: StorageHealth
         var pois: Int
         /// Nil once the places index is in.
         var placesProblem: String?
         var apns: [String: String]
+        /// Why each APNs circuit that is not closed opened (a refused credential, an unreachable APNs).
+        var apnsCauses: [String: String] = [:]
 
         var problem: String? { storage.problem ?? placesProblem }
         var reason: String? { storage.problem != nil ? storage.reason : placesProblem.map { _ in "places_loading" } }
@@ -40,6 +43,11 @@ struct OpsRoutes {
         func writeJSON(into object: inout JSONObjectWriter) {
             object.object("apns") { a in
                 for (environment, circuit) in apns.sorted(by: { $0.key < $1.key }) { a.field(environment, circuit) }
+            }
+            if !apnsCauses.isEmpty {
+                object.object("apns_causes") { a in
+                    for (environment, cause) in apnsCauses.sorted(by: { $0.key < $1.key }) { a.field(environment, cause) }
+                }
             }
             object.object("checks") { c in
                 c.field("database", storage.problem ?? "ok")
@@ -65,11 +73,13 @@ struct OpsRoutes {
         // Readiness: the database reachable and writable, its disk not full, the places index loaded. APNs is
         // reported but never makes a node unready: every node shares the same APNs.
         router.get("/health/ready") { _, _ in
+            // Its own short bound (ENRICH_READY_TIMEOUT), not the requests' (issue 47): a probe gives up after 1 s
+            // by default and must see an answer, not a hang, whatever the database does.
             let storage = await state.storageHealth.check(
-                within: .milliseconds(Int64(state.configuration.databaseConnectTimeout * 1000)))
+                within: .milliseconds(Int64(state.configuration.readyTimeout * 1000)))
             let view = ReadyView(
                 storage: storage, pois: state.index.count, placesProblem: state.placesLoading.problem,
-                apns: state.delivery.circuitStates)
+                apns: state.delivery.circuitStates, apnsCauses: state.delivery.circuitCauses)
             return JSONIO.response(view, status: view.problem == nil ? .ok : .serviceUnavailable)
         }
         router.get("/metrics") { _, _ in

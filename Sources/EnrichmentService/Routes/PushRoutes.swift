@@ -165,7 +165,9 @@ struct PushRoutes {
             // The per-delivery results come once every one is final.
             if counts[.pending, default: 0] > 0 {
                 return JSONIO.response(
-                    ProgressView(push: report.push, counts: counts, summary: summary, callback: callback))
+                    ProgressView(
+                        push: report.push, counts: counts, summary: summary, callback: callback,
+                        waiting: WaitingView.groups(of: report.deliveries)))
             }
             return JSONIO.response(
                 ReportView(
@@ -284,11 +286,14 @@ struct PushRoutes {
         var counts: [DeliveryState: Int]
         var summary: PushSummary? = nil
         var callback: CallbackView? = nil
+        /// Why pending deliveries that were tried are still pending, grouped.
+        var waiting: [WaitingView] = []
 
         func writeJSON(into object: inout JSONObjectWriter) {
             object.field("callback", object: callback)
             object.field("plan", object: push.plan.map(PlanView.init))
             object.field("summary", object: summary)
+            object.field("waiting", objects: waiting)
             object.object("counts") { c in
                 for state in DeliveryState.allCases { c.field(state.rawValue, counts[state] ?? 0) }
             }
@@ -523,15 +528,15 @@ struct PushRequest {
     static func callbackURL(_ text: String?, hosts: [String]) throws -> String? {
         guard let text else { return nil }
         let field = "callback_url"
-        guard text.utf8.count <= 2_048, let url = URL(string: text), let scheme = url.scheme?.lowercased(),
-            scheme == "http" || scheme == "https", let host = url.host?.lowercased(), !host.isEmpty,
-            url.user == nil, url.password == nil
-        else {
+        if let problem = OutboundURL.problem(text) {
             throw APIError.invalid(
                 .invalidRequest,
-                "callback_url must be an http(s) URL of at most 2048 bytes, without user or password, e.g. "
+                "callback_url is refused: \(problem). It must be \(OutboundURL.allowed), e.g. "
                     + "https://hooks.example.com/push-final",
                 field: field)
+        }
+        guard let host = URL(string: text)?.host?.lowercased() else {
+            throw APIError.invalid(.invalidRequest, "callback_url has no host", field: field)
         }
         guard !hosts.isEmpty else {
             throw APIError.invalid(

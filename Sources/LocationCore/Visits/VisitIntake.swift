@@ -140,6 +140,11 @@ public struct VisitIntake: Sendable {
         guard item.arrival > SDKDates.distantPast else {
             return reject("invalid", "visits[\(index)].arrival must be after 0001-01-01 (epoch seconds)")
         }
+        // An arrival is a time in the past; 4001-01-01 and later is the SDK's "not known", never an arrival (and a
+        // value beyond Int's range would trap where the visit's id is made from it).
+        guard item.arrival < SDKDates.distantFuture else {
+            return reject("invalid", "visits[\(index)].arrival must be before 4001-01-01 (epoch seconds)")
+        }
         if let departure = item.departure, departure < SDKDates.distantFuture, departure < item.arrival {
             return reject("invalid", "visits[\(index)].departure is before its arrival")
         }

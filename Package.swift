@@ -334,7 +334,7 @@ let package = Package(
         .testTarget(
             name: "EnrichmentRuntimeTests",
             dependencies: [
-                "EnrichmentRuntime", "EnrichmentCore", "EnrichmentPostgres", "Essentials", "LocationCore",
+                "APNsCore", "EnrichmentRuntime", "EnrichmentCore", "EnrichmentPostgres", "Essentials", "LocationCore",
                 "TestSupport", .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -371,6 +371,7 @@ let package = Package(
                 "APNsCore",
                 "Delivery",
                 "MockAPNs",
+                "EnrichmentPostgres",
                 "EnrichmentRuntime",
                 "EnrichmentStorage",
                 "EnrichmentCore",

@@ -45,7 +45,9 @@ public enum APNsJWT {
         guard parts.count == 3, let headerData = decodeBase64URL(String(parts[0])),
             let claimsData = decodeBase64URL(String(parts[1])), let signatureData = decodeBase64URL(String(parts[2]))
         else { throw invalid("the provider token is not a JWT (three base64url parts)") }
-        guard let header = try? JSONParser.parse(headerData), let claims = try? JSONParser.parse(claimsData) else {
+        guard let header = try? JSONParser.parse(headerData, duplicateKeys: .lastWins),
+            let claims = try? JSONParser.parse(claimsData, duplicateKeys: .lastWins)
+        else {
             throw invalid("the provider token's header or claims are not JSON")
         }
         guard header["alg"]?.stringValue == "ES256" else { throw invalid("the provider token must use alg ES256") }
@@ -82,7 +84,7 @@ public enum APNsJWT {
     /// The `kid` of a token's header, unverified (to pick the key that verifies it), or nil.
     public static func unverifiedKeyID(_ token: String) -> String? {
         guard let header = token.split(separator: ".", maxSplits: 1).first,
-            let data = decodeBase64URL(String(header)), let json = try? JSONParser.parse(data)
+            let data = decodeBase64URL(String(header)), let json = try? JSONParser.parse(data, duplicateKeys: .lastWins)
         else { return nil }
         return json["kid"]?.stringValue
     }

@@ -240,7 +240,15 @@ public enum APNsValidator {
                     "the payload is \(request.payload.count) bytes; at most \(limit) are allowed for \((pushType ?? .alert).rawValue) pushes"
             )
         }
-        guard payloadIsObject || { if case .object? = try? JSONParser.parse(request.payload) { true } else { false } }()
+        guard
+            payloadIsObject
+                || {
+                    if case .object? = try? JSONParser.parse(request.payload, duplicateKeys: .lastWins) {
+                        true
+                    } else {
+                        false
+                    }
+                }()
         else {
             return Violation(reason: .unknown("InvalidPayload"), message: "the payload is not a JSON object")
         }

@@ -66,6 +66,20 @@ public struct TokenDeactivation: Sendable, Equatable {
     }
 }
 
+/// Who made a push.
+public enum PushOrigin: String, Sendable, Equatable {
+    /// `POST /v1/push` (or another request of the API): counted toward frequency caps.
+    case request
+    /// A device entered a region that carries a push: neither capped nor counted.
+    case regionEntry = "region_entry"
+
+    /// As stored: NULL for a request (every push made before origins were stored was one).
+    public var stored: String? { self == .request ? nil : rawValue }
+
+    /// From the stored value.
+    public init(stored: String?) { self = stored.flatMap(PushOrigin.init(rawValue:)) ?? .request }
+}
+
 /// One push request as stored: the payload and headers every device of it gets (before enrichment).
 public struct PushDefinition: Sendable, Equatable {
     public var id: String
@@ -89,6 +103,9 @@ public struct PushDefinition: Sendable, Equatable {
     public var plan: PushPlan?
     /// Where the push's report is posted once every delivery is final (nil: nowhere).
     public var callbackURL: String?
+    /// Who made it: a request, or the service when a device entered a region with a push; only the former counts
+    /// toward a frequency cap (docs/APPS.md).
+    public var origin: PushOrigin
 
     /// When the callback is first looked at: not before the last planned send (a scheduled push is not final
     /// before), nil without a callback.
@@ -100,8 +117,10 @@ public struct PushDefinition: Sendable, Equatable {
     public init(
         id: String, createdAt: Double, payload: JSONValue, pushType: PushType, priority: APNsPriority? = nil,
         expiration: APNsExpiration? = nil, collapseId: String? = nil, topic: String? = nil, enrich: Bool = true,
-        mode: BodyMode? = nil, deviceIds: [String], plan: PushPlan? = nil, callbackURL: String? = nil
+        mode: BodyMode? = nil, deviceIds: [String], plan: PushPlan? = nil, callbackURL: String? = nil,
+        origin: PushOrigin = .request
     ) {
+        self.origin = origin
         self.plan = plan
         self.callbackURL = callbackURL
         self.id = id

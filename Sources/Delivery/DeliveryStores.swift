@@ -56,8 +56,8 @@ public protocol OutboxStore: Sendable {
     /// `enqueue`, with a frequency cap: a device that already has `cap.max` pushes sent or scheduled within
     /// `cap.window` seconds before or after this push's send time to it gets none of its deliveries (outcome
     /// `not_sent`, rule `capped`). Pushes are counted per device (a device with two tokens counts a push once), in
-    /// the state delivered or pending, and only those a person sees: not Live Activity events, not background
-    /// pushes. `plan` makes the push's plan once the capped devices are known. Pushes to one app are capped one at a time (across nodes with PostgreSQL),
+    /// the state delivered or pending, and only those a person sees that a request made: not Live Activity
+    /// events, not background pushes, not region-entry pushes (`PushOrigin.regionEntry`). `plan` makes the push's plan once the capped devices are known. Pushes to one app are capped one at a time (across nodes with PostgreSQL),
     /// so two concurrent pushes cannot both slip under the cap. Returns the devices capped.
     func enqueue(
         _ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery], cap: FrequencyCap, app: String,

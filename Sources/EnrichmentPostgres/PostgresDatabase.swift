@@ -604,5 +604,7 @@ enum PostgresSchema {
                 "CREATE INDEX pushes_callback_due ON pushes (callback_due) WHERE callback_due IS NOT NULL",
             ]
         ),
+        // Issue 47: who made a push (NULL: a request; `region_entry`), so that frequency caps count only requests.
+        ("v14-push-origin", ["ALTER TABLE pushes ADD COLUMN origin TEXT"]),
     ]
 }

@@ -220,7 +220,8 @@ public struct PostgresOutbox: OutboxStore {
                 """
                 SELECT u.d FROM unnest(\(devices)::text[], \(times)::float8[]) AS u(d, t)
                 WHERE (SELECT count(DISTINCT x.push_id) FROM deliveries x JOIN pushes p ON p.id = x.push_id
-                       WHERE x.device_id = u.d AND p.push_type NOT IN ('liveactivity', 'background') AND (
+                       WHERE x.device_id = u.d AND p.push_type NOT IN ('liveactivity', 'background')
+                        AND p.origin IS NULL AND (
                         (x.state = 'pending' AND x.next_attempt_at > u.t - \(cap.window)
                             AND x.next_attempt_at < u.t + \(cap.window))
                         OR (x.state = 'delivered' AND x.finished_at > u.t - \(cap.window)
@@ -249,10 +250,10 @@ public struct PostgresOutbox: OutboxStore {
         try await connection.run(
             """
             INSERT INTO pushes (id, created_at, payload, push_type, priority, expiration, collapse_id, topic,
-                enrich, mode, plan, callback_url, callback_due)
+                enrich, mode, plan, callback_url, callback_due, origin)
             VALUES (\(push.id), \(push.createdAt), \(payload), \(push.pushType.rawValue),
                     \(push.priority?.rawValue), \(push.expiration?.epochSeconds), \(push.collapseId), \(push.topic), \(push.enrich), \(push.mode?.rawValue), \(plan),
-                    \(push.callbackURL), \(push.callbackDueAt))
+                    \(push.callbackURL), \(push.callbackDueAt), \(push.origin.stored))
             """, logger: logger)
         let ids = push.deviceIds
         try await connection.run(
@@ -382,17 +383,19 @@ public struct PostgresOutbox: OutboxStore {
         let rows = try await database.query(
             """
             SELECT id, created_at, payload, push_type, priority, expiration, collapse_id, topic, enrich, mode, plan,
-                callback_url
+                callback_url, origin
             FROM pushes WHERE id = \(id)
             """)
         guard
             let (
                 pushId, created, payload, pushType, priority, expiration, collapseId, topic, enrich, mode, plan,
-                callback
+                callback, origin
             ) =
                 try await rows.decode(
-                    (String, Double, String, String, Int?, Int64?, String?, String?, Bool, String?, String?, String?)
-                        .self
+                    (
+                        String, Double, String, String, Int?, Int64?, String?, String?, Bool, String?, String?, String?,
+                        String?
+                    ).self
                 ).first(where: { _ in true })
         else { return nil }
         var devices: [String] = []
@@ -407,7 +410,8 @@ public struct PostgresOutbox: OutboxStore {
             priority: try APNsPriority.stored(priority), expiration: try APNsExpiration.stored(expiration),
             collapseId: collapseId, topic: topic, enrich: enrich,
             mode: mode.flatMap(BodyMode.init(rawValue:)), deviceIds: devices,
-            plan: try plan.map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) }, callbackURL: callback)
+            plan: try plan.map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) }, callbackURL: callback,
+            origin: PushOrigin(stored: origin))
     }
 
     public func callbacksDue(now: Double, limit: Int) async throws -> [PushCallbackDue] {

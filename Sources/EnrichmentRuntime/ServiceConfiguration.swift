@@ -1,4 +1,4 @@
-import APNsCore
+public import APNsCore
 public import Delivery
 public import EnrichmentCore
 import EnrichmentPostgres

@@ -358,6 +358,10 @@ public final class SQLiteDatabase: Sendable {
                     CREATE INDEX deliveries_device ON deliveries (device_id, push_id);
                     """)
         }
+        // Issue 47: who made a push (NULL: a request; `region_entry`), so that frequency caps count only requests.
+        migrator.registerMigration("v13-push-origin") { db in
+            try db.execute(sql: "ALTER TABLE pushes ADD COLUMN origin TEXT")
+        }
         return migrator
     }
 

@@ -26,7 +26,8 @@ public struct SQLiteOutbox: OutboxStore {
             let count = try db.cachedStatement(
                 sql: """
                     SELECT count(DISTINCT d.push_id) FROM deliveries d JOIN pushes p ON p.id = d.push_id
-                    WHERE d.device_id = ? AND p.push_type NOT IN ('liveactivity', 'background') AND (
+                    WHERE d.device_id = ? AND p.push_type NOT IN ('liveactivity', 'background') AND p.origin IS NULL
+                    AND (
                         (d.state = 'pending' AND d.next_attempt_at > ? AND d.next_attempt_at < ?)
                         OR (d.state = 'delivered' AND d.finished_at > ? AND d.finished_at < ?))
                     """)
@@ -58,13 +59,13 @@ public struct SQLiteOutbox: OutboxStore {
         try db.execute(
             sql: """
                 INSERT INTO pushes (id, created_at, payload, push_type, priority, expiration, collapse_id, topic,
-                    enrich, mode, plan, callback_url, callback_due)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    enrich, mode, plan, callback_url, callback_due, origin)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 push.id, push.createdAt, payload, push.pushType.rawValue, push.priority?.rawValue,
                 push.expiration?.epochSeconds, push.collapseId, push.topic, push.enrich, push.mode?.rawValue, plan,
-                push.callbackURL, push.callbackDueAt,
+                push.callbackURL, push.callbackDueAt, push.origin.stored,
             ])
         // Up to 1,000 devices and their deliveries: bound and run through SQLite's C interface (`RawStatement`).
         let device = RawStatement(
@@ -211,7 +212,7 @@ public struct SQLiteOutbox: OutboxStore {
                 db,
                 sql: """
                     SELECT id, created_at, payload, push_type, priority, expiration, collapse_id, topic, enrich, mode,
-                        plan, callback_url
+                        plan, callback_url, origin
                     FROM pushes WHERE id = ?
                     """, arguments: [id])
         else { return nil }
@@ -225,7 +226,7 @@ public struct SQLiteOutbox: OutboxStore {
             collapseId: row[6], topic: row[7], enrich: row[8],
             mode: (row[9] as String?).flatMap(BodyMode.init(rawValue:)), deviceIds: devices,
             plan: try (row[10] as String?).map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) },
-            callbackURL: row[11])
+            callbackURL: row[11], origin: PushOrigin(stored: row[12]))
     }
 
     public func callbacksDue(now: Double, limit: Int) async throws -> [PushCallbackDue] {

@@ -9,15 +9,31 @@ public struct JSONParser {
     /// Deepest nesting of arrays and objects accepted.
     public static let maximumDepth = 128
 
+    /// What a key that appears twice in one object means.
+    public enum DuplicateKeys: Sendable {
+        /// An error, as a strict reader answers: RFC 8259 leaves the meaning open, and two readers of one
+        /// document could see different values (the service's requests).
+        case refuse
+        /// The last one wins, as most readers do (what a peer such as APNs is not shown to refuse).
+        case lastWins
+    }
+
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
+    private let refusesDuplicates: Bool
 
-    private init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+    private init(_ bytes: UnsafeBufferPointer<UInt8>, duplicateKeys: DuplicateKeys = .refuse) {
+        self.bytes = bytes
+        self.refusesDuplicates = duplicateKeys == .refuse
+    }
 
-    /// Parses one JSON document (surrounding whitespace allowed).
-    public static func parse(_ data: some ContiguousBytes) throws(JSONParseError) -> JSONValue {
+    /// Parses one JSON document (surrounding whitespace allowed); a key twice in one object is refused unless
+    /// `duplicateKeys` is `.lastWins`.
+    public static func parse(_ data: some ContiguousBytes, duplicateKeys: DuplicateKeys = .refuse)
+        throws(JSONParseError) -> JSONValue
+    {
         let result: Result<JSONValue, JSONParseError> = data.withUnsafeBytes { raw in
-            var parser = JSONParser(raw.bindMemory(to: UInt8.self))
+            var parser = JSONParser(raw.bindMemory(to: UInt8.self), duplicateKeys: duplicateKeys)
             do throws(JSONParseError) {
                 parser.skipWhitespace()
                 let value = try parser.parseValue(depth: 0)
@@ -89,6 +105,9 @@ public struct JSONParser {
             }
             index += 1
             skipWhitespace()
+            if refusesDuplicates, object.members[key] != nil || (key == name && object.streamed) {
+                throw duplicate(key)
+            }
             if key == name, index < bytes.count, bytes[index] == UInt8(ascii: "[") {
                 try streamArray(each: each)
                 object.streamed = true
@@ -139,6 +158,12 @@ public struct JSONParser {
     }
 
     private func error(_ message: String) -> JSONParseError { JSONParseError(offset: index, message: message) }
+
+    private func duplicate(_ key: String) -> JSONParseError {
+        let shown = key.utf8.count <= 64 ? key : String(decoding: key.utf8.prefix(64), as: UTF8.self) + "…"
+        return error(
+            "the key '\(shown)' appears twice in one object (each key once: which one would count is not defined)")
+    }
 
     private mutating func skipWhitespace() {
         while index < bytes.count {
@@ -198,6 +223,7 @@ public struct JSONParser {
             }
             index += 1
             skipWhitespace()
+            if refusesDuplicates, object[key] != nil { throw duplicate(key) }
             object[key] = try parseValue(depth: depth)
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input in an object") }

@@ -207,7 +207,8 @@ final class APNsStreamHandler: ChannelInboundHandler {
         }
         let reply = logic.respond(
             method: method, path: path, headers: fields, body: body, bodyTooLarge: tooLarge,
-            certificateTopic: path.hasPrefix("/control/") ? nil : connection.certificateTopic, connection: connection.team
+            certificateTopic: path.hasPrefix("/control/") ? nil : connection.certificateTopic,
+            connection: connection.team
         )
         if reply.delayMilliseconds > 0 {
             let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)

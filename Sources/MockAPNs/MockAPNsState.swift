@@ -118,7 +118,7 @@ public struct ReceivedPush: Sendable, Equatable {
         if let providerKeyID { members["provider_key_id"] = .string(providerKeyID) }
         if let providerTeamID { members["provider_team_id"] = .string(providerTeamID) }
         members["payload"] =
-            (try? JSONParser.parse(request.payload))
+            (try? JSONParser.parse(request.payload, duplicateKeys: .lastWins))
             ?? .string(String(decoding: request.payload, as: UTF8.self))
         return .object(members)
     }

@@ -33,7 +33,9 @@ public struct ReceivedBroadcast: Sendable, Equatable {
         if let priority { members["priority"] = .string(priority) }
         if let expiration { members["expiration"] = .string(expiration) }
         if let reason { members["reason"] = .string(reason) }
-        members["payload"] = (try? JSONParser.parse(payload)) ?? .string(String(decoding: payload, as: UTF8.self))
+        members["payload"] =
+            (try? JSONParser.parse(payload, duplicateKeys: .lastWins))
+            ?? .string(String(decoding: payload, as: UTF8.self))
         return .object(members)
     }
 }
@@ -158,7 +160,9 @@ extension MockAPNsLogic {
         switch (resource, method) {
         case ("channels", "POST"):
             guard !body.isEmpty else { return fail(.payloadEmpty) }
-            guard case .object(let members)? = try? JSONParser.parse(body) else { return fail(.badRequestPayload) }
+            guard case .object(let members)? = try? JSONParser.parse(body, duplicateKeys: .lastWins) else {
+                return fail(.badRequestPayload)
+            }
             if members.keys.contains(where: { !["message-storage-policy", "push-type"].contains($0) }) {
                 return fail(.badRequestParams)
             }
@@ -251,7 +255,9 @@ extension MockAPNsLogic {
         // in message rejection."
         if found.messageStoragePolicy == 0, expiration != 0 { return .badExpirationDate }
         guard !broadcast.payload.isEmpty else { return .payloadEmpty }
-        guard case .object(let payload)? = try? JSONParser.parse(broadcast.payload) else { return .badRequestPayload }
+        guard case .object(let payload)? = try? JSONParser.parse(broadcast.payload, duplicateKeys: .lastWins) else {
+            return .badRequestPayload
+        }
         // A broadcast updates or ends the activities subscribed to its channel; it cannot start one (a start goes
         // to one device's push-to-start token). Apple documents no reason for this case: the mock answers 400
         // BadRequestPayload, the reason its table gives for a payload it cannot use (docs/LIVE-ACTIVITIES.md).

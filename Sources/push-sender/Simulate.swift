@@ -17,14 +17,17 @@ struct Simulate: AsyncParsableCommand {
             Without it, runs in-process with the service's own engine on its SQLite file: every ENRICH_* setting \
             the service reads applies (template, staleness window, places, map), with --db and --mode over \
             ENRICH_DB and ENRICH_MODE; the places search reads the database directly, so nothing is loaded first. \
-            --lat and --lng give a fix for this run only (nothing is stored).
+            --lat and --lng give a fix for this run only (nothing is stored); with them, --device may be left out, \
+            and without --db or --server and no service database where ENRICH_DB points, the built-in sample POIs \
+            serve, as they do for a fresh service: `push-sender simulate payloads/location.json --lat 48.8584 \
+            --lng 2.2945` works in any folder.
 
             Exit status, as `check`: 0 when the payload was fresh, 1 stale, 2 no usable timestamp, 3 not a valid \
             payload.
             """)
 
     @Argument(help: "The payload file (or - for standard input).") var file: String
-    @Option(help: "The device whose last fix is used.") var device: String
+    @Option(help: "The device whose last fix is used (optional with --lat and --lng).") var device: String?
     @Option(help: "Base URL of a running enrichment service, e.g. http://127.0.0.1:8080.") var server: String?
     @Option(help: ArgumentHelp("In-process: " + ServiceConfiguration.settings.help(for: "db"))) var db: String?
     @Option(help: "Evaluate as of this epoch time (default: now).") var now: Double?
@@ -37,8 +40,15 @@ struct Simulate: AsyncParsableCommand {
     @Option(help: "Also write the notification as an HTML page (the service's /preview): text and a local map.")
     var html: String?
 
+    /// The device simulated: `--device`, or a name for the `--lat`/`--lng` fix alone.
+    var deviceId: String { device ?? "simulated-device" }
+
     func validate() throws {
-        if let problem = DeviceID.problem(with: device) { throw ValidationError("--device: \(problem)") }
+        if device == nil, lat == nil {
+            throw ValidationError(
+                "give --device (the device whose last fix is used), or a fix with --lat and --lng (no device needed)")
+        }
+        if let device, let problem = DeviceID.problem(with: device) { throw ValidationError("--device: \(problem)") }
         if let server, !(server.hasPrefix("http://") || server.hasPrefix("https://")) {
             throw ValidationError("--server must be an http(s) URL such as http://127.0.0.1:8080")
         }
@@ -93,7 +103,7 @@ struct Simulate: AsyncParsableCommand {
             let page = PreviewPage.render(
                 view,
                 context: PreviewPage.Context(
-                    deviceId: device, payloadText: String(decoding: JSONWriter.bytes(payloadValue), as: UTF8.self)))
+                    deviceId: deviceId, payloadText: String(decoding: JSONWriter.bytes(payloadValue), as: UTF8.self)))
             do { try Data(page.utf8).write(to: URL(fileURLWithPath: html)) } catch {
                 throw ValidationError("cannot write '\(html)': \(error.localizedDescription)")
             }
@@ -104,7 +114,7 @@ struct Simulate: AsyncParsableCommand {
     }
 
     func viaServer(_ payload: JSONValue, at instant: Double) async throws -> JSONValue {
-        var body: [String: JSONValue] = ["device_id": .string(device), "payload": payload, "at": .double(instant)]
+        var body: [String: JSONValue] = ["device_id": .string(deviceId), "payload": payload, "at": .double(instant)]
         if let mode { body["mode"] = .string(mode.rawValue) }
         if let lat, let lng {
             var fix: [String: JSONValue] = ["latitude": .double(lat), "longitude": .double(lng)]
@@ -134,14 +144,33 @@ struct Simulate: AsyncParsableCommand {
     }
 
     func inProcess(_ payloadValue: JSONValue, at instant: Double) async throws -> EnrichmentResult {
-        var configuration = try configuration()
-        guard FileManager.default.fileExists(atPath: configuration.databasePath) else {
-            throw ValidationError(
-                "no database at '\(configuration.databasePath)': start the service once (swift run enrichment-server) "
-                    + "or pass --db or --server")
-        }
+        let environment = ProcessInfo.processInfo.environment
+        var configuration = try configuration(environment: environment)
         // A simulation reads the service's data; it never seeds the service's database with sample POIs.
         configuration.loadSamplePOIs = false
+        var scope = EnrichmentRuntime.Scope.query
+        var scratch: URL?
+        defer { if let scratch { try? FileManager.default.removeItem(at: scratch) } }
+        if configuration.databaseURL == nil, !FileManager.default.fileExists(atPath: configuration.databasePath) {
+            // No service here. With a fix on the command line nothing of the service's is needed: a throwaway
+            // database with the built-in sample POIs serves, as it does for a fresh service. A --db or ENRICH_DB
+            // that names a missing file is a mistake, said as such.
+            guard lat != nil, db == nil, environment["ENRICH_DB"] == nil else {
+                throw ValidationError(
+                    "no database at '\(configuration.databasePath)': start the service once (swift run "
+                        + "enrichment-server), pass --db or --server, or give a fix with --lat and --lng")
+            }
+            let directory = FileManager.default.temporaryDirectory
+                .appendingPathComponent("push-sender-simulate-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            scratch = directory
+            configuration.databasePath = directory.appendingPathComponent("samples.sqlite").path
+            configuration.loadSamplePOIs = true
+            scope = .full
+            if !json {
+                printError("no service database here: using the built-in sample POIs (--db or --server for yours)")
+            }
+        }
         let payload: NotificationPayload
         do { payload = try NotificationPayload(json: payloadValue) } catch {
             printError(error.description)
@@ -149,16 +178,16 @@ struct Simulate: AsyncParsableCommand {
         }
         // The query scope searches the POI store directly: nothing is loaded that the service keeps in memory.
         let runtime = try await EnrichmentRuntime.open(
-            configuration, scope: .query, clock: FixedWallClock(epochSeconds: instant))
+            configuration, scope: scope, clock: FixedWallClock(epochSeconds: instant))
         let fix = lat.flatMap { lat in
             lng.map { lng in
                 LocationFix(
-                    deviceId: device, coordinate: Coordinate(latitude: lat, longitude: lng), fixTime: instant,
+                    deviceId: deviceId, coordinate: Coordinate(latitude: lat, longitude: lng), fixTime: instant,
                     horizontalAccuracy: accuracy, context: "simulate", receivedAt: instant)
             }
         }
         do {
-            return try await runtime.enricher.enrich(deviceId: device, payload: payload, fix: fix)
+            return try await runtime.enricher.enrich(deviceId: deviceId, payload: payload, fix: fix)
         } catch let error as PayloadError {
             printError(error.description)
             throw ExitCode(3)

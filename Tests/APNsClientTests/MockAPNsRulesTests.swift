@@ -10,7 +10,11 @@ import Testing
 /// wrote): one team per connection, a Live Activity's priority, and no broadcast that starts an activity.
 @Suite("Mock APNs: one team per connection, Live Activity priorities, no broadcast start")
 struct MockAPNsRulesTests {
-    static let otherKey = P256.Signing.PrivateKey()
+    static let otherKeyBytes = P256.Signing.PrivateKey().rawRepresentation
+    static var otherKey: P256.Signing.PrivateKey {
+        // swift-format-ignore: NeverUseForceTry
+        try! P256.Signing.PrivateKey(rawRepresentation: otherKeyBytes)
+    }
 
     /// One curl run: each request in `requests` (headers, path, body) in turn, `--next` between them, so curl
     /// reuses its one HTTP/2 connection. Returns per request the status, the reason and the connections opened.

@@ -1,3 +1,4 @@
+import APNsCore
 import EnrichmentCore
 import EnrichmentRuntime
 import Essentials

@@ -1,4 +1,6 @@
+import APNsCore
 import Delivery
+import EnrichmentPostgres
 import EnrichmentRuntime
 import Essentials
 import Foundation
@@ -23,7 +25,7 @@ struct CallbackURLRestartTests {
         defer { runtime.postgres?.close() }
         let id = UUID().uuidString.lowercased()
         let push = PushDefinition(
-            id: id, createdAt: Date().timeIntervalSince1970 - 5, payload: .object(["aps": .object(["alert": "x"])]),
+            id: id, createdAt: Date().timeIntervalSince1970 - 5, payload: .object(["aps": .object(["alert": .string("x")])]),
             pushType: .alert, enrich: false, deviceIds: ["planted"], callbackURL: url)
         try await runtime.outbox.enqueue(push, outcomes: [], deliveries: [])
         return id
@@ -43,7 +45,8 @@ struct CallbackURLRestartTests {
         return callback
     }
 
-    @Test("the exact request is a 400; a stored one fails its callback and the process lives on, restart after restart",
+    @Test(
+        "the exact request is a 400; a stored one fails its callback and the process lives on, restart after restart",
         arguments: Backend.allCases)
     func refusedAndSurvived(backend: Backend) async throws {
         try await withMock { mock, _ in

@@ -21,13 +21,13 @@ struct DatabaseOutageTests {
     }
 
     /// Fixes from `lanes` clients at once, numbered from `first`, until `stop`; returns the numbers acknowledged.
-    static func load(_ client: ServiceClient, first: Int, lanes: Int = 4, stop: Atomic<Bool>) async -> [Int] {
+    static func load(_ client: ServiceClient, first: Int, lanes: Int = 4, stop: StopFlag) async -> [Int] {
         await withTaskGroup(of: [Int].self) { group in
             for lane in 0..<lanes {
                 group.addTask {
                     var acknowledged: [Int] = []
                     var n = first + lane
-                    while !stop.load(ordering: .relaxed), !Task.isCancelled {
+                    while !stop.isSet, !Task.isCancelled {
                         if (try? await fix(client, n))?.status == 200 { acknowledged.append(n) }
                         n += lanes
                     }
@@ -68,7 +68,7 @@ struct DatabaseOutageTests {
         #expect(try await client.get("/health/ready").status == 200)
 
         // Load runs through the outage and the return.
-        let stop = Atomic<Bool>(false)
+        let stop = StopFlag()
         async let loaded = Self.load(client, first: 1_000, stop: stop)
         try await Task.sleep(for: .milliseconds(300))
         database.cut()
@@ -95,13 +95,16 @@ struct DatabaseOutageTests {
         while readyAgain == nil, Date().timeIntervalSince(back) < 30 {
             let (ready, seconds) = try await Self.ready(client)
             #expect(seconds < 1, "a probe answered after \(seconds) s")
-            if ready.status == 200 { readyAgain = Date().timeIntervalSince(back) }
-            else { try await Task.sleep(for: .milliseconds(250)) }
+            if ready.status == 200 {
+                readyAgain = Date().timeIntervalSince(back)
+            } else {
+                try await Task.sleep(for: .milliseconds(250))
+            }
         }
         let recovered = try #require(readyAgain, "ready never answered 200 again")
         #expect(recovered < 10, "ready again \(recovered) s after the database's return")
         try await Task.sleep(for: .milliseconds(500))
-        stop.store(true, ordering: .relaxed)
+        stop.set()
         acknowledged += await loaded
         #expect(acknowledged.count > 20, "the load got some fixes acknowledged after the return")
         // Every acknowledged fix is stored: each device's last fix is the one it was sent.
@@ -110,7 +113,9 @@ struct DatabaseOutageTests {
             let last = try await client.get("/v1/devices/outage-\(n)/location")
             if last.json?["utc_timestamp"] != .int(Self.now - 1_000 + Int64(n)) { missing.append(n) }
         }
-        #expect(missing.isEmpty, "\(missing.count) of \(acknowledged.count) acknowledged fixes not found: \(missing.prefix(10))")
+        #expect(
+            missing.isEmpty,
+            "\(missing.count) of \(acknowledged.count) acknowledged fixes not found: \(missing.prefix(10))")
         let text = try String(contentsOf: log, encoding: .utf8)
         #expect(text.contains("request refused: storage outage"), "\(text.suffix(1_500))")
         // One line when it is lost, one when it is back.
@@ -170,4 +175,11 @@ struct DatabaseOutageTests {
             #expect(received.count == count, "every delivery reached APNs")
         }
     }
+}
+
+/// Set once, read from many tasks.
+final class StopFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .relaxed) }
+    func set() { value.store(true, ordering: .relaxed) }
 }

@@ -46,7 +46,10 @@ struct ZOIReplayTests {
         let fromHTTP = try #require(try await client.get("/v1/devices/sample/zois").json)
         #expect(fromHTTP == fromCLI)
         let listed = try #require(try await client.get("/v1/devices/sample/visits").json?["visits"])
-        guard case .array(let stored) = listed else { return }
+        guard case .array(let stored) = listed else {
+            Issue.record("visits is not a list: \(listed)")
+            return
+        }
         #expect(stored.map { $0["id"]?.stringValue ?? "" } == visits.map(\.id))
     }
 

@@ -135,8 +135,9 @@ struct DeliveryTests {
     @Test("each device gets its own enrichment, sent to each of its active tokens; outcomes per device")
     func enrichAndSend() async throws {
         try await withDelivery { client, sandbox, _ in
-            try await reportFix(client, "london", lat: 51.5194, lng: -0.1270)
-            try await reportFix(client, "paris", lat: 48.8584, lng: 2.2945)
+            // 0.00135° north of the British Museum (about 150 m), and on the Eiffel Tower itself (sample POIs).
+            try await reportFix(client, "london", lat: 51.52078, lng: -0.12696)
+            try await reportFix(client, "paris", lat: 48.85837, lng: 2.29448)
             _ = try await register(client, "london", deviceToken(1))
             _ = try await register(client, "london", deviceToken(2, digits: 128))
             _ = try await register(client, "paris", deviceToken(3))
@@ -156,15 +157,29 @@ struct DeliveryTests {
             #expect(firstDelivery(byDevice["paris"])?["status"] == .int(200))
             #expect(firstDelivery(byDevice["paris"])?["attempts"] == .int(1))
 
-            // What each phone received is what /v1/enrich gives for that device.
-            for (device, token) in [
-                ("london", deviceToken(1)), ("london", deviceToken(2, digits: 128)), ("paris", deviceToken(3)),
-            ] {
-                let expected = try await client.post("/v1/enrich", json: enrichBody(device: device, payload: payload))
+            // What each phone received, written here from the fix and the POI (docs/RULES.md: the default template
+            // `{{name}} is {{distance}} away in {{city}}`, tens of metres from 100 m; DESIGN.md's map markers: the
+            // user's `%f` coordinates in red, the POI's as Swift prints them in blue, `|` as %7C).
+            let expected = [
+                (
+                    deviceToken(1), "British Museum is 150 m away in London",
+                    ["markers=color:red%7C51.520780,-0.126960", "markers=color:blue%7C51.51943,-0.12696"]
+                ),
+                (
+                    deviceToken(2, digits: 128), "British Museum is 150 m away in London",
+                    ["markers=color:red%7C51.520780,-0.126960", "markers=color:blue%7C51.51943,-0.12696"]
+                ),
+                (
+                    deviceToken(3), "Eiffel Tower is 0 m away in Paris",
+                    ["markers=color:red%7C48.858370,2.294480", "markers=color:blue%7C48.85837,2.29448"]
+                ),
+            ]
+            for (token, body, markers) in expected {
                 let received = payloads(sandbox, token: token)
                 #expect(received.count == 1)
-                #expect(received.first?["aps"]?["alert"]?["body"] == expected.json?["notification"]?["body"])
-                #expect(received.first?["attachment-url"] == expected.json?["notification"]?["attachment_url"])
+                #expect(received.first?["aps"]?["alert"]?["body"] == .string(body), "\(received)")
+                let map = received.first?["attachment-url"]?.stringValue ?? ""
+                for marker in markers { #expect(map.contains(marker), "\(map)") }
             }
             let londonBody = payloads(sandbox, token: deviceToken(1)).first?["aps"]?["alert"]?["body"]
             let parisBody = payloads(sandbox, token: deviceToken(3)).first?["aps"]?["alert"]?["body"]
@@ -581,14 +596,6 @@ func withRecordingWebhook<T: Sendable>(
 ) async throws -> T {
     let webhook = RecordingWebhook()
     return try await webhook.run { base in try await body(base + "/hook", webhook) }
-}
-
-extension JSONValue {
-    /// The array element at `index`, if this is an array that long.
-    subscript(index: Int) -> JSONValue? {
-        guard case .array(let items) = self, items.indices.contains(index) else { return nil }
-        return items[index]
-    }
 }
 
 /// Runs the real `push-sender` off the cooperative pool (the service under test runs in this process).

@@ -138,12 +138,12 @@ struct FixIntakeTests {
             gathered.append(
                 Task { try await intake.submit(deviceId: device, fixes: Self.report(device, enters: n < 4)) })
         }
-        // A second report of d-0, after its first: leaves the region.
-        try await Task.sleep(for: .milliseconds(100))
+        // A second report of d-0, after its first (the ten are pending): leaves the region.
+        try await Self.waitUntil { intake.pendingCount == 10 }
         let again = Task {
             try await intake.submit(deviceId: "d-0", fixes: Self.report("d-0", enters: false, offset: 30))
         }
-        try await Task.sleep(for: .milliseconds(100))
+        try await Self.waitUntil { intake.pendingCount == 11 }
         setup.store.release()
 
         #expect(try await first.value.events == 1)
@@ -177,7 +177,7 @@ struct FixIntakeTests {
         let good = Task { try await intake.submit(deviceId: "d-good", fixes: Self.report("d-good", enters: true)) }
         let bad = Task { try await intake.submit(deviceId: "d-bad", fixes: Self.report("d-bad", enters: true)) }
         let other = Task { try await intake.submit(deviceId: "d-other", fixes: Self.report("d-other", enters: false)) }
-        try await Task.sleep(for: .milliseconds(100))
+        try await Self.waitUntil { intake.pendingCount == 3 }
         setup.store.release()
 
         #expect(try await first.value.events == 0)
@@ -199,7 +199,7 @@ struct FixIntakeTests {
         let first = Task { try await intake.submit(deviceId: "d-first", fixes: Self.report("d-first", enters: false)) }
         try await Self.waitUntil { setup.store.heldNow }
         let waiting = Task { try await intake.submit(deviceId: "d-late", fixes: Self.report("d-late", enters: false)) }
-        try await Task.sleep(for: .milliseconds(50))
+        try await Self.waitUntil { intake.pendingCount == 1 }
         let started = ContinuousClock.now
         waiting.cancel()
         await #expect(throws: CancellationError.self) { try await waiting.value }
@@ -230,7 +230,7 @@ struct FixIntakeTests {
                     }
                 })
         }
-        try await Task.sleep(for: .milliseconds(100))
+        try await Self.waitUntil { intake.pendingCount == 3 }
         setup.store.release()
         _ = try await first.value
         for report in reports { #expect(try await report.value.events == 1) }
@@ -262,7 +262,7 @@ struct FixIntakeTests {
         let again = Task {
             try await intake.submit(deviceId: "d-x", fixes: Self.report("d-x", enters: false, offset: 30))
         }
-        try await Task.sleep(for: .milliseconds(50))
+        try await Self.waitUntil { intake.pendingCount == 1 }
         let other = try await intake.submit(deviceId: "d-y", fixes: Self.report("d-y", enters: true))
         #expect(other.events == 1)
         #expect(setup.store.heldNow)
@@ -288,15 +288,15 @@ struct FixIntakeTests {
         try await Self.waitUntil { setup.store.heldNow }
         // Pending, in order: a (2), b1 (4: a and b1 exceed 4), b2 (2, would fit beside a but must follow b1).
         let a = Task { try await intake.submit(deviceId: "d-a", fixes: Self.report("d-a", enters: false)) }
-        try await Task.sleep(for: .milliseconds(50))
+        try await Self.waitUntil { intake.pendingCount == 1 }
         let b1 = Task {
             try await intake.submit(
                 deviceId: "d-b",
                 fixes: Self.report("d-b", enters: false) + Self.report("d-b", enters: true, offset: 1))
         }
-        try await Task.sleep(for: .milliseconds(50))
+        try await Self.waitUntil { intake.pendingCount == 2 }
         let b2 = Task { try await intake.submit(deviceId: "d-b", fixes: Self.report("d-b", enters: false, offset: 30)) }
-        try await Task.sleep(for: .milliseconds(50))
+        try await Self.waitUntil { intake.pendingCount == 3 }
         setup.store.release()
         _ = try await first.value
         _ = try await a.value
@@ -314,11 +314,11 @@ struct FixIntakeTests {
         let first = Task { try await intake.submit(deviceId: "d-first", fixes: Self.report("d-first", enters: false)) }
         try await Self.waitUntil { setup.store.heldNow }
         let down = Task { try await intake.submit(deviceId: "d-down", fixes: Self.report("d-down", enters: false)) }
-        try await Task.sleep(for: .milliseconds(50))
+        try await Self.waitUntil { intake.pendingCount == 1 }
         let bad = Task { try await intake.submit(deviceId: "d-bad", fixes: Self.report("d-bad", enters: false)) }
-        try await Task.sleep(for: .milliseconds(50))
+        try await Self.waitUntil { intake.pendingCount == 2 }
         let ok = Task { try await intake.submit(deviceId: "d-ok", fixes: Self.report("d-ok", enters: false)) }
-        try await Task.sleep(for: .milliseconds(50))
+        try await Self.waitUntil { intake.pendingCount == 3 }
         setup.store.release()
         _ = try await first.value
         await #expect(throws: ObservedStore.Unavailable.self) { try await down.value }

@@ -3,6 +3,7 @@ import EnrichmentCore
 import EnrichmentRuntime
 import Essentials
 import Foundation
+import LocationCore
 import MockAPNs
 import TestSupport
 import Testing
@@ -359,6 +360,46 @@ struct PushTimingTests {
                 json: pushBody(
                     devices: ["plain"], payload: #"{"aps":{"alert":"offer"}}"#, extra: #""enrich":false,"wait":true"#))
             #expect(third.json?["summary"]?["capped"] == .int(1), "\(third.text)")
+        }
+    }
+
+    @Test(
+        "a region-entry push is neither capped nor counted: the next push under ENRICH_FREQUENCY_CAP=1/3600 is sent",
+        arguments: Backend.allCases)
+    func regionPushOutsideCap(backend: Backend) async throws {
+        let url = backend == .postgres ? try await PostgresTestDatabase.makeURL() : nil
+        try await withDelivery({
+            $0.databaseURL = url.map { Secret($0) }
+            $0.delivery.frequencyCap = FrequencyCap(max: 1, window: 3_600)
+            $0.location.poiRegionsEnabled = false
+            $0.location.detectVisits = false
+        }) { client, sandbox, _ in
+            #expect(try await register(client, "visitor", deviceToken(31)).status == 201)
+            let created = try await client.post(
+                "/v1/regions",
+                json:
+                    #"{"id":"store","latitude":48,"longitude":2,"radius":100,"push_payload":{"aps":{"alert":"Welcome"}}}"#
+            )
+            #expect(created.status == 201, "\(created.text)")
+            let now = Date().timeIntervalSince1970
+            #expect(try await postFixes(client, "visitor", [fixItem(now - 5, lat: 48, accuracy: 5)]).status == 200)
+            try await waitForPushes(sandbox, count: 1)
+            #expect(sandbox.receivedPushes.first?.status == 200)
+            // The cap (1 per hour) has not been used by the region's push: this one goes.
+            let first = try await client.post(
+                "/v1/push",
+                json: pushBody(
+                    devices: ["visitor"], payload: #"{"aps":{"alert":"offer"}}"#, extra: #""enrich":false,"wait":true"#)
+            )
+            #expect(first.json?["summary"]?["capped"] == .int(0), "\(first.text)")
+            #expect(first.json?["summary"]?["accepted"] == .int(1), "\(first.text)")
+            // And a request's push is counted: the next one is capped.
+            let second = try await client.post(
+                "/v1/push",
+                json: pushBody(
+                    devices: ["visitor"], payload: #"{"aps":{"alert":"offer"}}"#, extra: #""enrich":false,"wait":true"#)
+            )
+            #expect(second.json?["summary"]?["capped"] == .int(1), "\(second.text)")
         }
     }
 

@@ -95,4 +95,21 @@ struct JSONCodecTests {
             return .object(members)
         }
     }
+
+    @Test(
+        "a key twice in one object is refused by default, at any depth and in a streamed object; lastWins keeps the last"
+    )
+    func duplicateKeys() throws {
+        for text in [#"{"a":1,"a":2}"#, #"{"x":{"b":[],"b":[]}}"#, #"[{"k":1,"j":2,"k":3}]"#] {
+            #expect(throws: JSONParseError.self, "\(text)") { try JSONParser.parse(Array(text.utf8)) }
+        }
+        #expect(try JSONParser.parse(Array(#"{"a":1,"b":{"a":2}}"#.utf8))["b"]?["a"] == .int(2))
+        let lenient = try JSONParser.parse(Array(#"{"a":1,"a":2}"#.utf8), duplicateKeys: .lastWins)
+        #expect(lenient["a"] == .int(2))
+        for text in [#"{"items":[1],"items":[2]}"#, #"{"n":1,"items":[],"n":2}"#] {
+            #expect(throws: JSONParseError.self, "\(text)") {
+                _ = try JSONParser.parseObject(Array(text.utf8), streaming: "items") { _, _ in true }
+            }
+        }
+    }
 }

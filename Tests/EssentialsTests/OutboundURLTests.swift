@@ -22,7 +22,8 @@ struct OutboundURLTests {
             ("http://127.0.0.1:0/cb", "port 0"), ("http://[::1]:70000/cb", "port 70000"),
             ("http://127.0.0.1:123456789012345678901234/cb", "port"), ("http://127.0.0.1:8x/cb", "port"),
             ("http://127.0.0.1/c b", "space"), ("http://127.0.0.1/c\tb", "U+9"), ("http://127.0.0.1/c\u{7F}", "U+7F"),
-            ("http://127.0.0.1/\r\nX: y", "U+D"), ("http://hooks.exämple.com/", "U+E4"), ("ftp://127.0.0.1/x", "scheme"),
+            ("http://127.0.0.1/\r\nX: y", "U+D"), ("http://hooks.exämple.com/", "U+E4"),
+            ("ftp://127.0.0.1/x", "scheme"),
             ("http:///path", "host"), ("https://u:p@hooks.example.com/x", "user"), ("/relative/path", "absolute"),
             ("", "empty"), ("http://h/" + String(repeating: "a", count: 2_048), "2048"),
         ])

@@ -8,12 +8,16 @@ import TestSupport
 import Testing
 
 /// Runs the real `push-sender` executable built next to the test bundle.
-func runPushSender(_ arguments: [String], stdin: String? = nil) throws -> (status: Int32, out: String, err: String) {
+func runPushSender(
+    _ arguments: [String], stdin: String? = nil, in directory: URL = repositoryRoot,
+    environment: [String: String]? = nil
+) throws -> (status: Int32, out: String, err: String) {
     let process = Process()
     let executable = try #require(builtExecutable(named: "push-sender"), "push-sender must be built next to the tests")
     process.executableURL = executable
     process.arguments = arguments
-    process.currentDirectoryURL = repositoryRoot
+    process.currentDirectoryURL = directory
+    if let environment { process.environment = environment }
     let out = Pipe()
     let err = Pipe()
     let input = Pipe()

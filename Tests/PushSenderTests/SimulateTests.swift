@@ -44,4 +44,55 @@ struct SimulateTests {
         #expect(
             try runPushSender(["simulate", "payloads/location.json", "--device", "qa-1", "--lat", "1"]).status == 64)
     }
+
+    /// The sample POIs' names and coordinates, read from the GeoJSON file as shipped (not through the service).
+    static func samplePOIs() throws -> [(name: String, latitude: Double, longitude: Double)] {
+        let url = repositoryRoot.appendingPathComponent("Sources/EnrichmentRuntime/Resources/sample-pois.geojson")
+        let document = try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any]
+        let features = try #require(document?["features"] as? [[String: Any]])
+        return features.compactMap { feature in
+            guard let name = (feature["properties"] as? [String: Any])?["name"] as? String,
+                let coordinates = (feature["geometry"] as? [String: Any])?["coordinates"] as? [Double],
+                coordinates.count == 2
+            else { return nil }
+            return (name, coordinates[1], coordinates[0])
+        }
+    }
+
+    @Test("in a fresh folder, --lat/--lng alone simulate against the built-in sample POIs; no device, no database")
+    func anywhere() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("fresh-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let payload = repositoryRoot.appendingPathComponent("payloads/location.json").path
+        // No ENRICH_* from the test's own environment: a new user's shell.
+        let environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("ENRICH_") }
+        let (lat, lng) = (48.8584, 2.2945)
+        let result = try runPushSender(
+            ["simulate", payload, "--lat", "\(lat)", "--lng", "\(lng)", "--stamp-now", "--json"], in: folder,
+            environment: environment)
+        #expect(result.status == 0, "\(result.err)")
+        let answer = try JSONSerialization.jsonObject(with: Data(result.out.utf8)) as? [String: Any]
+        let nearest = (answer?["pois"] as? [[String: Any]])?.first?["name"] as? String
+        // The expected nearest by a plain haversine over the shipped file.
+        func metres(_ a: (Double, Double), _ b: (Double, Double)) -> Double {
+            let rad = Double.pi / 180
+            let dLat = (b.0 - a.0) * rad
+            let dLng = (b.1 - a.1) * rad
+            let h = sin(dLat / 2) * sin(dLat / 2) + cos(a.0 * rad) * cos(b.0 * rad) * sin(dLng / 2) * sin(dLng / 2)
+            return 2 * 6_371_008.8 * asin(min(1, h.squareRoot()))
+        }
+        let expected = try Self.samplePOIs().min { metres((lat, lng), ($0.1, $0.2)) < metres((lat, lng), ($1.1, $1.2)) }
+        #expect(nearest != nil && nearest == expected?.name, "\(result.out.prefix(500))")
+        #expect(answer?["outcome"] as? String == "enriched", "\(result.out.prefix(300))")
+        // Nothing was left in the folder.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).isEmpty)
+        // Without a fix and without a service, it says what to give.
+        let lost = try runPushSender(["simulate", payload, "--device", "me"], in: folder, environment: environment)
+        #expect(lost.status != 0)
+        #expect(lost.err.contains("--lat and --lng"), "\(lost.err)")
+        let nothing = try runPushSender(["simulate", payload], in: folder, environment: environment)
+        #expect(nothing.status == 64)
+        #expect(nothing.err.contains("--device"), "\(nothing.err)")
+    }
 }

@@ -1,5 +1,6 @@
 import APNsCore
 import Delivery
+import Essentials
 import Foundation
 import Logging
 
@@ -36,13 +37,12 @@ extension DeliveryEngine {
             if Self.refusesCredential(cause) {
                 metadata["credential"] = "\(environment.credential)"
                 if let identity = identities[environment.credential] { metadata["identity"] = "\(identity)" }
-                logger.error(
+                let reason = cause.reason?.rawValue ?? ""
+                let message: Logger.Message =
                     failures == 1
-                        ? "APNs refused the credential (\(cause.reason?.rawValue ?? "")): sending with it paused, "
-                            + "deliveries wait (no attempt used); check the key is not revoked and its key id and "
-                            + "team id match it"
-                        : "APNs still refuses the credential: the probe failed, sending with it stays paused",
-                    metadata: metadata)
+                    ? "APNs refused the credential (\(reason)): sending with it paused, deliveries wait (no attempt used); check the key is not revoked and its key id and team id match it"
+                    : "APNs still refuses the credential: the probe failed, sending with it stays paused"
+                logger.error(message, metadata: metadata)
             } else {
                 logger.warning(
                     failures == 1

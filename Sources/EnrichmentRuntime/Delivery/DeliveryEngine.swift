@@ -169,7 +169,8 @@ public final class DeliveryEngine: Sendable {
     /// Why each circuit that is not closed opened (`credential refused: 403 InvalidProviderToken (team ..., key
     /// ...)`, `unreachable: ...`), by environment.
     public var circuitCauses: [String: String] {
-        Dictionary(uniqueKeysWithValues: circuits.compactMap { key, circuit in circuit.cause.map { (key.description, $0) } })
+        Dictionary(
+            uniqueKeysWithValues: circuits.compactMap { key, circuit in circuit.cause.map { (key.description, $0) } })
     }
 
     /// False once shutdown began.
@@ -768,7 +769,8 @@ public final class DeliveryEngine: Sendable {
             let environment = attempt.key
             if DeliveryPlanner.isOutage(result), let circuit = circuits[environment] {
                 // The way to APNs failed, not the device: the delivery waits for the peer, and the peer pauses.
-                if let change = circuit.recordOutage(at: answeredAt, cause: cause(of: result, environment: environment)) {
+                if let change = circuit.recordOutage(at: answeredAt, cause: cause(of: result, environment: environment))
+                {
                     report(change, environment: environment, cause: result)
                 }
                 updates.append(

@@ -337,7 +337,8 @@ public final class LocationEngine: Sendable {
             if payload["aps"]?["timestamp"] == nil { payload["aps"]?["timestamp"] = .int(Int64(now)) }
             let push = PushDefinition(
                 id: RandomUUID.lowercased(), createdAt: now, payload: payload,
-                pushType: .alert, priority: .immediately, enrich: true, deviceIds: [event.deviceId])
+                pushType: .alert, priority: .immediately, enrich: true, deviceIds: [event.deviceId],
+                origin: .regionEntry)
             do {
                 let receipt = try await delivery.submit(push)
                 logger.info(

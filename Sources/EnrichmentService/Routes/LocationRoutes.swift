@@ -87,8 +87,9 @@ struct LocationRoutes {
             let id = try DeviceRoutes.deviceId(context)
             var limit = 1000
             if let raw = request.uri.queryParameters.get("limit") {
-                guard let value = Int(raw), (1...10_000).contains(value) else {
-                    throw APIError.invalid(.invalidLimit, "limit must be an integer 1-10000", field: "limit")
+                guard let value = QueryNumber.integer(raw), (1...10_000).contains(value) else {
+                    throw APIError.invalid(
+                        .invalidLimit, "limit must be an integer 1-10000 in decimal digits", field: "limit")
                 }
                 limit = value
             }

@@ -46,7 +46,9 @@ struct OpsRoutes {
             }
             if !apnsCauses.isEmpty {
                 object.object("apns_causes") { a in
-                    for (environment, cause) in apnsCauses.sorted(by: { $0.key < $1.key }) { a.field(environment, cause) }
+                    for (environment, cause) in apnsCauses.sorted(by: { $0.key < $1.key }) {
+                        a.field(environment, cause)
+                    }
                 }
             }
             object.object("checks") { c in

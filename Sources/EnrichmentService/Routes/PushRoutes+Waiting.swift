@@ -25,7 +25,9 @@ extension PushRoutes {
             }
             return counts.sorted { $0.value != $1.value ? $0.value > $1.value : "\($0.key)" < "\($1.key)" }
                 .prefix(20)
-                .map { WaitingView(status: $0.key.status, reason: $0.key.reason, error: $0.key.error, deliveries: $0.value) }
+                .map {
+                    WaitingView(status: $0.key.status, reason: $0.key.reason, error: $0.key.error, deliveries: $0.value)
+                }
         }
 
         func writeJSON(into object: inout JSONObjectWriter) {

@@ -137,10 +137,11 @@ struct PushRoutes {
             // `wait=<seconds>`: answer once the push is done (no delivery pending), or after the wait, whichever
             // comes first (at most ENRICH_PUSH_WAIT_TIMEOUT): a client watching a push end needs no polling.
             if let raw = request.uri.queryParameters.get("wait") {
-                guard let value = Double(raw), value.isFinite, (0...600).contains(value) else {
+                guard let value = QueryNumber.seconds(raw), (0...600).contains(value) else {
                     throw APIError.invalid(
                         .invalidRequest,
-                        "wait must be a number of seconds from 0 to 600 (waited at most ENRICH_PUSH_WAIT_TIMEOUT)",
+                        "wait must be seconds from 0 to 600 written in decimal digits, e.g. 30 or 2.5 (no sign, "
+                            + "exponent or hex; waited at most ENRICH_PUSH_WAIT_TIMEOUT)",
                         field: "wait")
                 }
                 let wait = min(value, state.configuration.delivery.waitTimeout)

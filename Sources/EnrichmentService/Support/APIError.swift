@@ -22,8 +22,44 @@ public struct APIError: Error, HTTPResponseError, Sendable, JSONObjectRepresenta
     public init(_ status: HTTPResponse.Status, reason: APIReason, message: String, details: [String: JSONValue] = [:]) {
         self.status = status
         self.reason = reason
-        self.message = message
-        self.details = details
+        self.message = Self.shortened(message)
+        self.details = details.mapValues { value in
+            if case .string(let text) = value { return .string(Self.shortened(text)) }
+            return value
+        }
+    }
+
+    /// The longest span of a request's own text an error quotes back, in bytes (`'...'` in a message).
+    static let quotedLimit = 200
+
+    /// `text` with every quoted span (`'...'`) longer than `quotedLimit` cut in its middle, saying how much was
+    /// cut, and the whole at most 2,048 bytes: an error about a 1 MB value says which value, not the value.
+    static func shortened(_ text: String) -> String {
+        guard text.utf8.count > quotedLimit else { return text }
+        var result = ""
+        var rest = Substring(text)
+        while let open = rest.firstIndex(of: "'") {
+            result += rest[...open]
+            let after = rest[rest.index(after: open)...]
+            guard let close = after.firstIndex(of: "'") else {
+                rest = after
+                break
+            }
+            result += cut(after[..<close])
+            result += "'"
+            rest = after[after.index(after: close)...]
+        }
+        result += cut(rest, limit: 2_048)
+        return result.utf8.count <= 2_048 ? result : String(cut(Substring(result), limit: 2_048))
+    }
+
+    private static func cut(_ span: Substring, limit: Int = quotedLimit) -> String {
+        let bytes = span.utf8.count
+        guard bytes > limit else { return String(span) }
+        let keep = limit / 2
+        let head = String(decoding: span.utf8.prefix(keep), as: UTF8.self)
+        let tail = String(decoding: span.utf8.suffix(keep / 2), as: UTF8.self)
+        return "\(head)… (\(bytes - keep - keep / 2) bytes not shown) …\(tail)"
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {

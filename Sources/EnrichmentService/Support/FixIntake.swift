@@ -66,6 +66,10 @@ final class FixIntake: Sendable {
         self.logger = logger
     }
 
+    /// Reports waiting for a batch (not in one yet): what a test waits for before it releases a held batch, so
+    /// that the order of reports is set by the test, not by timing.
+    var pendingCount: Int { state.withLock { $0.pending.count } }
+
     /// Stores `fixes` (all of one device) and evaluates them in the next batch.
     func submit(deviceId: String, fixes: [LocationFix]) async throws -> Outcome {
         let link = spans.tracer != nil ? InstrumentationContext.current : nil

@@ -27,20 +27,21 @@ public enum OutboundURL {
                 : "it contains the character U+\(String(bad.value, radix: 16, uppercase: true)) "
                     + "(only printable ASCII; percent-encode the rest)"
         }
+        // The port as written, read here rather than trusted to the parser: `:99999` and `:0` are refused, and an
+        // empty port (`host:/path`) means the scheme's default.
+        if let written = writtenPort(text), !written.isEmpty {
+            guard written.utf8.count <= 5, written.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+                let port = Int(written), (1...65_535).contains(port)
+            else {
+                return "its port \(written.prefix(12)) is not from 1 to 65535"
+            }
+        }
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased() else {
             return "it is not an absolute URL"
         }
         guard scheme == "http" || scheme == "https" else { return "its scheme '\(scheme)' is not http or https" }
         guard let host = url.host, !host.isEmpty else { return "it has no host" }
         guard url.user == nil, url.password == nil else { return "it carries a user or password" }
-        // The port as written, read here rather than trusted to the parser: `:99999` and `:0` are refused, and an
-        // empty port (`host:/path`) means the scheme's default.
-        if let written = writtenPort(text) {
-            guard !written.isEmpty else { return nil }
-            guard written.utf8.count <= 5, let port = Int(written), (1...65_535).contains(port) else {
-                return "its port \(written.prefix(12)) is not from 1 to 65535"
-            }
-        }
         if let port = url.port, !(1...65_535).contains(port) { return "its port \(port) is not from 1 to 65535" }
         return nil
     }

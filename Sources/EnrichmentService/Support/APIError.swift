@@ -144,11 +144,12 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
+        let started = ContinuousClock.now
         do {
             let response = try await next(request, context)
             // A write that went through: the database is usable (again).
             if request.method != .get, request.method != .head, response.status.code < 300 {
-                outages.served(logger: context.logger)
+                outages.served(startedAt: started, logger: context.logger)
             }
             return response
         } catch {
@@ -197,11 +198,15 @@ final class StorageOutageLog: Sendable {
             metadata: ["reason": "\(reason)", "problem": "\(problem)"])
     }
 
-    func served(logger: Logger) {
+    /// A write that began at `startedAt` went through. Only one that began after the outage did says it is over:
+    /// a write already under way when the first refusal came may still finish, and would otherwise end the outage
+    /// at once, only for the next refusal to begin another.
+    func served(startedAt: ContinuousClock.Instant, logger: Logger) {
         guard
-            let outage = since.withLock({ since in
-                defer { since = nil }
-                return since
+            let outage = since.withLock({ since -> (started: ContinuousClock.Instant, reason: String)? in
+                guard let current = since, startedAt > current.started else { return nil }
+                since = nil
+                return current
             })
         else { return }
         let seconds = Double((ContinuousClock.now - outage.started) / .milliseconds(1)) / 1000

@@ -24,8 +24,9 @@ struct CallbackURLRestartTests {
         let runtime = try await EnrichmentRuntime.open(configuration, scope: .storage)
         defer { runtime.postgres?.close() }
         let id = UUID().uuidString.lowercased()
+        let payload = JSONValue.object(["aps": .object(["alert": .string("x")])])
         let push = PushDefinition(
-            id: id, createdAt: Date().timeIntervalSince1970 - 5, payload: .object(["aps": .object(["alert": .string("x")])]),
+            id: id, createdAt: Date().timeIntervalSince1970 - 5, payload: payload,
             pushType: .alert, enrich: false, deviceIds: ["planted"], callbackURL: url)
         try await runtime.outbox.enqueue(push, outcomes: [], deliveries: [])
         return id

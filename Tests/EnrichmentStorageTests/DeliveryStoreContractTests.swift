@@ -294,6 +294,7 @@ struct PostgresSpecificTests {
         #expect(
             versions == [
                 "v1-fixes", "v1-pois", "v10-last-fixes", "v11-schedule", "v12-audience-history", "v13-push-callbacks",
+                "v14-push-origin",
                 "v2-delivery", "v3-pois-version", "v4-location",
                 "v5-poi-deletions", "v6-takeover", "v7-activities", "v8-channels", "v9-activity-invalid",
             ])

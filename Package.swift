@@ -249,6 +249,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Replays the ZOI vector files and compares them bit for bit (scripts/check-release-vectors.sh runs it in a
+        // release build in CI; never a dependency of the service).
+        .executableTarget(
+            name: "location-vectors",
+            dependencies: ["Essentials", "LocationCore"],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "push-sender",
             dependencies: [

@@ -1,6 +1,8 @@
 import EnrichmentCore
+import Essentials
 import Foundation
 import LocationCore
+import TestSupport
 import Testing
 
 /// The SDK's own fixtures (T/FIGMMCreatorTests.swift) and the checks of docs/LOCATION-RULES.md §2.
@@ -37,7 +39,8 @@ import Testing
         #expect(SphericalMercator.lon2x(1) == 111319.49079327357)
         // glibc's correctly rounded tan (docs/LOCATION-RULES.md §0): one ulp above iOS's 222684.20850554318.
         #expect(SphericalMercator.lat2y(2) == 222684.20850554455)
-        #expect(abs(SphericalMercator.y2lat(SphericalMercator.lat2y(48.8)) - 48.8) < 1e-12)
+        // Exact: glibc's atan, exp, tan and log give back the very double (an independent Python port agrees).
+        #expect(SphericalMercator.y2lat(SphericalMercator.lat2y(48.8)) == 48.8)
     }
 
     @Test func chiSquaredGateAndPolygonLevel() {
@@ -59,6 +62,18 @@ import Testing
         #expect(zoi.visitIds == ["visit1"])
         #expect(zoi.duration == 7 * 3600)
         #expect(zoi.wktPolygon == Self.wkt1)
+    }
+
+    @Test func aNewComponentsDetIsTheCLibrarysPowNotASquaredSquare() {
+        // §2.5: det = pow(pow(σ, 2), 2). For σ = 72.8 and 18.2 glibc's pow(σ², 2) is one ulp above σ²·σ², the product
+        // an optimised build used to compute instead (Sources/LocationCore/ZOI/LibcPow.swift).
+        for (accuracy, det) in [(36.4, 28_088_304.025599994), (9.1, 109_719.93759999998)] {
+            let zois = Self.replay([Self.visit("a", lng: 1, lat: 2, accuracy: accuracy, from: 0, to: 3600)])
+            let sigma = 2 * accuracy
+            let square = (sigma * sigma) * (sigma * sigma)
+            #expect(zois.first?.det.bitPattern == det.bitPattern, "accuracy \(accuracy)")
+            #expect(det.bitPattern == square.bitPattern.advanced(by: 1), "accuracy \(accuracy)")
+        }
     }
 
     @Test func aFarVisitAddsASecondComponentAndHalvesThePriors() throws {
@@ -178,6 +193,65 @@ import Testing
         #expect(zoi.meanX == original.meanX)
         #expect(zoi.inverse == original.inverse)
         #expect(zoi.weeklyDensity == original.weeklyDensity)
+    }
+
+    /// Tests/Fixtures/location/vectors: each NAME.visits.json with its recorded NAME.trajectory.txt and NAME.zois.json.
+    static let vectorFolder = repositoryRoot.appendingPathComponent("Tests/Fixtures/location/vectors")
+    static let vectorNames: [String] =
+        ((try? FileManager.default.contentsOfDirectory(atPath: vectorFolder.path)) ?? [])
+        .filter { $0.hasSuffix(".visits.json") }.map { String($0.dropLast(".visits.json".count)) }.sorted()
+
+    /// FNV-1a, 64 bits, as `location-vectors` digests the zones after each visit.
+    static func digest(_ bytes: [UInt8]) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    @Test func theVectorFilesAreThere() {
+        #expect(Self.vectorNames.contains("student-nyc-56d"))
+        #expect(Self.vectorNames.count >= 5)
+    }
+
+    /// The ZOI vectors (docs/TESTING.md), bit for bit: the visits go one by one through VisitIntake as one fresh device;
+    /// the zones' JSON after every visit (digested) and at the end must be the recorded bytes, and doubles are written
+    /// shortest-round-trip, so equal bytes are equal bits. `location-vectors` runs the same check on a release build in
+    /// CI (scripts/check-release-vectors.sh): this debug run alone cannot see what the optimiser changes.
+    @Test(arguments: vectorNames) func aVectorFileReplaysBitForBit(_ name: String) throws {
+        let data = try Data(contentsOf: Self.vectorFolder.appendingPathComponent("\(name).visits.json"))
+        let items = try VisitIntake.parse(try JSONValue.decode(data))
+        let intake = VisitIntake(settings: LocationSettings())
+        var state = DeviceVisits()
+        var trajectory: [String] = []
+        for (index, item) in items.enumerated() {
+            let (change, outcome) = intake.run([item], deviceId: "vectors", state: state, now: 0)
+            try #require(outcome.rejected.isEmpty, "visits[\(index)] refused")
+            state.visits += change.newVisits
+            state.zois = change.zois
+            let id = change.newVisits[0].id
+            trajectory.append("\(index) \(id) \(state.zois.count) \(Self.digest(ZOIList(state.zois).jsonBytes))")
+        }
+        let expectedTrajectory = try String(
+            contentsOf: Self.vectorFolder.appendingPathComponent("\(name).trajectory.txt"), encoding: .utf8
+        ).split(separator: "\n").map(String.init)
+        #expect(trajectory.count == expectedTrajectory.count)
+        let firstDifference = zip(trajectory, expectedTrajectory).first { $0.0 != $0.1 }
+        #expect(firstDifference == nil, "the zones differ from this visit on (got, expected)")
+        let document =
+            "{\"zois\":[\n" + state.zois.map { String(decoding: $0.jsonBytes, as: UTF8.self) }.joined(separator: ",\n")
+            + "\n]}\n"
+        let expected = try String(
+            contentsOf: Self.vectorFolder.appendingPathComponent("\(name).zois.json"), encoding: .utf8)
+        let lines = document.split(separator: "\n")
+        let expectedLines = expected.split(separator: "\n")
+        #expect(lines.count == expectedLines.count)
+        for (line, expectedLine) in zip(lines, expectedLines) where line != expectedLine {
+            Issue.record("zone differs:\n  got      \(line)\n  expected \(expectedLine)")
+        }
     }
 
     static let wkt1 =

@@ -4,7 +4,8 @@ import Foundation
 /// store round trip of §2.10 around every visit.
 ///
 /// Each formula keeps the SDK's evaluation order (Surge's products start from 0.0 and associate from the left);
-/// `pow` is kept where the SDK calls it. Do not "simplify" them: the bits change.
+/// `pow` is kept where the SDK calls it, as `libcPow`, which no optimiser turns into a multiplication (LibcPow.swift).
+/// Do not "simplify" them: the bits change.
 public struct FIGMM: Sendable {
     /// Run the time features and home/work labels (§3) after every visit.
     public var classificationEnabled: Bool
@@ -36,7 +37,7 @@ public struct FIGMM: Sendable {
         let e0 = px - z.meanX
         let e1 = py - z.meanY
         let s = ZOIPolygon.quadratic(e0, e1, z.inverse)
-        let q = pow(sqrt(s), 2)
+        let q = libcPow(sqrt(s), 2)
         let f = exp(-q / 2) / ((sqrt(z.det) * 2) * Double.pi)
         return (q, f)
     }
@@ -70,10 +71,10 @@ public struct FIGMM: Sendable {
         // 2. A new component when no gate passed.
         if !updated {
             let sigma = 2.0 * visit.horizontalAccuracy
-            let inv = pow(sigma, -2)
+            let inv = libcPow(sigma, -2)
             let zoi = ZoneOfInterest(
                 id: makeId(visit), meanX: px, meanY: py, inverse: [inv * 1.0, inv * 0.0, inv * 0.0, inv * 1.0],
-                det: pow(pow(sigma, 2), 2), prior: 1.0, accumulator: 1.0, age: 1.0, visitIds: [],
+                det: libcPow(libcPow(sigma, 2), 2), prior: 1.0, accumulator: 1.0, age: 1.0, visitIds: [],
                 startTime: visit.arrival, endTime: visit.departure, duration: visit.duration,
                 weeklyDensity: [Double](repeating: 0, count: 168), period: ZOIPeriod.unqualified, wktPolygon: "")
             zois.append(Working(zoi: zoi, visits: [], classificationDuration: visit.duration))
@@ -139,7 +140,7 @@ public struct FIGMM: Sendable {
         let m1 = d1 + z.meanY
         let f0 = px - m0
         let f1 = py - m1
-        let k1 = w / pow(1 - w, 2)
+        let k1 = w / libcPow(1 - w, 2)
         let n1 = outerProduct(f0, f1, c).map { k1 * $0 }
         let k2 = w / (1 - w)
         let n2 = (k2 * ZOIPolygon.quadratic(f0, f1, c)) + 1
@@ -149,7 +150,7 @@ public struct FIGMM: Sendable {
         let t4 = 1 - ZOIPolygon.quadratic(d0, d1, cd)
         var updated = [Double](repeating: 0, count: 4)
         for i in 0..<4 { updated[i] = cd[i] + n3[i] / t4 }
-        let dd1 = pow(1 - w, 2) * z.det
+        let dd1 = libcPow(1 - w, 2) * z.det
         let dd3 = (k2 * ZOIPolygon.quadratic(f0, f1, cd)) + 1
         let det = (1 - ZOIPolygon.quadratic(d0, d1, cd)) * (dd1 * dd3)
         z.meanX = m0

@@ -64,7 +64,7 @@ public enum ZOIPolygon {
     public static func wkt(meanX: Double, meanY: Double, inverse c: [Double]) -> String {
         let cov = covariance(c)
         let v = axis(cov)
-        let n = sqrt(pow(v.0, 2) + pow(v.1, 2))
+        let n = sqrt(libcPow(v.0, 2) + libcPow(v.1, 2))
         let cosT = v.0 / n
         let sinT = v.1 / n
         let chi = chiSquared(0.7)

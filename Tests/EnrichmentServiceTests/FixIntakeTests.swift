@@ -234,6 +234,8 @@ struct FixIntakeTests {
         setup.store.release()
         _ = try await first.value
         for report in reports { #expect(try await report.value.events == 1) }
+        // A batch answers its reports inside its span, which ends just after.
+        try await Self.waitUntil { tracer.finishedSpans.filter { $0.operationName == "ingest.batch" }.count >= 2 }
 
         let spans = tracer.finishedSpans
         let requests = spans.filter { $0.operationName.hasPrefix("request ") }

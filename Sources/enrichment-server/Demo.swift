@@ -25,7 +25,8 @@ struct Demo: AsyncParsableCommand {
 
             Example:
               enrichment-server demo
-              curl -s localhost:8080/v1/audiences/preview -d '{"audience": {"in_region": "depot"}}'
+              curl -s localhost:8080/v1/audiences/preview -H 'content-type: application/json' \\
+                -d '{"audience": {"in_region": "depot"}}'
             """)
 
     /// The demo's database unless `--db` names another.
@@ -33,7 +34,7 @@ struct Demo: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "The demo's SQLite file, created when missing (default: \(Self.defaultDatabase)).", valueName: "path"))
+            "The demo's SQLite file, created when missing.", valueName: "path"))
     var db: String = Self.defaultDatabase
 
     @Option(help: ArgumentHelp("The port to listen on (default: ENRICH_PORT, else 8080; 0 picks a free one)."))

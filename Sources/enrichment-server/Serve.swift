@@ -53,6 +53,15 @@ struct Serve: AsyncParsableCommand {
         do { configuration = try Self.configuration(arguments: settings) } catch {
             throw ValidationError(error.description)
         }
+        try await Self.run(configuration)
+    }
+
+    /// Runs the service as `serve` does (tracing and logging as configured, then the application until SIGINT or
+    /// SIGTERM) with `services` beside it; a start-up problem an operator can fix is printed as a sentence, exit 1.
+    static func run(
+        _ configuration: ServiceConfiguration, services: [any Service] = [],
+        onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) async throws {
         // Traces over OTLP/HTTP when an endpoint is set; then each log line made inside a span carries its trace id.
         var tracing: [any Service] = []
         var metadataProvider: Logger.MetadataProvider?
@@ -76,7 +85,8 @@ struct Serve: AsyncParsableCommand {
                 return handler
             }, metadataProvider: metadataProvider)
         do {
-            let app = try await buildApplication(configuration, additionalServices: tracing)
+            let app = try await buildApplication(
+                configuration, additionalServices: tracing + services, onServerRunning: onServerRunning)
             try await app.runService()
         } catch {
             guard let problem = startupProblem(error, configuration: configuration) else { throw error }

@@ -7,9 +7,10 @@ public indirect enum Audience: Sendable, Equatable {
     /// Devices whose last fix lies within `radius` metres of `center`, no older than `maxFixAge` seconds and no
     /// coarser than `maxAccuracy` metres (an old or coarse fix is not "near").
     case near(center: Coordinate, radius: Double, maxFixAge: Double, maxAccuracy: Double)
-    /// Devices in a custom region by its rule: by its circle (against the last fix, like `near`), by its Wi-Fi
-    /// network (the region state the service keeps from the fixes, which report the network), or either.
-    case region(storedId: String, center: Coordinate, radius: Double, rule: RegionRule)
+    /// Devices in a custom region by its rule: by its circle or polygon (against the last fix, with `near`'s
+    /// default age and accuracy), by its Wi-Fi network (the region state the service keeps from the fixes, which
+    /// report the network), or either.
+    case region(storedId: String, area: AudienceArea, rule: RegionRule)
     /// Devices carrying every one of these tags (set at registration).
     case tags([String])
     /// Devices with a zone of interest of `period` whose centre lies in `area`.
@@ -43,7 +44,7 @@ public indirect enum Audience: Sendable, Equatable {
 
     /// How a region decides who is in it (its policy).
     public enum RegionRule: String, Sendable, Equatable {
-        /// Its circle, against the last fix.
+        /// Its circle or polygon, against the last fix.
         case circle
         /// The Wi-Fi network a fix reports: the region state kept from the fixes.
         case wifi
@@ -55,14 +56,13 @@ public indirect enum Audience: Sendable, Equatable {
     public struct RegionTarget: Sendable, Equatable {
         /// The id the stores keep (the app's namespace, `custom_` prefix).
         public var storedId: String
-        public var center: Coordinate
-        public var radius: Double
+        /// Its circle, or its polygon.
+        public var area: AudienceArea
         public var rule: RegionRule
 
-        public init(storedId: String, center: Coordinate, radius: Double, rule: RegionRule) {
+        public init(storedId: String, area: AudienceArea, rule: RegionRule) {
             self.storedId = storedId
-            self.center = center
-            self.radius = radius
+            self.area = area
             self.rule = rule
         }
     }
@@ -105,7 +105,7 @@ public indirect enum Audience: Sendable, Equatable {
         public var description: String { "\(path): \(message)" }
     }
 
-    /// What a `near` or `in_region` needs resolved from elsewhere: a POI's position, a region's circle.
+    /// What a `near` or `in_region` needs resolved from elsewhere: a POI's position, a region's circle or polygon.
     public protocol Places: Sendable {
         func poiPosition(_ id: String) async throws -> Coordinate?
         /// A custom region of the request's app (nil: no such region).
@@ -141,7 +141,7 @@ public indirect enum Audience: Sendable, Equatable {
             guard let region = try await places.region(id) else {
                 throw Problem(path: here, message: "no region '\(id)' (GET /v1/regions lists them)")
             }
-            return .region(storedId: region.storedId, center: region.center, radius: region.radius, rule: region.rule)
+            return .region(storedId: region.storedId, area: region.area, rule: region.rule)
         case "all", "any":
             guard case .array(let items) = body, !items.isEmpty, items.count <= 32 else {
                 throw Problem(path: here, message: "must be an array of 1 to 32 audiences")

@@ -46,26 +46,13 @@ public enum AudienceArea: Sendable, Equatable {
     /// At least 3 vertices, in order (the last joins the first); may not cross the antimeridian.
     case polygon([Coordinate])
 
-    /// Whether `point` lies in the area (a circle's edge is in; a polygon by the even-odd rule).
+    /// Whether `point` lies in the area (a circle's edge is in; a polygon by the even-odd rule, `GeoPolygon`).
     public func contains(_ point: Coordinate) -> Bool {
         switch self {
         case .circle(let center, let radius):
             return center.distance(to: point) <= radius
         case .polygon(let vertices):
-            var inside = false
-            var j = vertices.count - 1
-            for i in vertices.indices {
-                let a = vertices[i]
-                let b = vertices[j]
-                if (a.latitude > point.latitude) != (b.latitude > point.latitude) {
-                    let crossing =
-                        (b.longitude - a.longitude) * (point.latitude - a.latitude) / (b.latitude - a.latitude)
-                        + a.longitude
-                    if point.longitude < crossing { inside.toggle() }
-                }
-                j = i
-            }
-            return inside
+            return GeoPolygon.evenOdd(vertices, contains: point)
         }
     }
 

@@ -30,13 +30,25 @@ public struct AudienceResolver: Sendable {
         case .tags(let wanted):
             guard let tags else { return [] }
             return Set(try await tags.devices(taggedWithAll: wanted).filter { AppNamespace.belongs($0, to: app) })
-        case .region(let storedId, let center, let radius, let rule):
+        case .region(let storedId, let area, let rule):
             var found = Set<String>()
             if rule != .wifi {
-                found = try await resolve(
-                    .near(
-                        center: center, radius: radius, maxFixAge: Audience.defaultMaxFixAge,
-                        maxAccuracy: Audience.defaultMaxAccuracy), app: app, now: now)
+                switch area {
+                case .circle(let center, let radius):
+                    found = try await resolve(
+                        .near(
+                            center: center, radius: radius, maxFixAge: Audience.defaultMaxFixAge,
+                            maxAccuracy: Audience.defaultMaxAccuracy), app: app, now: now)
+                case .polygon:
+                    // As `near` reads a circle: the cells of the polygon's box, then the even-odd rule on each fix.
+                    let positions = try await fixes.lastPositions(
+                        inCells: area.cellRanges, fixedSince: now - Audience.defaultMaxFixAge,
+                        accuracyAtMost: Audience.defaultMaxAccuracy)
+                    for position in positions
+                    where AppNamespace.belongs(position.deviceId, to: app) && area.contains(position.coordinate) {
+                        found.insert(position.deviceId)
+                    }
+                }
             }
             if rule != .circle {
                 guard let history else { throw AudiencesUnsupported() }

@@ -21,9 +21,9 @@ extension Audience {
         func walk(_ audience: Audience, excluded: Bool) {
             guard found.count < limit else { return }
             switch audience {
-            case .near(let center, let radius, _, _), .region(_, let center, let radius, _):
+            case .near(let center, let radius, _, _):
                 found.append(AudienceShape(kind: .circle(center: center, radius: radius), excluded: excluded))
-            case .zoi(_, let area):
+            case .region(_, let area, _), .zoi(_, let area):
                 switch area {
                 case .circle(let center, let radius):
                     found.append(AudienceShape(kind: .circle(center: center, radius: radius), excluded: excluded))

@@ -25,7 +25,8 @@ struct CustomRegionSet: Sendable {
     let regions: [Region]
     let byId: [String: Region]
     let index: SpatialIndex
-    /// The largest radius: a region whose centre is farther than this plus the fix's accuracy cannot hold it.
+    /// The largest radius (a polygon's: the circle around it): a region whose centre is farther than this plus the
+    /// fix's accuracy cannot hold it.
     let maximumRadius: Double
     /// Regions naming a Wi-Fi network, by `ssid:<name>` and `bssid:<address>`: inside wherever the fix reports it.
     let byNetwork: [String: [Region]]
@@ -45,7 +46,8 @@ struct CustomRegionSet: Sendable {
         index = SpatialIndex(points: regions.map(\.centre))
     }
 
-    /// The `count` regions whose edge is nearest `point` (distance to the centre minus the radius), chosen among
+    /// The `count` regions whose edge is nearest `point` (distance to the centre minus the radius; for a polygon, to
+    /// its nearest edge, negative inside: `Region.edgeDistance`), chosen among
     /// the nearest centres that could hold a fix of accuracy `reach`: what a device would monitor there. Regions
     /// farther away could only give exits, and the ones the device is in are evaluated anyway.
     func nearest(_ point: Coordinate, count: Int, reach: Double) -> [Region] {
@@ -56,7 +58,9 @@ struct CustomRegionSet: Sendable {
         ranked.reserveCapacity(candidates.count)
         for candidate in candidates {
             let region = regions[candidate.item]
-            ranked.append((region, candidate.metres - region.radius))
+            let edge =
+                region.polygon == nil ? candidate.metres - region.radius : region.edgeDistance(to: point)
+            ranked.append((region, edge))
         }
         ranked.sort { a, b in a.edge != b.edge ? a.edge < b.edge : a.region.id < b.region.id }
         return ranked.prefix(count).map(\.region)

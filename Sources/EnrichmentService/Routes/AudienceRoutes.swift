@@ -36,8 +36,9 @@ struct AudienceRoutes {
                 case .wifi: hasNetwork ? .wifi : .circle
                 case .either: hasNetwork ? .either : .circle
                 }
-            return Audience.RegionTarget(
-                storedId: region.id, center: region.centre, radius: region.radius, rule: rule)
+            let area: AudienceArea =
+                region.polygon.map { .polygon($0.vertices) } ?? .circle(center: region.centre, radius: region.radius)
+            return Audience.RegionTarget(storedId: region.id, area: area, rule: rule)
         }
 
         func poiPositions(matching filter: PlaceFilter, limit: Int) async throws -> [Coordinate]? {

@@ -1,19 +1,24 @@
 public import EnrichmentCore
 public import Essentials
 
-/// A circular region a device can enter and exit (docs/LOCATION-RULES.md §4), optionally tied to a Wi-Fi network
-/// (GeofenceKit's rule).
+/// A region a device can enter and exit (docs/LOCATION-RULES.md §4): a circle, or for custom regions a polygon,
+/// optionally tied to a Wi-Fi network (GeofenceKit's rule).
 public struct Region: Sendable, Equatable {
-    /// How a region decides "inside": by the circle, by the Wi-Fi network the fix reports, or either.
+    /// How a region decides "inside": by its shape (`circle`, the name kept for a polygon too), by the Wi-Fi
+    /// network the fix reports, or either.
     public enum Policy: String, Sendable, CaseIterable {
         case circle, wifi, either
     }
 
     /// `custom_<id>`, `poi_<store_id>_<name> - <radius> m`, or `zoi_<zoi id>`.
     public var id: String
+    /// A circle's centre; a polygon's `GeoPolygon.centre` (the middle of its box).
     public var latitude: Double
     public var longitude: Double
+    /// A circle's radius; a polygon's `GeoPolygon.reach` (a circle around `latitude`, `longitude` that holds it).
     public var radius: Double
+    /// The polygon of a polygon region (nil: a circle). Inside is `GeoPolygon`'s even-odd rule (§4.5).
+    public var polygon: GeoPolygon?
     public var wifiSSID: String?
     public var wifiBSSID: String?
     public var policy: Policy
@@ -25,9 +30,10 @@ public struct Region: Sendable, Equatable {
     public init(
         id: String, latitude: Double, longitude: Double, radius: Double, wifiSSID: String? = nil,
         wifiBSSID: String? = nil, policy: Policy = .either, pushPayload: JSONValue? = nil,
-        extra: [String: JSONValue] = [:]
+        extra: [String: JSONValue] = [:], polygon: GeoPolygon? = nil
     ) {
         self.id = id
+        self.polygon = polygon
         self.latitude = latitude
         self.longitude = longitude
         self.radius = radius
@@ -51,18 +57,49 @@ public struct Region: Sendable, Equatable {
         return "custom"
     }
 
-    /// Strict "inside" of §4.5 rule 2 (`distance − accuracy < radius`), or the Wi-Fi network per the policy.
+    /// A polygon region of `polygon`, shown (and first searched) as the circle around it.
+    public static func polygonal(
+        id: String, polygon: GeoPolygon, wifiSSID: String? = nil, wifiBSSID: String? = nil, policy: Policy = .either,
+        pushPayload: JSONValue? = nil
+    ) -> Region {
+        let centre = polygon.centre
+        return Region(
+            id: id, latitude: centre.latitude, longitude: centre.longitude, radius: polygon.reach, wifiSSID: wifiSSID,
+            wifiBSSID: wifiBSSID, policy: policy, pushPayload: pushPayload, polygon: polygon)
+    }
+
+    /// `circle` or `polygon`.
+    public var shape: String { polygon == nil ? "circle" : "polygon" }
+
+    /// Whether the fix's position, with its accuracy, is in the shape: for a circle the strict rule of §4.5 rule 2
+    /// (`distance − accuracy < radius`); for a polygon, by the same reading (the accuracy's disc reaches into it),
+    /// the fix inside by the even-odd rule or nearer an edge than its accuracy (`distance to edge < accuracy`).
+    public func shapeHolds(_ fix: LocationFix) -> Bool {
+        let accuracy = fix.horizontalAccuracy ?? 0
+        guard let polygon else { return centre.distance(to: fix.coordinate) - accuracy < radius }
+        if polygon.contains(fix.coordinate) { return true }
+        return accuracy > 0 && polygon.distanceToEdges(from: fix.coordinate) < accuracy
+    }
+
+    /// How far `point` is from the region's edge, in metres, negative inside: what ranks the regions a device
+    /// monitors (`distance − radius` for a circle).
+    public func edgeDistance(to point: Coordinate) -> Double {
+        guard let polygon else { return centre.distance(to: point) - radius }
+        let distance = polygon.distanceToEdges(from: point)
+        return polygon.contains(point) ? -distance : distance
+    }
+
+    /// Strict "inside" of §4.5 rule 2 (`shapeHolds`), or the Wi-Fi network per the policy.
     public func contains(_ fix: LocationFix, wifiSSID fixSSID: String?, wifiBSSID fixBSSID: String?) -> Bool {
-        let distance = centre.distance(to: fix.coordinate)
-        let inCircle = distance - (fix.horizontalAccuracy ?? 0) < radius
+        let inShape = shapeHolds(fix)
         let hasNetwork = wifiSSID != nil || wifiBSSID != nil
         let onNetwork =
             hasNetwork && (wifiSSID == nil || wifiSSID == fixSSID)
             && (wifiBSSID == nil || wifiBSSID == fixBSSID?.lowercased())
         switch policy {
-        case .circle: return inCircle
-        case .wifi: return hasNetwork ? onNetwork : inCircle
-        case .either: return inCircle || onNetwork
+        case .circle: return inShape
+        case .wifi: return hasNetwork ? onNetwork : inShape
+        case .either: return inShape || onNetwork
         }
     }
 }
@@ -71,9 +108,16 @@ extension Region: JSONObjectRepresentable {
     public func writeJSON(into object: inout JSONObjectWriter) {
         object.field("id", id)
         object.field("kind", kind)
+        object.field("shape", shape)
         object.field("latitude", latitude)
         object.field("longitude", longitude)
         object.field("radius", radius)
+        if let polygon {
+            object.array("polygon", polygon.vertices) { vertex, object in
+                object.field("latitude", vertex.latitude)
+                object.field("longitude", vertex.longitude)
+            }
+        }
         object.field("wifi_ssid", wifiSSID)
         object.field("wifi_bssid", wifiBSSID)
         object.field("policy", policy.rawValue)

@@ -152,6 +152,9 @@ public struct RegionEvaluator: Sendable {
         fields["radius"] = .double(region.radius)
         fields["from_position_detection"] = .bool(fromPosition)
         fields["kind"] = .string(region.kind)
+        // A polygon's events say so; latitude, longitude and radius are then the circle around it (circle events
+        // keep the SDK's fields alone).
+        if region.polygon != nil { fields["shape"] = .string(region.shape) }
         let type = isZone ? (enter ? "zoi_enter" : "zoi_exit") : (enter ? "region_enter" : "region_exit")
         events.append(.make(type, deviceId: deviceId, date: time, fields: fields))
     }

@@ -1,3 +1,4 @@
+import EnrichmentCore
 public import Essentials
 import Foundation
 
@@ -56,6 +57,11 @@ public enum LocationCodec {
         if let bssid = region.wifiBSSID { object["wifi_bssid"] = .string(bssid) }
         if let payload = region.pushPayload { object["push_payload"] = payload }
         if !region.extra.isEmpty { object["extra"] = .object(region.extra) }
+        // A polygon region's vertices as [latitude, longitude] pairs; a region without them is a circle (as every
+        // region stored before polygons is).
+        if let polygon = region.polygon {
+            object["polygon"] = .array(polygon.vertices.map { .array([.double($0.latitude), .double($0.longitude)]) })
+        }
         return .object(object)
     }
 
@@ -64,12 +70,21 @@ public enum LocationCodec {
     }
 
     public static func region(_ json: JSONValue) throws -> Region {
-        Region(
+        var polygon: GeoPolygon?
+        if case .array(let pairs)? = json["polygon"] {
+            polygon = GeoPolygon(
+                unchecked: try pairs.map { pair in
+                    let numbers = try doubles(pair, "polygon vertex")
+                    guard numbers.count == 2 else { throw Problem(description: "stored polygon vertex is not a pair") }
+                    return Coordinate(latitude: numbers[0], longitude: numbers[1])
+                })
+        }
+        return Region(
             id: string(json["id"]) ?? "", latitude: try double(json["latitude"], "latitude"),
             longitude: try double(json["longitude"], "longitude"), radius: try double(json["radius"], "radius"),
             wifiSSID: string(json["wifi_ssid"]), wifiBSSID: string(json["wifi_bssid"]),
             policy: Region.Policy(rawValue: string(json["policy"]) ?? "") ?? .either, pushPayload: json["push_payload"],
-            extra: json["extra"]?.objectValue ?? [:])
+            extra: json["extra"]?.objectValue ?? [:], polygon: polygon)
     }
 
     public static func region(_ text: String) throws -> Region { try region(try decode(text)) }

@@ -97,8 +97,13 @@ public struct PushDefinition: Sendable, Equatable {
     public var enrich: Bool
     /// The body mode for the enrichment; nil means the service's.
     public var mode: BodyMode?
-    /// The device ids in request order.
+    /// The device ids in request order, as submitted (a stored push read back lists none: its devices are counted
+    /// in `PushCounts.matched` and listed page by page).
     public var deviceIds: [String]
+    /// The app the push belongs to (its devices' app, `AppNamespace`).
+    public var app: String
+    /// Deliveries sent per second at most (`rate`), nil: as fast as the wire.
+    public var rate: Double?
     /// When and how often it is sent, and what that did at acceptance (nil: at once, uncapped).
     public var plan: PushPlan?
     /// Where the push's report is posted once every delivery is final (nil: nowhere).
@@ -118,8 +123,10 @@ public struct PushDefinition: Sendable, Equatable {
         id: String, createdAt: Double, payload: JSONValue, pushType: PushType, priority: APNsPriority? = nil,
         expiration: APNsExpiration? = nil, collapseId: String? = nil, topic: String? = nil, enrich: Bool = true,
         mode: BodyMode? = nil, deviceIds: [String], plan: PushPlan? = nil, callbackURL: String? = nil,
-        origin: PushOrigin = .request
+        origin: PushOrigin = .request, app: String? = nil, rate: Double? = nil
     ) {
+        self.app = app ?? deviceIds.first.map(AppNamespace.app(of:)) ?? AppNamespace.defaultApp
+        self.rate = rate
         self.origin = origin
         self.plan = plan
         self.callbackURL = callbackURL
@@ -187,8 +194,11 @@ public struct ClaimedDelivery: Sendable, Equatable {
     public var delivery: NewDelivery
     /// Attempts made before this one.
     public var attempts: Int
+    /// True when its push was cancelled (`POST /v1/push/{id}/cancel`) after it was committed: it is not sent.
+    public var cancelled: Bool
 
-    public init(id: Int64, pushId: String, delivery: NewDelivery, attempts: Int) {
+    public init(id: Int64, pushId: String, delivery: NewDelivery, attempts: Int, cancelled: Bool = false) {
+        self.cancelled = cancelled
         self.id = id
         self.pushId = pushId
         self.delivery = delivery

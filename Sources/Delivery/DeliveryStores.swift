@@ -63,10 +63,20 @@ public protocol OutboxStore: Sendable {
         _ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery], cap: FrequencyCap, app: String,
         plan: @Sendable (Set<String>) -> PushPlan?
     ) async throws -> Set<String>
-    /// Cancels the push's pending deliveries that no worker holds (state `cancelled`); returns how many.
-    func cancel(pushId: String, at: Double) async throws -> Int
-    /// The app's pushes with deliveries still pending, soonest first: (push id, pending deliveries, next send time).
-    func scheduled(app: String, limit: Int) async throws -> [(pushId: String, pending: Int, nextAt: Double)]
+    /// Marks the push cancelled (at once, whatever its size): its resolution stops, a claim of one of its deliveries
+    /// says `cancelled` (settled without sending), and `sweepCancelled` turns its pending deliveries `cancelled`.
+    /// Returns false when the push is unknown; a second cancel keeps the first instant.
+    func markCancelled(pushId: String, at: Double) async throws -> Bool
+    /// Turns up to `limit` pending deliveries of cancelled pushes that no worker holds `cancelled`; returns how many.
+    func sweepCancelled(at: Double, limit: Int) async throws -> Int
+    /// Deliveries of the push held by a claim taken at or before `at` (epoch seconds) with a lease of `lease`: those
+    /// that may still go on the wire after a cancel at `at`.
+    func claimedBefore(pushId: String, at: Double, lease: Double) async throws -> Int
+    /// The app's pushes, newest first: only those still under way (deliveries pending, or resolving) when `active`;
+    /// after the push `after` (the cursor: the last id of the page before), at most `limit`.
+    func pushes(app: String, active: Bool, after: String?, limit: Int, now: Double) async throws -> [PushStatus]
+    /// When the push's earliest pending delivery is due, if any.
+    func nextSendAt(pushId: String) async throws -> Double?
     /// Records that the device's notification of the push was shown (a receipt): only for a device the push was
     /// sent to (a delivery accepted by APNs, or on its way).
     func confirm(pushId: String, deviceId: String, at: Double) async throws -> ReceiptOutcome
@@ -86,15 +96,43 @@ public protocol OutboxStore: Sendable {
     func releaseClaims(owner: String?) async throws -> Int
     /// A stored push.
     func push(id: String) async throws -> PushDefinition?
-    /// A push with its devices' outcomes and every delivery; nil when unknown.
+    /// A push with its devices' outcomes and every delivery; nil when unknown. Reads every row of the push: for
+    /// the results of a small push (the service lists them up to 1,000 devices).
     func report(pushId: String) async throws -> PushReport?
-    /// How many deliveries of a push are still pending.
+    /// The push and its counts, kept as deliveries change state: O(1) in its deliveries (plus, for devices with
+    /// several tokens, their deliveries; and, while a scheduled or paced push has sends ahead, its pending ones).
+    func status(pushId: String, now: Double) async throws -> PushStatus?
+    /// One page of the push's deliveries in id order, after the id `after` (the cursor), of `state` when given.
+    func deliveries(pushId: String, state: DeliveryState?, after: Int64, limit: Int) async throws -> [ListedDelivery]
+    /// Up to `limit` of the push's pending deliveries that were tried (they carry an answer or an error): why the
+    /// push is still pending.
+    func waiting(pushId: String, limit: Int) async throws -> [DeliveryReport]
+    /// How many deliveries of a push are still pending (from its counts), plus one while it is resolving.
     func pendingCount(pushId: String) async throws -> Int
     /// How many deliveries are pending in all (the outbox depth).
     func depth() async throws -> Int
     /// When the earliest pending delivery can next be claimed (epoch seconds), if any: its next attempt time, or
     /// for one held by a lease, the later of that and the end of the lease (a dead holder's claim is taken then).
     func nextDue() async throws -> Double?
+
+    /// Commits a push whose devices are found later (`resolving`): its audience (as the request gave it) is resolved
+    /// in the background, chunk by chunk (`claimResolution`, `enqueueChunk`).
+    func beginPush(_ push: PushDefinition, audience: String, defaultZone: String?) async throws
+    /// Takes up to `limit` pushes still resolving whose resolution no live lease holds, for `owner` until
+    /// `now + lease` (a node that stops mid-resolution leaves it to another, or to itself after a restart).
+    func claimResolution(owner: String, now: Double, lease: Double, limit: Int) async throws -> [ResolutionClaim]
+    /// Commits one resolved chunk (its devices, their outcomes and deliveries, capped when `cap` says) and moves
+    /// the push's cursor to `chunk.through`, in one transaction, while `owner` holds the resolution (renewed to
+    /// `leaseUntil`). Returns the devices capped, or nil when the chunk was not committed: the lease was lost, or
+    /// the push was cancelled (its resolution then ends).
+    func enqueueChunk(_ chunk: ResolvedChunk, owner: String, leaseUntil: Double) async throws -> Set<String>?
+    /// Deletes up to about `limit` rows of pushes created before `before` that are done (nothing pending, nothing
+    /// resolving, no callback still to post): deliveries, devices and receipts first, the push last. Returns how
+    /// many rows went (0: nothing is left to delete).
+    func retain(before: Double, limit: Int) async throws -> Int
+    /// Deletes everything the outbox holds of a device (its deliveries, its place in pushes, its receipts) and
+    /// adjusts the pushes' counts; returns how many rows went.
+    func deleteDevice(_ deviceId: String) async throws -> Int
 
     /// Pushes whose callback is due at `now` and whose deliveries are all final, at most `limit`.
     func callbacksDue(now: Double, limit: Int) async throws -> [PushCallbackDue]
@@ -155,4 +193,74 @@ public enum ReceiptOutcome: Sendable, Equatable {
     case already
     /// The push was not sent to the device (capped, skipped, cancelled, failed, or not one of its devices).
     case notSent
+}
+
+/// A push whose audience a node is resolving.
+public struct ResolutionClaim: Sendable {
+    public var push: PushDefinition
+    /// The audience as the request gave it (JSON).
+    public var audience: String
+    /// The last device enqueued (devices are enqueued in ascending order of their stored key), nil before the first.
+    public var through: String?
+    /// The app's zone for devices without one, when the push's timing asks for it.
+    public var defaultZone: String?
+    /// Devices enqueued so far.
+    public var matched: Int
+    /// A paced push: when its next delivery may be due (nil: the first is due at once).
+    public var paceNext: Double?
+
+    public init(
+        push: PushDefinition, audience: String, through: String?, defaultZone: String?, matched: Int,
+        paceNext: Double?
+    ) {
+        self.push = push
+        self.audience = audience
+        self.through = through
+        self.defaultZone = defaultZone
+        self.matched = matched
+        self.paceNext = paceNext
+    }
+}
+
+/// One chunk of a resolved audience, committed with the push's cursor.
+public struct ResolvedChunk: Sendable {
+    public var pushId: String
+    /// The chunk's devices, in order (each after the cursor).
+    public var deviceIds: [String]
+    /// Devices that get no delivery, with why.
+    public var outcomes: [DeviceOutcome]
+    public var deliveries: [NewDelivery]
+    /// The last device of the chunk: the new cursor.
+    public var through: String
+    /// True for the last chunk: the push is resolved.
+    public var last: Bool
+    /// The frequency cap and the app it counts in, if any.
+    public var cap: FrequencyCap?
+    public var app: String
+    /// Devices of the chunk whose send time quiet hours moved, and the chunk's earliest and latest send times
+    /// (merged into the push's plan).
+    public var held: Int
+    public var firstSendAt: Double?
+    public var lastSendAt: Double?
+    /// A paced push: when the delivery after this chunk's last may be due.
+    public var paceNext: Double?
+
+    public init(
+        pushId: String, deviceIds: [String], outcomes: [DeviceOutcome], deliveries: [NewDelivery], through: String,
+        last: Bool, cap: FrequencyCap?, app: String, held: Int = 0, firstSendAt: Double? = nil,
+        lastSendAt: Double? = nil, paceNext: Double? = nil
+    ) {
+        self.pushId = pushId
+        self.deviceIds = deviceIds
+        self.outcomes = outcomes
+        self.deliveries = deliveries
+        self.through = through
+        self.last = last
+        self.cap = cap
+        self.app = app
+        self.held = held
+        self.firstSendAt = firstSendAt
+        self.lastSendAt = lastSendAt
+        self.paceNext = paceNext
+    }
 }

@@ -4,47 +4,37 @@ public import Essentials
 /// `matched` devices, those `held` by quiet hours (sent later), `capped`, `skipped` (by reason), `scheduled`
 /// (due later), `sending` (due now), `accepted` by APNs (its 200: accepted, not yet shown), `failed`,
 /// `expired`, `cancelled`, and `confirmed` by a receipt from the device (`POST /v1/receipts`).
+///
+/// Written from the counts the store keeps (`PushCounts`), so it costs the same at ten devices and at a million.
 public struct PushSummary: JSONObjectRepresentable, Sendable {
-    public var report: PushReport
-    public var confirmed: Int
-    public var now: Double
+    public var counts: PushCounts
+    /// Devices whose send time quiet hours moved (the push's plan).
+    public var held: Int
 
-    public init(report: PushReport, confirmed: Int, now: Double) {
-        self.report = report
-        self.confirmed = confirmed
-        self.now = now
+    public init(counts: PushCounts, held: Int) {
+        self.counts = counts
+        self.held = held
+    }
+
+    public init(status: PushStatus) {
+        self.init(counts: status.counts, held: status.push.plan?.held ?? 0)
     }
 
     public func writeJSON(into object: inout JSONObjectWriter) {
-        var byDevice: [String: [DeliveryReport]] = Dictionary(minimumCapacity: report.devices.count)
-        for delivery in report.deliveries { byDevice[delivery.deviceId, default: []].append(delivery) }
-        var skipped: [String: Int] = [:]
-        var capped = 0
-        for device in report.devices where byDevice[device.deviceId] == nil {
-            if device.rule == "capped" { capped += 1 } else { skipped[device.rule ?? "unknown", default: 0] += 1 }
-        }
-        var counts: [String: Int] = [:]
-        for deliveries in byDevice.values {
-            let states = Set(deliveries.map(\.state))
-            let state: String =
-                if states.contains(.delivered) { "accepted" } else if states.contains(.pending) {
-                    deliveries.contains { ($0.scheduledAt ?? 0) > now && $0.attempts == 0 }
-                        ? "scheduled" : "sending"
-                } else if states.contains(.failed) { "failed" } else if states.contains(.expired) { "expired" } else {
-                    "cancelled"
-                }
-            counts[state, default: 0] += 1
-        }
-        object.field("accepted", counts["accepted"] ?? 0)
-        object.field("cancelled", counts["cancelled"] ?? 0)
+        var skipped = counts.notSent
+        let capped = skipped.removeValue(forKey: "capped") ?? 0
+        let pending = counts.devices[.pending] ?? 0
+        let scheduled = min(counts.scheduled, pending)
+        object.field("accepted", counts.devices[.delivered] ?? 0)
+        object.field("cancelled", counts.devices[.cancelled] ?? 0)
         object.field("capped", capped)
-        object.field("confirmed", confirmed)
-        object.field("expired", counts["expired"] ?? 0)
-        object.field("failed", counts["failed"] ?? 0)
-        object.field("held", report.push.plan?.held ?? 0)
-        object.field("matched", report.push.deviceIds.count)
-        object.field("scheduled", counts["scheduled"] ?? 0)
-        object.field("sending", counts["sending"] ?? 0)
-        object.field("skipped", counts: skipped)
+        object.field("confirmed", counts.confirmed)
+        object.field("expired", counts.devices[.expired] ?? 0)
+        object.field("failed", counts.devices[.failed] ?? 0)
+        object.field("held", held)
+        object.field("matched", counts.matched)
+        object.field("scheduled", scheduled)
+        object.field("sending", pending - scheduled)
+        object.field("skipped", counts: skipped.filter { $0.value > 0 })
     }
 }

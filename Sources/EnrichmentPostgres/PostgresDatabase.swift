@@ -606,5 +606,8 @@ enum PostgresSchema {
         ),
         // Issue 47: who made a push (NULL: a request; `region_entry`), so that frequency caps count only requests.
         ("v14-push-origin", ["ALTER TABLE pushes ADD COLUMN origin TEXT"]),
+        // Issue 48: pushes of any size: counts kept as deliveries change state, audiences resolved in the
+        // background behind a durable cursor, pacing, cancellation at once, retention.
+        ("v15-push-scale", PostgresOutbox.scaleMigration),
     ]
 }

@@ -361,6 +361,17 @@ extension ServiceConfiguration {
             default: "\(defaults.delivery.waitTimeout)", allowed: "seconds > 0 and at most 600",
             parse: seconds(600), store: { $0.delivery.waitTimeout = $1 }),
         Setting(
+            "push-retention", "ENRICH_PUSH_RETENTION", valueName: "seconds",
+            help:
+                "How long a finished push (its deliveries, devices and receipts) is kept after it was made; then it is deleted, in small batches.",
+            default: "\(defaults.delivery.retention)", allowed: "seconds > 0 and at most 315360000 (10 years)",
+            parse: seconds(315_360_000), store: { $0.delivery.retention = $1 }),
+        Setting(
+            "max-push-audience", "ENRICH_MAX_PUSH_AUDIENCE", valueName: "devices",
+            help: "Most devices one push may reach (an audience, or the devices of an open push).",
+            default: "\(defaults.delivery.maximumAudience)", allowed: "an integer from 1 to 100000000",
+            parse: integer(1...100_000_000), store: { $0.delivery.maximumAudience = $1 }),
+        Setting(
             "delivery-lease", "ENRICH_DELIVERY_LEASE", valueName: "seconds",
             help: "How long a node's claim on a delivery lasts; a dead node's claims are sent by another after it.",
             default: "\(defaults.delivery.lease)", allowed: "seconds > 0 and at most 3600", parse: seconds(3_600),

@@ -288,6 +288,10 @@ public struct DeliverySettings: Sendable {
     public var maximumAge = 3_600.0
     /// Longest a `"wait": true` request waits for its deliveries before answering 202 with the push id.
     public var waitTimeout = 30.0
+    /// Seconds a finished push (its deliveries, devices and receipts) is kept after it was made; then deleted.
+    public var retention = 2_592_000.0
+    /// Most devices one push may reach (an audience's members, or `device_ids` added to an open push).
+    public var maximumAudience = 10_000_000
     /// Where each token deactivation is POSTed as JSON (bounded retries, never blocks sending).
     public var feedbackURL: String?
     /// The default app's zone for devices without one (apps of the apps file have `time_zone`).

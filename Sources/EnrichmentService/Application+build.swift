@@ -65,6 +65,12 @@ struct ServiceState: Sendable {
             timeout: runtime.configuration.databaseURL == nil
                 ? nil : .milliseconds(Int64(runtime.configuration.databaseConnectTimeout * 1000)),
             logger: logger)
+        // Audiences are resolved by the delivery engine in the background, with the places and regions the
+        // service knows.
+        let state = self
+        runtime.delivery.resolveAudiences { audience, app, now in
+            try await AudienceRoutes.members(audience, app: app, now: now, state: state)
+        }
     }
 }
 

@@ -362,6 +362,12 @@ public final class SQLiteDatabase: Sendable {
         migrator.registerMigration("v13-push-origin") { db in
             try db.execute(sql: "ALTER TABLE pushes ADD COLUMN origin TEXT")
         }
+        // Issue 48: pushes of any size. A push's figures are counts kept as its deliveries change state
+        // (`push_counts`); an audience is resolved in the background, chunk by chunk, behind a durable cursor; a push
+        // may be paced, cancelled at once, and is deleted after the retention period.
+        migrator.registerMigration("v14-push-scale") { db in
+            try db.execute(sql: SQLiteOutbox.scaleMigration)
+        }
         return migrator
     }
 

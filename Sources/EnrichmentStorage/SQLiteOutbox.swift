@@ -14,7 +14,11 @@ public struct SQLiteOutbox: OutboxStore {
     public init(database: SQLiteDatabase) { self.database = database }
 
     public func enqueue(_ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery]) async throws {
-        try await database.pool.write { db in try Self.insert(db, push, outcomes: outcomes, deliveries: deliveries) }
+        try await database.pool.write { db in
+            try Self.insertPush(db, push, audience: nil, defaultZone: nil)
+            try Self.insertChunk(
+                db, pushId: push.id, deviceIds: push.deviceIds, outcomes: outcomes, deliveries: deliveries, from: 0)
+        }
     }
 
     public func enqueue(
@@ -23,81 +27,134 @@ public struct SQLiteOutbox: OutboxStore {
     ) async throws -> Set<String> {
         // One writer at a time (SQLite): the count and the insert cannot interleave with another push's.
         try await database.pool.write { db in
-            let count = try db.cachedStatement(
-                sql: """
-                    SELECT count(DISTINCT d.push_id) FROM deliveries d JOIN pushes p ON p.id = d.push_id
-                    WHERE d.device_id = ? AND p.push_type NOT IN ('liveactivity', 'background') AND p.origin IS NULL
-                    AND (
-                        (d.state = 'pending' AND d.next_attempt_at > ? AND d.next_attempt_at < ?)
-                        OR (d.state = 'delivered' AND d.finished_at > ? AND d.finished_at < ?))
-                    """)
-            var capped = Set<String>()
-            var seen = Set<String>()
-            for item in deliveries where seen.insert(item.deviceId).inserted {
-                let at = item.scheduledAt ?? push.createdAt
-                let (from, to) = (at - cap.window, at + cap.window)
-                let sent = try Int.fetchOne(count, arguments: [item.deviceId, from, to, from, to]) ?? 0
-                if sent >= cap.max { capped.insert(item.deviceId) }
-            }
+            let capped = try Self.capped(db, deliveries: deliveries, createdAt: push.createdAt, cap: cap)
             var push = push
             push.plan = plan(capped)
-            try Self.insert(
-                db, push,
+            try Self.insertPush(db, push, audience: nil, defaultZone: nil)
+            try Self.insertChunk(
+                db, pushId: push.id, deviceIds: push.deviceIds,
                 outcomes: outcomes
                     + capped.sorted().map { DeviceOutcome(deviceId: $0, outcome: "not_sent", rule: "capped") },
-                deliveries: deliveries.filter { !capped.contains($0.deviceId) })
+                deliveries: deliveries.filter { !capped.contains($0.deviceId) }, from: 0)
             return capped
         }
     }
 
-    static func insert(_ db: Database, _ push: PushDefinition, outcomes: [DeviceOutcome], deliveries: [NewDelivery])
-        throws
+    /// The devices of `deliveries` that already have `cap.max` pushes a person sees within the cap's window of
+    /// their send time.
+    static func capped(_ db: Database, deliveries: [NewDelivery], createdAt: Double, cap: FrequencyCap) throws
+        -> Set<String>
     {
+        let count = try db.cachedStatement(
+            sql: """
+                SELECT count(DISTINCT d.push_id) FROM deliveries d JOIN pushes p ON p.id = d.push_id
+                WHERE d.device_id = ? AND p.push_type NOT IN ('liveactivity', 'background') AND p.origin IS NULL
+                AND (
+                    (d.state = 'pending' AND d.next_attempt_at > ? AND d.next_attempt_at < ?)
+                    OR (d.state = 'delivered' AND d.finished_at > ? AND d.finished_at < ?))
+                """)
+        var capped = Set<String>()
+        var seen = Set<String>()
+        for item in deliveries where seen.insert(item.deviceId).inserted {
+            let at = item.scheduledAt ?? createdAt
+            let (from, to) = (at - cap.window, at + cap.window)
+            let sent = try Int.fetchOne(count, arguments: [item.deviceId, from, to, from, to]) ?? 0
+            if sent >= cap.max { capped.insert(item.deviceId) }
+        }
+        return capped
+    }
+
+    /// Writes the push's row; `audience` (JSON) makes it a push still resolving.
+    static func insertPush(_ db: Database, _ push: PushDefinition, audience: String?, defaultZone: String?) throws {
         let payload = String(decoding: push.payload.encodedData(), as: UTF8.self)
         let plan = push.plan.map { String(decoding: $0.stored.encodedData(), as: UTF8.self) }
-        let known = Dictionary(outcomes.map { ($0.deviceId, $0) }, uniquingKeysWith: { first, _ in first })
         try db.execute(
             sql: """
                 INSERT INTO pushes (id, created_at, payload, push_type, priority, expiration, collapse_id, topic,
-                    enrich, mode, plan, callback_url, callback_due, origin)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    enrich, mode, plan, callback_url, callback_due, origin, app, audience, resolving, default_zone,
+                    rate)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 push.id, push.createdAt, payload, push.pushType.rawValue, push.priority?.rawValue,
                 push.expiration?.epochSeconds, push.collapseId, push.topic, push.enrich, push.mode?.rawValue, plan,
-                push.callbackURL, push.callbackDueAt, push.origin.stored,
+                push.callbackURL, push.callbackDueAt, push.origin.stored, push.app, audience, audience != nil,
+                defaultZone, push.rate,
             ])
-        // Up to 1,000 devices and their deliveries: bound and run through SQLite's C interface (`RawStatement`).
+    }
+
+    /// Writes devices of a push (positions from `from` on) with their outcomes, and their deliveries, and adds
+    /// them to the push's counts.
+    static func insertChunk(
+        _ db: Database, pushId: String, deviceIds: [String], outcomes: [DeviceOutcome], deliveries: [NewDelivery],
+        from: Int
+    ) throws {
+        let known = Dictionary(outcomes.map { ($0.deviceId, $0) }, uniquingKeysWith: { first, _ in first })
+        // Many devices and their deliveries: bound and run through SQLite's C interface (`RawStatement`).
         let device = RawStatement(
             try db.cachedStatement(
                 sql: "INSERT INTO push_devices (push_id, position, device_id, outcome, rule) VALUES (?, ?, ?, ?, ?)"),
             in: db)
-        try device.bind(1, push.id)
-        for (position, id) in push.deviceIds.enumerated() {
+        try device.bind(1, pushId)
+        var counts: [String: Int] = ["matched": deviceIds.count]
+        for (offset, id) in deviceIds.enumerated() {
             let outcome = known[id]
-            try device.bind(2, position)
+            try device.bind(2, from + offset)
             try device.bind(3, id)
             try device.bind(4, outcome?.outcome)
             try device.bind(5, outcome?.rule)
             try device.run()
         }
+        var perDevice: [String: Int] = [:]
+        for item in deliveries { perDevice[item.deviceId, default: 0] += 1 }
+        for id in deviceIds where perDevice[id] == nil {
+            counts["rule:" + (known[id]?.rule ?? "unknown"), default: 0] += 1
+        }
         let delivery = RawStatement(
             try db.cachedStatement(
                 sql: """
                     INSERT INTO deliveries (push_id, device_id, token, topic, environment, apns_id, next_attempt_at,
-                        scheduled_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                        scheduled_at, shared)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """), in: db)
-        try delivery.bind(1, push.id)
+        let createdAt = try Double.fetchOne(db, sql: "SELECT created_at FROM pushes WHERE id = ?", arguments: [pushId])
+        try delivery.bind(1, pushId)
         for item in deliveries {
             try delivery.bind(2, item.deviceId)
             try delivery.bind(3, item.token)
             try delivery.bind(4, item.topic)
             try delivery.bind(5, item.environment.rawValue)
             try delivery.bind(6, item.apnsId)
-            try delivery.bind(7, item.scheduledAt ?? push.createdAt)
+            try delivery.bind(7, item.scheduledAt ?? createdAt ?? 0)
             try delivery.bind(8, item.scheduledAt)
+            try delivery.bind(9, (perDevice[item.deviceId] ?? 0) > 1 ? 1 : 0)
             try delivery.run()
+        }
+        if !deliveries.isEmpty {
+            counts[DeliveryState.pending.rawValue] = deliveries.count
+            // The push's deliveries are the ids from its first to its last (pages are read through that range).
+            let last = db.lastInsertedRowID
+            try db.execute(
+                sql: """
+                    UPDATE pushes SET first_delivery = COALESCE(first_delivery, ?), last_delivery = ? WHERE id = ?
+                    """, arguments: [last - Int64(deliveries.count) + 1, last, pushId])
+        }
+        try bump(db, pushId: pushId, counts)
+    }
+
+    /// Adds to the push's counts (a negative number takes away).
+    static func bump(_ db: Database, pushId: String, _ counts: [String: Int]) throws {
+        let upsert = RawStatement(
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO push_counts (push_id, key, n) VALUES (?, ?, ?)
+                    ON CONFLICT (push_id, key) DO UPDATE SET n = n + excluded.n
+                    """), in: db)
+        try upsert.bind(1, pushId)
+        for (key, n) in counts where n != 0 {
+            try upsert.bind(2, key)
+            try upsert.bind(3, n)
+            try upsert.run()
         }
     }
 
@@ -112,7 +169,8 @@ public struct SQLiteOutbox: OutboxStore {
                         SELECT id FROM deliveries
                         WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
                         ORDER BY next_attempt_at, id LIMIT ?)
-                    RETURNING id, push_id, device_id, token, topic, environment, apns_id, attempts, scheduled_at
+                    RETURNING id, push_id, device_id, token, topic, environment, apns_id, attempts, scheduled_at,
+                        (SELECT p.cancelled_at IS NOT NULL FROM pushes p WHERE p.id = push_id)
                     """)
             try statement.setArguments([owner, now + lease, now, now, limit])
             var claimed: [ClaimedDelivery] = []
@@ -125,7 +183,7 @@ public struct SQLiteOutbox: OutboxStore {
                             deviceId: row.string(2) ?? "", token: row.string(3) ?? "", topic: row.string(4) ?? "",
                             environment: row.string(5).flatMap(APNsEnvironmentName.init(rawValue:)) ?? .production,
                             apnsId: row.string(6) ?? "", scheduledAt: row.double(8)),
-                        attempts: row.int(7) ?? 0))
+                        attempts: row.int(7) ?? 0, cancelled: row.bool(9)))
             }
             return claimed.sorted { $0.id < $1.id }
         }
@@ -144,11 +202,14 @@ public struct SQLiteOutbox: OutboxStore {
                         outcome = COALESCE(?, outcome),
                         rule = COALESCE(?, rule), finished_at = ?, lease_owner = NULL, lease_until = NULL
                     WHERE id = ? AND lease_owner = ? AND state = 'pending'
+                    RETURNING push_id
                     """)
             // A batch's answers, one row each: bound and run through SQLite's C interface (`RawStatement`).
             let raw = RawStatement(update, in: db)
             try raw.bind(14, owner)
             var written = 0
+            // Each written delivery that leaves `pending` moves one count of its push.
+            var moved: [String: [String: Int]] = [:]
             for item in updates {
                 // An update without an answer from APNs (expired before a retry, waiting for a closed circuit)
                 // keeps the last answer's status, reason and timestamp.
@@ -165,8 +226,14 @@ public struct SQLiteOutbox: OutboxStore {
                 try raw.bind(11, item.rule)
                 try raw.bind(12, item.finishedAt)
                 try raw.bind(13, item.id)
-                written += try raw.run()
+                try raw.forEachRow { row in
+                    written += 1
+                    guard item.state != .pending, let pushId = row.string(0) else { return }
+                    moved[pushId, default: [:]][DeliveryState.pending.rawValue, default: 0] -= 1
+                    moved[pushId, default: [:]][item.state.rawValue, default: 0] += 1
+                }
             }
+            for (pushId, counts) in moved { try Self.bump(db, pushId: pushId, counts) }
             let device = RawStatement(
                 try db.cachedStatement(
                     sql: "UPDATE push_devices SET outcome = ?, rule = ? WHERE push_id = ? AND device_id = ?"),
@@ -206,27 +273,29 @@ public struct SQLiteOutbox: OutboxStore {
         try await database.pool.read { db in try Self.push(db, id: id) }
     }
 
+    static let pushColumns = """
+        id, created_at, payload, push_type, priority, expiration, collapse_id, topic, enrich, mode, plan,
+        callback_url, origin, app, rate
+        """
+
     static func push(_ db: Database, id: String) throws -> PushDefinition? {
-        guard
-            let row = try Row.fetchOne(
-                db,
-                sql: """
-                    SELECT id, created_at, payload, push_type, priority, expiration, collapse_id, topic, enrich, mode,
-                        plan, callback_url, origin
-                    FROM pushes WHERE id = ?
-                    """, arguments: [id])
+        guard let row = try Row.fetchOne(db, sql: "SELECT \(pushColumns) FROM pushes WHERE id = ?", arguments: [id])
         else { return nil }
-        let devices = try String.fetchAll(
-            db, sql: "SELECT device_id FROM push_devices WHERE push_id = ? ORDER BY position", arguments: [id])
+        return try push(row)
+    }
+
+    /// A push read back from the columns `pushColumns` names, in that order (its devices are not listed).
+    static func push(_ row: Row) throws -> PushDefinition {
         let text: String = row[2]
         return PushDefinition(
             id: row[0], createdAt: row[1], payload: try JSONValue.decode(Data(text.utf8)),
             pushType: try PushType.stored(row[3]),
             priority: try APNsPriority.stored(row[4]), expiration: try APNsExpiration.stored(row[5]),
             collapseId: row[6], topic: row[7], enrich: row[8],
-            mode: (row[9] as String?).flatMap(BodyMode.init(rawValue:)), deviceIds: devices,
+            mode: (row[9] as String?).flatMap(BodyMode.init(rawValue:)), deviceIds: [],
             plan: try (row[10] as String?).map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) },
-            callbackURL: row[11], origin: PushOrigin(stored: row[12]))
+            callbackURL: row[11], origin: PushOrigin(stored: row[12]),
+            app: (row[13] as String?) ?? AppNamespace.defaultApp, rate: row[14])
     }
 
     public func callbacksDue(now: Double, limit: Int) async throws -> [PushCallbackDue] {
@@ -235,8 +304,8 @@ public struct SQLiteOutbox: OutboxStore {
                 db,
                 sql: """
                     SELECT id, callback_url, callback_attempts FROM pushes p
-                    WHERE callback_due <= ?
-                      AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.push_id = p.id AND d.state = 'pending')
+                    WHERE callback_due <= ? AND resolving = 0
+                      AND COALESCE((SELECT n FROM push_counts c WHERE c.push_id = p.id AND c.key = 'pending'), 0) = 0
                     ORDER BY callback_due LIMIT ?
                     """, arguments: [now, limit]
             ).map { PushCallbackDue(pushId: $0[0], url: $0[1], attempts: $0[2]) }
@@ -278,33 +347,6 @@ public struct SQLiteOutbox: OutboxStore {
         }
     }
 
-    public func cancel(pushId: String, at: Double) async throws -> Int {
-        try await database.pool.write { db in
-            try db.execute(
-                sql: """
-                    UPDATE deliveries SET state = 'cancelled', finished_at = ?, error = 'cancelled before it was sent'
-                    WHERE push_id = ? AND state = 'pending' AND lease_owner IS NULL
-                    """, arguments: [at, pushId])
-            return db.changesCount
-        }
-    }
-
-    public func scheduled(app: String, limit: Int) async throws -> [(pushId: String, pending: Int, nextAt: Double)] {
-        // The app's devices are stored under `<app>/` (`AppNamespace`), the default app's without a prefix.
-        let (pattern, isDefault) = (AppNamespace.prefix(of: app) + "%", app == AppNamespace.defaultApp)
-        // `+push_id`: read the pending deliveries through the due index, not every delivery through the push's.
-        return try await database.pool.read { db in
-            try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT push_id, count(*), min(next_attempt_at) FROM deliveries
-                    WHERE state = 'pending' AND (CASE WHEN ? THEN instr(device_id, '/') = 0 ELSE device_id LIKE ? END)
-                    GROUP BY +push_id ORDER BY min(next_attempt_at), push_id LIMIT ?
-                    """, arguments: [isDefault, pattern, limit]
-            ).map { ($0[0], $0[1], $0[2]) }
-        }
-    }
-
     public func confirm(pushId: String, deviceId: String, at: Double) async throws -> ReceiptOutcome {
         try await database.pool.write { db in
             let sent =
@@ -318,58 +360,16 @@ public struct SQLiteOutbox: OutboxStore {
             try db.execute(
                 sql: "INSERT INTO receipts (push_id, device_id, received_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 arguments: [pushId, deviceId, at])
-            return db.changesCount > 0 ? .recorded : .already
+            guard db.changesCount > 0 else { return .already }
+            try Self.bump(db, pushId: pushId, ["confirmed": 1])
+            return .recorded
         }
     }
 
     public func confirmedCount(pushId: String) async throws -> Int {
         try await database.pool.read { db in
-            try Int.fetchOne(db, sql: "SELECT count(*) FROM receipts WHERE push_id = ?", arguments: [pushId]) ?? 0
-        }
-    }
-
-    public func report(pushId: String) async throws -> PushReport? {
-        try await database.pool.read { db in
-            guard let push = try Self.push(db, id: pushId) else { return nil }
-            // Up to 1,000 devices and their deliveries, read each time a client looks at the push: through SQLite's
-            // C interface (`RawStatement`).
-            let devicesRead = RawStatement(
-                try db.cachedStatement(
-                    sql: "SELECT device_id, outcome, rule FROM push_devices WHERE push_id = ? ORDER BY position"),
-                in: db)
-            try devicesRead.bind(1, pushId)
-            var devices: [(deviceId: String, outcome: String?, rule: String?)] = []
-            devices.reserveCapacity(push.deviceIds.count)
-            try devicesRead.forEachRow { row in devices.append((row.string(0) ?? "", row.string(1), row.string(2))) }
-            let deliveriesRead = RawStatement(
-                try db.cachedStatement(
-                    sql: """
-                        SELECT device_id, token, environment, state, status, reason, apns_id, apns_timestamp, attempts,
-                            error, taken_over, scheduled_at
-                        FROM deliveries WHERE push_id = ? ORDER BY id
-                        """), in: db)
-            try deliveriesRead.bind(1, pushId)
-            var deliveries: [DeliveryReport] = []
-            deliveries.reserveCapacity(push.deviceIds.count)
-            try deliveriesRead.forEachRow { row in
-                deliveries.append(
-                    DeliveryReport(
-                        deviceId: row.string(0) ?? "", token: row.string(1) ?? "",
-                        environment: row.string(2).flatMap(APNsEnvironmentName.init(rawValue:)) ?? .production,
-                        state: row.string(3).flatMap(DeliveryState.init(rawValue:)) ?? .pending, status: row.int(4),
-                        reason: row.string(5), apnsId: row.string(6) ?? "", apnsTimestamp: row.int64(7),
-                        attempts: row.int(8) ?? 0, error: row.string(9), resentAfterTakeover: row.bool(10),
-                        scheduledAt: row.double(11)))
-            }
-            return PushReport(push: push, devices: devices, deliveries: deliveries)
-        }
-    }
-
-    public func pendingCount(pushId: String) async throws -> Int {
-        try await database.pool.read { db in
             try Int.fetchOne(
-                db, sql: "SELECT count(*) FROM deliveries WHERE push_id = ? AND state = 'pending'",
-                arguments: [pushId]) ?? 0
+                db, sql: "SELECT n FROM push_counts WHERE push_id = ? AND key = 'confirmed'", arguments: [pushId]) ?? 0
         }
     }
 

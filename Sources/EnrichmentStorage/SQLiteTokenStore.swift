@@ -157,6 +157,22 @@ public struct SQLiteTokenStore: DeviceTokenStore {
         }
     }
 
+    public func devices(inApp app: String) async throws -> [String] {
+        try await database.pool.read { db in
+            if app == AppNamespace.defaultApp {
+                return try String.fetchAll(
+                    db, sql: "SELECT DISTINCT device_id FROM apns_tokens WHERE active = 1 AND instr(device_id, '/') = 0")
+            }
+            // The app's keys are `<app>/...`: the range from "<app>/" up to "<app>0" ('0' follows '/').
+            return try String.fetchAll(
+                db,
+                sql: """
+                    SELECT DISTINCT device_id FROM apns_tokens
+                    WHERE device_id >= ? AND device_id < ? AND active = 1
+                    """, arguments: [app + "/", app + "0"])
+        }
+    }
+
     public func deactivate(_ deactivation: TokenDeactivation) async throws -> TokenRegistration? {
         try await database.pool.write { db in
             var sql = """

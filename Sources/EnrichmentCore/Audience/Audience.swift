@@ -17,7 +17,8 @@ public indirect enum Audience: Sendable, Equatable {
     case zoi(period: ZonePeriod, area: AudienceArea)
     /// Devices with a visit within `radius` metres of one of `pois` (positions) that overlaps `window`.
     case visited(pois: [Coordinate], radius: Double, window: VisitWindow)
-    /// Devices in every one of the parts (`not` parts are taken away).
+    /// Devices in every one of the parts (`not` parts are taken away); with no part that is not a `not`, every
+    /// device of the app with an active registration (`{"all": []}` is everyone).
     case all([Audience])
     /// Devices in any of the parts.
     case any([Audience])
@@ -143,19 +144,19 @@ public indirect enum Audience: Sendable, Equatable {
             }
             return .region(storedId: region.storedId, area: region.area, rule: region.rule)
         case "all", "any":
-            guard case .array(let items) = body, !items.isEmpty, items.count <= 32 else {
-                throw Problem(path: here, message: "must be an array of 1 to 32 audiences")
+            // `{"all": []}` is every device of the app; an `all` of only `not` parts, everyone but them.
+            guard case .array(let items) = body, kind == "all" || !items.isEmpty, items.count <= 32 else {
+                throw Problem(
+                    path: here,
+                    message: kind == "all"
+                        ? "must be an array of up to 32 audiences ([] is every device of the app)"
+                        : "must be an array of 1 to 32 audiences")
             }
             var parts: [Audience] = []
             for (index, item) in items.enumerated() {
                 parts.append(try await parse(item, places: places, path: "\(here)[\(index)]", depth: depth + 1))
             }
-            if kind == "all" {
-                guard parts.contains(where: { if case .not = $0 { false } else { true } }) else {
-                    throw Problem(path: here, message: "needs at least one part that is not a 'not'")
-                }
-                return .all(parts)
-            }
+            if kind == "all" { return .all(parts) }
             if let index = parts.firstIndex(where: { if case .not = $0 { true } else { false } }) {
                 throw Problem(
                     path: "\(here)[\(index)].not",
@@ -246,4 +247,7 @@ public protocol DeviceTagSource: Sendable {
     /// The stored keys of every device carrying all of `tags` (1 or more), in every app: the first tag's devices
     /// that carry the others, found by the store (no list of the others is read).
     func devices(taggedWithAll tags: [String]) async throws -> [String]
+    /// The stored keys of every device of `app` (`AppNamespace`) with an active registration: everyone a push can
+    /// reach (an `all` with no part, or with only `not` parts).
+    func devices(inApp app: String) async throws -> [String]
 }

@@ -88,6 +88,8 @@ public struct AudienceResolver: Sendable {
                     kept = kept.map { $0.intersection(members) } ?? members
                 }
             }
+            // No positive part: everyone the app can reach, less the `not` parts.
+            if kept == nil, let tags { kept = Set(try await tags.devices(inApp: app)) }
             return (kept ?? []).subtracting(removed)
         case .not:
             // Refused by the parser outside `all`; nothing to take away from.

@@ -105,13 +105,21 @@ public final class DeliveryEngine: Sendable {
     /// for the log and readiness when APNs refuses it. No secret: ids only.
     let identities: [String: String]
 
-    private let rendezvous = Rendezvous()
+    let rendezvous = Rendezvous()
     private let accepting = Atomic<Bool>(true)
     private let stopping = Atomic<Bool>(false)
     private let pushCache = Mutex<[String: PushDefinition]>([:])
     private let lastConnections = Mutex<[SenderKey: Int]>([:])
-    private static let wakeKey = "\u{0}wake"
-    private static let callbackKey = "\u{0}callbacks"
+    /// Resolves an audience (as the request gave it) in an app at an instant to its devices' stored keys: set by
+    /// the service, which knows the places and regions an audience may name.
+    let audienceMembers = Mutex<AudienceMembers?>(nil)
+    /// Pushes cancelled through this node: a batch claimed before the cancel drops their deliveries before they go
+    /// on the wire.
+    let cancelledHere = Mutex<Set<String>>([])
+    static let wakeKey = "\u{0}wake"
+    static let callbackKey = "\u{0}callbacks"
+    static let resolveKey = "\u{0}resolve"
+    static let retainKey = "\u{0}retain"
     /// Posts pushes' reports to their callback URLs once final.
     let callbacks: PushCallbacks
 
@@ -156,6 +164,8 @@ public final class DeliveryEngine: Sendable {
             hosts: settings.callbackHosts)
         _ = rendezvous.watch(Self.wakeKey)
         _ = rendezvous.watch(Self.callbackKey)
+        _ = rendezvous.watch(Self.resolveKey)
+        _ = rendezvous.watch(Self.retainKey)
     }
 
     /// True when APNs credentials are configured.
@@ -175,93 +185,6 @@ public final class DeliveryEngine: Sendable {
 
     /// False once shutdown began.
     public var isAccepting: Bool { accepting.load(ordering: .relaxed) }
-
-    /// The new push's outcome at acceptance.
-    public struct Receipt: Sendable {
-        public var push: PushDefinition
-        /// Deliveries committed (one per active registration of the named devices).
-        public var deliveries: Int
-        /// Devices that got no delivery (no active registration, no zone, quiet hours, capped), with their outcome.
-        public var notSent: [DeviceOutcome]
-    }
-
-    /// Commits a push and its deliveries (one per active registration of each device), then wakes a worker.
-    ///
-    /// With `timing`, each device's send time is decided in its own zone (its profile's, else `defaultZone` when
-    /// the push asks for the app's): a delivery due later waits in the outbox (durable, claimed when due), a device
-    /// the timing skips gets none, and with a cap a device that has had enough gets none either.
-    public func submit(
-        _ push: PushDefinition, timing: SendTiming? = nil, defaultZone: String? = nil
-    ) async throws -> Receipt {
-        guard isConfigured else { throw DeliveryError.notConfigured }
-        guard isAccepting else { throw DeliveryError.shuttingDown }
-        var push = push
-        let registrations = try await tokens.activeRegistrations(deviceIds: push.deviceIds)
-        let profiles = timing?.needsZone == true ? try await tokens.profiles(deviceIds: push.deviceIds) : [:]
-        let fallback = timing?.missingZone == .appDefault ? defaultZone.flatMap(ZoneClock.zone(named:)) : nil
-        var deliveries: [NewDelivery] = []
-        var notSent: [DeviceOutcome] = []
-        // Each sent device's send time, and whether quiet hours moved it: the plan counts those not capped.
-        var planned: [String: (at: Double, held: Bool)] = [:]
-        // Each delivery's apns-id: the system's random bits read in blocks, not one system call per id.
-        var random = BufferedSystemRandom(expected: 2 * push.deviceIds.count)
-        for id in push.deviceIds {
-            guard let active = registrations[id], !active.isEmpty else {
-                notSent.append(.noActiveToken(id))
-                continue
-            }
-            var scheduledAt: Double?
-            if let timing {
-                let zone = profiles[id]?.timeZone.flatMap(ZoneClock.zone(named:)) ?? fallback
-                switch timing.decide(zone: zone, now: push.createdAt) {
-                case .skip(let rule):
-                    notSent.append(DeviceOutcome(deviceId: id, outcome: "not_sent", rule: rule))
-                    continue
-                case .send(let at, let wasHeld):
-                    planned[id] = (at, wasHeld)
-                    if at > push.createdAt { scheduledAt = at }
-                }
-            }
-            for registration in active {
-                deliveries.append(
-                    NewDelivery(
-                        deviceId: id, token: registration.token, topic: registration.topic,
-                        environment: registration.environment, apnsId: RandomUUID.lowercased(using: &random),
-                        scheduledAt: scheduledAt))
-            }
-        }
-        let plan: @Sendable (Set<String>) -> PushPlan? = { [planned] capped in
-            guard let timing else { return nil }
-            let kept = planned.filter { !capped.contains($0.key) }.values
-            return PushPlan(
-                timing: timing, held: kept.filter(\.held).count, firstSendAt: kept.map(\.at).min(),
-                lastSendAt: kept.map(\.at).max())
-        }
-        push.plan = plan([])
-        if let cap = timing?.cap, !deliveries.isEmpty {
-            let app = AppNamespace.app(of: deliveries[0].deviceId)
-            let capped = try await outbox.enqueue(
-                push, outcomes: notSent, deliveries: deliveries, cap: cap, app: app, plan: plan)
-            push.plan = plan(capped)
-            notSent += capped.sorted().map { DeviceOutcome(deviceId: $0, outcome: "not_sent", rule: "capped") }
-            deliveries.removeAll { capped.contains($0.deviceId) }
-        } else {
-            try await outbox.enqueue(push, outcomes: notSent, deliveries: deliveries)
-        }
-        if !deliveries.isEmpty { rendezvous.notify(Self.wakeKey) }
-        if push.callbackURL != nil { rendezvous.notify(Self.callbackKey) }
-        return Receipt(push: push, deliveries: deliveries.count, notSent: notSent)
-    }
-
-    /// Commits a push addressed to given tokens rather than to its devices' registrations (a Live Activity's own
-    /// token); the workers send it as any other.
-    public func submit(_ push: PushDefinition, deliveries: [NewDelivery]) async throws -> Receipt {
-        guard isConfigured else { throw DeliveryError.notConfigured }
-        guard isAccepting else { throw DeliveryError.shuttingDown }
-        try await outbox.enqueue(push, outcomes: [], deliveries: deliveries)
-        if !deliveries.isEmpty { rendezvous.notify(Self.wakeKey) }
-        return Receipt(push: push, deliveries: deliveries.count, notSent: [])
-    }
 
     /// Waits until every delivery of the push is final, or `timeout`; returns whether they are.
     public func waitUntilDone(pushId: String, timeout: Duration) async throws -> Bool {
@@ -301,6 +224,8 @@ public final class DeliveryEngine: Sendable {
                 group.addTask { await feedback.run() }
             }
             group.addTask { await self.callbackLoop() }
+            group.addTask { await self.resolveLoop() }
+            group.addTask { await self.retainLoop() }
             await withTaskGroup(of: Void.self) { lanes in
                 for lane in 0..<self.lanes { lanes.addTask { await self.lane(lane) } }
             }
@@ -323,7 +248,7 @@ public final class DeliveryEngine: Sendable {
         rendezvous.notify(Self.wakeKey)
     }
 
-    private var isStopping: Bool { stopping.load(ordering: .relaxed) || Task.isCancelled }
+    var isStopping: Bool { stopping.load(ordering: .relaxed) || Task.isCancelled }
 
     /// Wakes the idle lanes: deliveries were committed (by this node, or by another as the change feed says).
     public func wake() { rendezvous.notify(Self.wakeKey) }
@@ -332,6 +257,17 @@ public final class DeliveryEngine: Sendable {
     public func pushChanged(_ pushId: String) {
         rendezvous.notify(pushId)
         rendezvous.notify(Self.callbackKey)
+    }
+
+    /// The push was cancelled through this node: what this node claimed of it and did not send yet is not sent,
+    /// and its pending deliveries are turned `cancelled` in the background.
+    public func cancelled(_ pushId: String) {
+        cancelledHere.withLock { cancelled in
+            if cancelled.count >= 1024 { cancelled.removeAll(keepingCapacity: true) }
+            cancelled.insert(pushId)
+        }
+        rendezvous.notify(Self.retainKey)
+        pushChanged(pushId)
     }
 
     /// Looks for pushes whose callback is due: when a batch of deliveries is recorded, when a push is accepted or
@@ -461,7 +397,7 @@ public final class DeliveryEngine: Sendable {
     /// A lane's call to the database, bounded by `databaseTimeout` (PostgreSQL): past it the call is left behind
     /// and the lane goes on (what it claimed is released, or its lease runs out), so a call that is never answered
     /// cannot stop delivery.
-    private func bounded<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    func bounded<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         guard let databaseTimeout else { return try await body() }
         guard let value = try await withAbandoningTimeout(databaseTimeout, body) else {
             logger.warning(
@@ -595,7 +531,13 @@ public final class DeliveryEngine: Sendable {
             }
         }
         var work: [(group: Int, push: PushDefinition, deviceId: String)] = []
+        let cancelledHere = self.cancelledHere.withLock { $0 }
         for (index, claims) in groups.enumerated() {
+            // A push cancelled after these were committed: they are not sent.
+            if claims[0].cancelled || cancelledHere.contains(claims[0].pushId) {
+                updates += claims.map { Self.cancelledUpdate($0, at: now) }
+                continue
+            }
             if let problem = unreadable[claims[0].pushId] {
                 updates += claims.map {
                     DeliveryUpdate(id: $0.id, state: .failed, attempts: $0.attempts, error: problem, finishedAt: now)
@@ -683,6 +625,19 @@ public final class DeliveryEngine: Sendable {
                 planner.wait($0.claim, verdict: $0.verdict, result: nil, until: retryAt, deadline: $0.deadline, at: now)
             }
             observer?.waitingForAPNs(batch.count, environment: environment.description)
+        }
+        // A cancel that came while the batch was enriched: its deliveries do not go on the wire.
+        let cancelledNow = self.cancelledHere.withLock { $0 }
+        if cancelledNow != cancelledHere {
+            for (environment, batch) in attempts {
+                let (dropped, kept) = (
+                    batch.filter { cancelledNow.contains($0.claim.pushId) },
+                    batch.filter { !cancelledNow.contains($0.claim.pushId) }
+                )
+                guard !dropped.isEmpty else { continue }
+                attempts[environment] = kept
+                updates += dropped.map { Self.cancelledUpdate($0.claim, at: now) }
+            }
         }
         let pushOf = Dictionary(claimed.map { ($0.id, $0.pushId) }, uniquingKeysWith: { first, _ in first })
 
@@ -871,6 +826,13 @@ public final class DeliveryEngine: Sendable {
                     "reason": "\(value.example)",
                 ])
         }
+    }
+
+    /// A claimed delivery of a cancelled push, settled without sending.
+    static func cancelledUpdate(_ claim: ClaimedDelivery, at now: Double) -> DeliveryUpdate {
+        DeliveryUpdate(
+            id: claim.id, state: .cancelled, attempts: claim.attempts, error: "cancelled before it was sent",
+            finishedAt: now)
     }
 
     /// An attempt's result as the metrics count it.

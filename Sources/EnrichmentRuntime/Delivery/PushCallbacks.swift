@@ -69,9 +69,9 @@ public struct PushCallbacks: Sendable {
             final = true
         } else {
             do {
-                guard let report = try await outbox.report(pushId: callback.pushId) else { return }
-                let confirmed = try await outbox.confirmedCount(pushId: callback.pushId)
-                let body = Self.body(report, confirmed: confirmed, now: clock.now().timeIntervalSince1970)
+                let now = clock.now().timeIntervalSince1970
+                guard let status = try await outbox.status(pushId: callback.pushId, now: now) else { return }
+                let body = Self.body(status, now: now)
                 outcome = await send(body, to: callback.url, pushId: callback.pushId)
             } catch {
                 outcome = "the report could not be read: \(error)"
@@ -145,19 +145,19 @@ public struct PushCallbacks: Sendable {
 
     /// `{event: "push_final", push_id, app, created_at, final_at, counts, summary}`: the figures of
     /// `GET /v1/push/{id}` without the per-device list (fetch it there).
-    static func body(_ report: PushReport, confirmed: Int, now: Double) -> [UInt8] {
+    static func body(_ status: PushStatus, now: Double) -> [UInt8] {
         var o = JSONObjectWriter(capacity: 1024)
         o.field("event", "push_final")
-        o.field("push_id", report.push.id)
-        o.field("app", report.push.deviceIds.first.map { AppNamespace.app(of: $0) } ?? AppNamespace.defaultApp)
-        o.field("created_at", report.push.createdAt)
+        o.field("push_id", status.push.id)
+        o.field("app", status.push.app)
+        o.field("created_at", status.push.createdAt)
         o.field("final_at", now)
-        let counts = report.counts
+        let counts = status.counts.deliveries
         o.object("counts") { c in
             for state in DeliveryState.allCases { c.field(state.rawValue, counts[state] ?? 0) }
         }
-        o.field("summary", object: PushSummary(report: report, confirmed: confirmed, now: now))
-        o.field("status_url", "/v1/push/\(report.push.id)")
+        o.field("summary", object: PushSummary(status: status))
+        o.field("status_url", "/v1/push/\(status.push.id)")
         return o.finished()
     }
 }

@@ -10,8 +10,6 @@ import LocationCore
 struct AudienceRoutes {
     let state: ServiceState
 
-    /// Most devices one push may reach through an audience (a push lists its devices in one transaction).
-    static let maximumPushAudience = 10_000
     /// Most device ids a preview lists.
     static let maximumSample = 1_000
 
@@ -46,6 +44,28 @@ struct AudienceRoutes {
             if let problem = state.placesLoading.problem { throw PlacesStillLoading(problem: problem) }
             return state.index.positions(matching: filter, limit: limit)
         }
+    }
+
+    /// Reads `audience` in the request's app (a 400 naming what is wrong), without resolving it.
+    static func parse(_ value: JSONValue, state: ServiceState) async throws -> Audience {
+        do {
+            return try await Audience.parse(value, places: Places(state: state, app: AppScope.current.app))
+        } catch let problem as Audience.Problem {
+            throw APIError(
+                .badRequest, reason: .invalidAudience, message: problem.description,
+                details: ["field": .string(problem.path)])
+        }
+    }
+
+    /// The stored keys of the devices of `app` an audience (its JSON, as a push stored it) holds at `now`: what
+    /// the delivery engine's resolve stage calls, in the background.
+    static func members(_ audience: String, app: String, now: Double, state: ServiceState) async throws -> [String] {
+        let value = try JSONValue.decode(Data(audience.utf8))
+        let parsed = try await Audience.parse(value, places: Places(state: state, app: app))
+        return Array(
+            try await AudienceResolver(
+                fixes: state.fixes, tags: state.tokens, history: state.location.audienceHistory
+            ).resolve(parsed, app: app, now: now))
     }
 
     /// Reads and resolves `audience` in the request's app: the stored keys of its devices.

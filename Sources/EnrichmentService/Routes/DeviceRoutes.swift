@@ -54,11 +54,13 @@ struct DeviceRoutes {
         var deletedTokens: Int
         var deletedActivityTokens: Int
         var deletedLocationRecords: Int
+        var deletedPushRecords: Int
 
         func writeJSON(into object: inout JSONObjectWriter) {
             object.field("deleted_activity_tokens", deletedActivityTokens)
             object.field("deleted_fixes", deletedFixes)
             object.field("deleted_location_records", deletedLocationRecords)
+            object.field("deleted_push_records", deletedPushRecords)
             object.field("deleted_tokens", deletedTokens)
             object.field("device_id", DeviceRoutes.shown(deviceId))
         }
@@ -120,10 +122,12 @@ struct DeviceRoutes {
             let tokens = try await state.tokens.removeDevice(id)
             let activityTokens = try await state.activities.removeDevice(id)
             let location = try await state.location.store.deleteLocationData(deviceId: id)
+            // Its part in pushes: deliveries (scheduled ones too), its place in each push's devices, receipts.
+            let pushRecords = try await state.delivery.outbox.deleteDevice(id)
             return JSONIO.response(
                 DeleteResult(
                     deviceId: id, deletedFixes: removed, deletedTokens: tokens, deletedActivityTokens: activityTokens,
-                    deletedLocationRecords: location))
+                    deletedLocationRecords: location, deletedPushRecords: pushRecords))
         }
     }
 }

@@ -20,7 +20,7 @@ struct PushRequest {
     static let members =
         [
             "device_ids", "payload", "push_type", "priority", "expiration", "collapse_id", "topic", "enrich", "mode",
-            "wait", "audience", "missing_time_zone", "cap", "callback_url",
+            "wait", "audience", "missing_time_zone", "cap", "callback_url", "rate",
         ] + timedMembers
     /// The members that make a push timed: its "{{now}}" is filled in as each copy is sent.
     static let timedMembers = ["send_at", "local_time", "quiet_hours"]
@@ -91,6 +91,9 @@ struct PushRequest {
         }
         self.timing = given ? timing : nil
     }
+
+    /// Deliveries per second a paced push may ask for (`rate`).
+    static let rates = 0.01...1_000_000.0
 
     /// The furthest ahead a push can be scheduled.
     static let maximumScheduleAhead = 30.0 * 86_400
@@ -178,7 +181,8 @@ struct PushRequest {
             id: RandomUUID.lowercased(), createdAt: now, payload: payload.json, pushType: pushType,
             priority: priority, expiration: expiration, collapseId: collapseId, topic: topic, enrich: enrich,
             mode: mode, deviceIds: deviceIds,
-            callbackURL: try Self.callbackURL(body.string("callback_url"), hosts: callbackHosts))
+            callbackURL: try Self.callbackURL(body.string("callback_url"), hosts: callbackHosts),
+            rate: try body.number("rate", in: Self.rates))
         try readTiming(body, now: now)
     }
 

@@ -18,17 +18,8 @@ extension PushRoutes {
         }
     }
 
-    func summary(_ report: PushReport) async throws -> PushSummary {
-        PushSummary(
-            report: report, confirmed: try await state.delivery.outbox.confirmedCount(pushId: report.push.id),
-            now: state.clock.now().timeIntervalSince1970)
-    }
-
-    /// True when the push is the request's app's (its devices are stored under the app, `AppNamespace`).
-    static func isVisible(_ push: PushDefinition) -> Bool {
-        guard let first = push.deviceIds.first else { return AppScope.current.app == AppNamespace.defaultApp }
-        return AppNamespace.app(of: first) == AppScope.current.app
-    }
+    /// True when the push is the request's app's.
+    static func isVisible(_ push: PushDefinition) -> Bool { push.app == AppScope.current.app }
 
     /// Where the push's callback stands: `{url, state, attempts, last_outcome, last_attempt_at, next_attempt_at}`.
     struct CallbackView: JSONObjectRepresentable {
@@ -44,35 +35,67 @@ extension PushRoutes {
         }
     }
 
-    struct ScheduledView: JSONObjectRepresentable {
-        var push: PushDefinition
-        var pending: Int
-        var nextAt: Double
+    /// The figures every view of a push carries: `counts` (deliveries by state), `deliveries`, `devices`,
+    /// `summary`, `plan`, `rate` and `ends_at` (a paced push), `resolving`, `cancelled_at`.
+    static func writeFigures(_ status: PushStatus, into object: inout JSONObjectWriter) {
+        object.field("cancelled_at", status.cancelledAt)
+        object.object("counts") { c in
+            for state in DeliveryState.allCases { c.field(state.rawValue, status.counts.deliveries[state] ?? 0) }
+        }
+        object.field("created_at", status.push.createdAt)
+        object.field("deliveries", status.counts.total)
+        object.field("deliveries_url", "/v1/push/\(status.push.id)/deliveries")
+        object.field("devices", status.counts.matched)
+        object.field("ends_at", status.endsAt)
+        object.field("plan", object: status.push.plan.map(PlanView.init))
+        object.field("push_id", status.push.id)
+        object.field("rate", status.push.rate)
+        object.field("resolving", status.resolving)
+        object.field("summary", object: PushSummary(status: status))
+    }
+
+    /// One push of `GET /v1/push`.
+    struct ListedPushView: JSONObjectRepresentable {
+        var status: PushStatus
+        var nextAt: Double?
 
         func writeJSON(into object: inout JSONObjectWriter) {
-            object.field("created_at", push.createdAt)
-            object.field("devices", push.deviceIds.count)
+            PushRoutes.writeFigures(status, into: &object)
+            object.field("done", status.isDone)
             object.field("next_send_at", nextAt)
-            object.field("pending", pending)
-            object.field("plan", object: push.plan.map(PlanView.init))
-            object.field("push_id", push.id)
+            object.field("pending", status.counts.pending)
         }
     }
 
-    struct ScheduledList: JSONObjectRepresentable {
-        var pushes: [ScheduledView]
-        func writeJSON(into object: inout JSONObjectWriter) { object.field("pushes", objects: pushes) }
+    struct PushListView: JSONObjectRepresentable {
+        var pushes: [ListedPushView]
+        /// The cursor of the next page (nil: this is the last).
+        var next: String?
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("next_cursor", next)
+            object.field("pushes", objects: pushes)
+        }
     }
 
+    /// `POST /v1/push/{id}/cancel`: how many deliveries the cancel stopped, how many were sent before it.
     struct CancelledView: JSONObjectRepresentable {
-        var pushId: String
-        var cancelled: Int
+        var status: PushStatus
+        /// Deliveries claimed before the cancel and still not recorded after the answer's wait (they may go out).
         var sending: Int
 
         func writeJSON(into object: inout JSONObjectWriter) {
-            object.field("cancelled", cancelled)
-            object.field("push_id", pushId)
-            // Deliveries a worker holds now go out (they may be on the wire); none else will.
+            let counts = status.counts.deliveries
+            // Every pending delivery not on its way is cancelled (now, or by the background sweep).
+            object.field("cancelled", (counts[.cancelled] ?? 0) + max(0, status.counts.pending - sending))
+            object.field("cancelled_at", status.cancelledAt)
+            object.object("counts") { c in
+                for state in DeliveryState.allCases { c.field(state.rawValue, counts[state] ?? 0) }
+            }
+            object.field("push_id", status.push.id)
+            // Accepted or refused by APNs before the cancel.
+            object.field("sent", (counts[.delivered] ?? 0) + (counts[.failed] ?? 0))
+            // Deliveries a worker held at the cancel and had not recorded 1 s later: they may still go out.
             object.field("still_sending", sending)
         }
     }
@@ -98,7 +121,35 @@ extension PushRoutes {
             object.field("devices", receipt.push.deviceIds.count)
             object.field("not_sent", objects: receipt.notSent.map(OutcomeView.init))
             object.field("push_id", receipt.push.id)
+            object.field("rate", receipt.push.rate)
             object.field("status_url", "/v1/push/\(receipt.push.id)")
+        }
+    }
+
+    /// An audience push whose resolution goes on in the background.
+    struct ResolvingView: JSONObjectRepresentable {
+        var push: PushDefinition
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("push_id", push.id)
+            object.field("rate", push.rate)
+            object.field("resolving", true)
+            object.field("status_url", "/v1/push/\(push.id)")
+        }
+    }
+
+    /// An audience push resolved before the answer, not waited for.
+    struct ResolvedAcceptedView: JSONObjectRepresentable {
+        var status: PushStatus
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.field("deliveries", status.counts.total)
+            object.field("devices", status.counts.matched)
+            object.field("push_id", status.push.id)
+            object.field("rate", status.push.rate)
+            object.field("resolving", false)
+            object.field("status_url", "/v1/push/\(status.push.id)")
+            object.field("summary", object: PushSummary(status: status))
         }
     }
 
@@ -112,48 +163,32 @@ extension PushRoutes {
         }
     }
 
-    /// A push still under way: `{push_id, done: false, counts, deliveries, created_at}`.
+    /// A push still under way (resolving, or deliveries pending): its figures and why pending ones wait.
     struct ProgressView: JSONObjectRepresentable {
-        var push: PushDefinition
-        var counts: [DeliveryState: Int]
-        var summary: PushSummary? = nil
+        var status: PushStatus
         var callback: CallbackView? = nil
         /// Why pending deliveries that were tried are still pending, grouped.
         var waiting: [WaitingView] = []
 
         func writeJSON(into object: inout JSONObjectWriter) {
             object.field("callback", object: callback)
-            object.field("plan", object: push.plan.map(PlanView.init))
-            object.field("summary", object: summary)
             object.field("waiting", objects: waiting)
-            object.object("counts") { c in
-                for state in DeliveryState.allCases { c.field(state.rawValue, counts[state] ?? 0) }
-            }
-            object.field("created_at", push.createdAt)
-            object.field("deliveries", counts.values.reduce(0, +))
+            PushRoutes.writeFigures(status, into: &object)
             object.field("done", false)
-            object.field("push_id", push.id)
         }
     }
 
-    /// `{push_id, done, counts, devices?: [{device_id, outcome, rule, deliveries: [...]}]}`.
+    /// A done push: its figures and, for a push of up to `resultsLimit` devices, each device's results
+    /// (`devices: [{device_id, outcome, rule, deliveries: [...]}]`).
     struct ReportView: JSONObjectRepresentable {
-        var report: PushReport
-        var withResults: Bool
-        var summary: PushSummary? = nil
+        var status: PushStatus
+        var report: PushReport?
         var callback: CallbackView? = nil
 
         func writeJSON(into object: inout JSONObjectWriter) {
             object.field("callback", object: callback)
-            object.field("plan", object: report.push.plan.map(PlanView.init))
-            object.field("summary", object: summary)
-            let counts = report.counts
-            object.object("counts") { c in
-                for state in DeliveryState.allCases { c.field(state.rawValue, counts[state] ?? 0) }
-            }
-            object.field("created_at", report.push.createdAt)
-            object.field("deliveries", report.deliveries.count)
-            if withResults {
+            PushRoutes.writeFigures(status, into: &object)
+            if let report {
                 var byDevice: [String: [DeliveryReport]] = [:]
                 for delivery in report.deliveries { byDevice[delivery.deviceId, default: []].append(delivery) }
                 object.array("devices", report.devices) { device, d in
@@ -161,21 +196,43 @@ extension PushRoutes {
                     d.field("outcome", device.outcome ?? "pending")
                     d.field("rule", device.rule)
                     d.array("deliveries", byDevice[device.deviceId] ?? []) { delivery, o in
-                        o.field("apns_id", delivery.apnsId)
-                        o.field("attempts", delivery.attempts)
-                        o.field("environment", delivery.environment.rawValue)
-                        o.field("error", delivery.error)
-                        o.field("reason", delivery.reason)
-                        o.field("resent_after_takeover", delivery.resentAfterTakeover)
-                        o.field("state", delivery.state.rawValue)
-                        o.field("status", delivery.status.map(Int64.init))
-                        o.field("timestamp", delivery.apnsTimestamp)
-                        o.field("token", delivery.token)
+                        DeliveryPageView.write(delivery, into: &o)
                     }
                 }
             }
-            object.field("done", report.isDone)
-            object.field("push_id", report.push.id)
+            object.field("done", status.isDone)
+        }
+    }
+
+    /// `GET /v1/push/{id}/deliveries`: a page of deliveries, in the order they were made.
+    struct DeliveryPageView: JSONObjectRepresentable {
+        var pushId: String
+        var deliveries: [ListedDelivery]
+        var next: String?
+
+        static func write(_ delivery: DeliveryReport, into o: inout JSONObjectWriter) {
+            o.field("apns_id", delivery.apnsId)
+            o.field("attempts", delivery.attempts)
+            o.field("environment", delivery.environment.rawValue)
+            o.field("error", delivery.error)
+            o.field("reason", delivery.reason)
+            o.field("resent_after_takeover", delivery.resentAfterTakeover)
+            o.field("state", delivery.state.rawValue)
+            o.field("status", delivery.status.map(Int64.init))
+            o.field("timestamp", delivery.apnsTimestamp)
+            o.field("token", delivery.token)
+        }
+
+        func writeJSON(into object: inout JSONObjectWriter) {
+            object.array("deliveries", deliveries) { listed, o in
+                o.field("device_id", DeviceRoutes.shown(listed.report.deviceId))
+                o.field("outcome", listed.outcome)
+                o.field("rule", listed.rule)
+                o.field("scheduled_at", listed.report.scheduledAt)
+                Self.write(listed.report, into: &o)
+            }
+            object.field("next_cursor", next)
+            object.field("push_id", pushId)
         }
     }
 }

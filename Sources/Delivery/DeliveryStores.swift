@@ -5,6 +5,9 @@ public protocol DeviceTokenStore: DeviceTagSource {
     /// Creates the registration or refreshes it (topic, environment, `registeredAt`, active again); returns true
     /// when it was created.
     func register(_ registration: TokenRegistration) async throws -> Bool
+    /// `register` for many registrations in one transaction (an import of an app's tokens); returns how many were
+    /// created.
+    func registerAll(_ registrations: [TokenRegistration]) async throws -> Int
     /// Every registration of a device, active or not, oldest registration first.
     func registrations(deviceId: String) async throws -> [TokenRegistration]
     /// The active registrations of each listed device (devices with none are absent).

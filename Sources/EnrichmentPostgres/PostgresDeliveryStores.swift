@@ -44,6 +44,29 @@ public struct PostgresTokenStore: DeviceTokenStore {
         return try await rows.decode(Bool.self).first { _ in true } ?? false
     }
 
+    public func registerAll(_ registrations: [TokenRegistration]) async throws -> Int {
+        guard !registrations.isEmpty else { return 0 }
+        // The last entry of a pair listed twice, in key order (two imports sharing rows cannot deadlock).
+        var last: [String: TokenRegistration] = [:]
+        for registration in registrations { last[registration.deviceId + "\u{0}" + registration.token] = registration }
+        let rows = last.keys.sorted().compactMap { last[$0] }
+        let created = try await database.query(
+            """
+            WITH made AS (
+                INSERT INTO apns_tokens (device_id, token, topic, environment, registered_at, active)
+                SELECT d, t, tp, e, r, true
+                FROM unnest(\(rows.map(\.deviceId))::text[], \(rows.map(\.token))::text[], \(rows.map(\.topic))::text[],
+                            \(rows.map(\.environment.rawValue))::text[], \(rows.map(\.registeredAt))::float8[])
+                     AS u(d, t, tp, e, r)
+                ON CONFLICT (device_id, token) DO UPDATE SET
+                    topic = excluded.topic, environment = excluded.environment, registered_at = excluded.registered_at,
+                    active = true, invalidated_at = NULL, reason = NULL
+                RETURNING (xmax = 0) AS created)
+            SELECT count(*) FILTER (WHERE created)::int8 FROM made
+            """)
+        return try await created.decode(Int.self).first { _ in true } ?? 0
+    }
+
     public func registrations(deviceId: String) async throws -> [TokenRegistration] {
         try await Self.registrations(
             database.query(

@@ -133,10 +133,14 @@ public struct PostgresOutbox: OutboxStore {
                 """, logger: logger)
             if let (first, last) = try await range.decode((Int64, Int64).self).first(where: { _ in true }) {
                 // The push's deliveries are the ids from its first to its last (pages are read through that range).
+                // A paced push: when the delivery after its last may be due (its `ends_at`).
+                let latest = deliveries.compactMap(\.scheduledAt).max()
                 try await connection.run(
                     """
                     UPDATE pushes SET first_delivery = COALESCE(first_delivery, \(first)),
-                        last_delivery = GREATEST(last_delivery, \(last))
+                        last_delivery = GREATEST(last_delivery, \(last)),
+                        pace_next = CASE WHEN rate IS NULL OR \(latest)::float8 IS NULL THEN pace_next
+                                         ELSE GREATEST(COALESCE(pace_next, 0), \(latest)::float8 + 1.0 / rate) END
                     WHERE id = \(pushId)
                     """, logger: logger)
             }

@@ -133,11 +133,16 @@ public struct SQLiteOutbox: OutboxStore {
         if !deliveries.isEmpty {
             counts[DeliveryState.pending.rawValue] = deliveries.count
             // The push's deliveries are the ids from its first to its last (pages are read through that range).
+            // A paced push: when the delivery after its last may be due (its `ends_at`).
             let last = db.lastInsertedRowID
+            let latest = deliveries.compactMap(\.scheduledAt).max()
             try db.execute(
                 sql: """
-                    UPDATE pushes SET first_delivery = COALESCE(first_delivery, ?), last_delivery = ? WHERE id = ?
-                    """, arguments: [last - Int64(deliveries.count) + 1, last, pushId])
+                    UPDATE pushes SET first_delivery = COALESCE(first_delivery, ?), last_delivery = ?,
+                        pace_next = CASE WHEN rate IS NULL OR ? IS NULL THEN pace_next
+                                         ELSE max(COALESCE(pace_next, 0), ? + 1.0 / rate) END
+                    WHERE id = ?
+                    """, arguments: [last - Int64(deliveries.count) + 1, last, latest, latest, pushId])
         }
         try bump(db, pushId: pushId, counts)
     }

@@ -31,6 +31,30 @@ public struct SQLiteTokenStore: DeviceTokenStore {
         }
     }
 
+    public func registerAll(_ registrations: [TokenRegistration]) async throws -> Int {
+        try await database.pool.write { db in
+            let upsert = RawStatement(
+                try db.cachedStatement(
+                    sql: """
+                        INSERT INTO apns_tokens (device_id, token, topic, environment, registered_at, active)
+                        VALUES (?, ?, ?, ?, ?, 1)
+                        ON CONFLICT (device_id, token) DO UPDATE SET
+                            topic = excluded.topic, environment = excluded.environment,
+                            registered_at = excluded.registered_at, active = 1, invalidated_at = NULL, reason = NULL
+                        """), in: db)
+            let before = try Int.fetchOne(db, sql: "SELECT count(*) FROM apns_tokens") ?? 0
+            for registration in registrations {
+                try upsert.bind(1, registration.deviceId)
+                try upsert.bind(2, registration.token)
+                try upsert.bind(3, registration.topic)
+                try upsert.bind(4, registration.environment.rawValue)
+                try upsert.bind(5, registration.registeredAt)
+                try upsert.run()
+            }
+            return (try Int.fetchOne(db, sql: "SELECT count(*) FROM apns_tokens") ?? 0) - before
+        }
+    }
+
     public func registrations(deviceId: String) async throws -> [TokenRegistration] {
         try await database.pool.read { db in
             try Row.fetchAll(

@@ -124,6 +124,7 @@ struct AppScopeTests {
             Probe(method: "GET", pattern: "/v1/devices/:deviceId/events"),
             Probe(method: "GET", pattern: "/v1/devices/:deviceId/activities"),
             Probe(method: "GET", pattern: "/v1/push/:pushId"),
+            Probe(method: "GET", pattern: "/v1/push/:pushId/deliveries"),
             Probe(method: "GET", pattern: "/v1/push"),
             Probe(
                 method: "POST", pattern: "/v1/receipts", body: #"{"push_id":"{pushId}","device_id":"{deviceId}"}"#),
@@ -247,7 +248,7 @@ struct AppScopeTests {
         }
         // Push ids, creation times and request ids are new at every request.
         for pattern in [
-            #""push_id":"[^"]*""#, #""status_url":"[^"]*""#, #""created_at":[0-9.e+]+"#, #""apns_id":"[^"]*""#,
+            #""push_id":"[^"]*""#, #""status_url":"[^"]*""#, #""deliveries_url":"[^"]*""#, #""created_at":[0-9.e+]+"#, #""apns_id":"[^"]*""#,
             #""received_at":[0-9.e+]+"#, #""age_seconds":[0-9.e+-]+"#, #""registered_at":[0-9.e+]+"#,
             #""elapsed_ms":[0-9.e+-]+"#, #""evaluated_at":[0-9.e+]+"#, #""apns_request_id":"[^"]*""#,
             #""channel_id":"[^"]*""#, #""places_ms":[0-9.e+-]+"#, #""timestamp":[0-9]+"#,

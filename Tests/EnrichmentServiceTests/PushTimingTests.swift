@@ -170,8 +170,10 @@ struct PushTimingTests {
                 Issue.record("no pushes list: \(listed.text)")
                 return
             }
+            // Newest first (a stable order, for pages), each with its next send time.
             let ids = items.compactMap { $0["push_id"]?.stringValue }
-            #expect(ids == [firstId, laterId], "\(listed.text)")
+            #expect(ids == [laterId, firstId], "\(listed.text)")
+            #expect(items.allSatisfy { $0["next_send_at"]?.lenientDouble != nil }, "\(listed.text)")
             #expect(mock.receivedCount == 0)
             // Sent when due, once.
             #expect(try await Self.eventually(15) { mock.receivedCount >= 1 })

@@ -35,8 +35,8 @@ extension PushRoutes {
         }
     }
 
-    /// The figures every view of a push carries: `counts` (deliveries by state), `deliveries`, `devices`,
-    /// `summary`, `plan`, `rate` and `ends_at` (a paced push), `resolving`, `cancelled_at`.
+    /// The figures every view of a push carries: `counts` (deliveries by state), `deliveries`, `summary` (its
+    /// `matched` is the devices), `plan`, `rate` and `ends_at` (a paced push), `resolving`, `cancelled_at`.
     static func writeFigures(_ status: PushStatus, into object: inout JSONObjectWriter) {
         object.field("cancelled_at", status.cancelledAt)
         object.object("counts") { c in
@@ -45,7 +45,6 @@ extension PushRoutes {
         object.field("created_at", status.push.createdAt)
         object.field("deliveries", status.counts.total)
         object.field("deliveries_url", "/v1/push/\(status.push.id)/deliveries")
-        object.field("devices", status.counts.matched)
         object.field("ends_at", status.endsAt)
         object.field("plan", object: status.push.plan.map(PlanView.init))
         object.field("push_id", status.push.id)
@@ -61,6 +60,7 @@ extension PushRoutes {
 
         func writeJSON(into object: inout JSONObjectWriter) {
             PushRoutes.writeFigures(status, into: &object)
+            object.field("devices", status.counts.matched)
             object.field("done", status.isDone)
             object.field("next_send_at", nextAt)
             object.field("pending", status.counts.pending)

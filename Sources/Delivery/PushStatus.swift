@@ -38,9 +38,11 @@ public struct PushCounts: Sendable, Equatable {
         var devices = solo
         for states in shared {
             let state: DeliveryState =
-                if states.contains(.delivered) { .delivered } else if states.contains(.pending) { .pending } else if
-                    states.contains(.failed)
-                { .failed } else if states.contains(.expired) { .expired } else { .cancelled }
+                if states.contains(.delivered) { .delivered } else if states.contains(.pending) {
+                    .pending
+                } else if states.contains(.failed) { .failed } else if states.contains(.expired) { .expired } else {
+                    .cancelled
+                }
             devices[state, default: 0] += 1
         }
         return devices

@@ -74,7 +74,9 @@ extension SQLiteOutbox {
         var solo = deliveries
         var shared: [String: [DeliveryState]] = [:]
         for pair in try Row.fetchAll(
-            db, sql: "SELECT device_id, state FROM deliveries INDEXED BY deliveries_shared WHERE push_id = ? AND shared = 1",
+            db,
+            sql:
+                "SELECT device_id, state FROM deliveries INDEXED BY deliveries_shared WHERE push_id = ? AND shared = 1",
             arguments: [pushId])
         {
             let state = (pair[1] as String?).flatMap(DeliveryState.init(rawValue:)) ?? .pending
@@ -182,7 +184,9 @@ extension SQLiteOutbox {
             var cursor: (Double, String) = (.infinity, "")
             if let after {
                 // An unknown cursor (a push deleted since) ends the list, as it does on PostgreSQL.
-                guard let at = try Double.fetchOne(db, sql: "SELECT created_at FROM pushes WHERE id = ?", arguments: [after])
+                guard
+                    let at = try Double.fetchOne(
+                        db, sql: "SELECT created_at FROM pushes WHERE id = ?", arguments: [after])
                 else { return [] }
                 cursor = (at, after)
             }

@@ -185,7 +185,8 @@ public struct SQLiteTokenStore: DeviceTokenStore {
         try await database.pool.read { db in
             if app == AppNamespace.defaultApp {
                 return try String.fetchAll(
-                    db, sql: "SELECT DISTINCT device_id FROM apns_tokens WHERE active = 1 AND instr(device_id, '/') = 0")
+                    db, sql: "SELECT DISTINCT device_id FROM apns_tokens WHERE active = 1 AND instr(device_id, '/') = 0"
+                )
             }
             // The app's keys are `<app>/...`: the range from "<app>/" up to "<app>0" ('0' follows '/').
             return try String.fetchAll(

@@ -30,7 +30,9 @@ struct BigPushTests {
         return reply.json
     }
 
-    @Test("{\"all\": []} is every device of the app; an all of only nots is everyone but them", arguments: Backend.allCases)
+    @Test(
+        "{\"all\": []} is every device of the app; an all of only nots is everyone but them",
+        arguments: Backend.allCases)
     func everyone(backend: Backend) async throws {
         let url = try await Self.databaseURL(backend)
         try await withDelivery({ $0.databaseURL = url }) { client, sandbox, _ in
@@ -68,7 +70,9 @@ struct BigPushTests {
         }
     }
 
-    @Test("a paced push goes out at its rate, says when it ends, and counts what is still ahead", arguments: Backend.allCases)
+    @Test(
+        "a paced push goes out at its rate, says when it ends, and counts what is still ahead",
+        arguments: Backend.allCases)
     func paced(backend: Backend) async throws {
         let url = try await Self.databaseURL(backend)
         try await withDelivery({ $0.databaseURL = url }) { client, sandbox, _ in
@@ -148,7 +152,8 @@ struct BigPushTests {
             }
             let ids = (0..<25).map { #""g\#($0)""# }.joined(separator: ",")
             let reply = try await client.post(
-                "/v1/push", json: #"{"device_ids":[\#(ids)],"enrich":false,"payload":{"aps":{"alert":"x"}},"wait":true}"#)
+                "/v1/push",
+                json: #"{"device_ids":[\#(ids)],"enrich":false,"payload":{"aps":{"alert":"x"}},"wait":true}"#)
             #expect(reply.status == 202, "\(reply.text)")
             let id = try #require(reply.json?["push_id"]?.stringValue)
             // Why is it still pending? The report groups the last answers; the page lists them per delivery.
@@ -179,16 +184,21 @@ struct BigPushTests {
         }
     }
 
-    @Test("a push past the retention period is deleted with its deliveries; the list pages", arguments: Backend.allCases)
+    @Test(
+        "a push past the retention period is deleted with its deliveries; the list pages", arguments: Backend.allCases)
     func retention(backend: Backend) async throws {
         let url = try await Self.databaseURL(backend)
-        try await withDelivery({ $0.databaseURL = url; $0.delivery.retention = 2 }) { client, _, _ in
+        try await withDelivery({
+            $0.databaseURL = url
+            $0.delivery.retention = 2
+        }) { client, _, _ in
             try await Self.registerDevices(client, prefix: "r", count: 3, base: 5_000)
             var ids: [String] = []
             for _ in 0..<3 {
                 let reply = try await client.post(
                     "/v1/push",
-                    json: #"{"device_ids":["r0","r1","r2"],"enrich":false,"payload":{"aps":{"alert":"r"}},"wait":true}"#)
+                    json: #"{"device_ids":["r0","r1","r2"],"enrich":false,"payload":{"aps":{"alert":"r"}},"wait":true}"#
+                )
                 #expect(reply.status == 200, "\(reply.text)")
                 ids.append(try #require(reply.json?["push_id"]?.stringValue))
             }

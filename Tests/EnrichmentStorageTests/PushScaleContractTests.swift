@@ -52,7 +52,8 @@ struct PushScaleContractTests {
             if index % 7 == 0 { deliveries.append(newDelivery(device, "t\(index)b")) }
         }
         let notSent = devices.enumerated().filter { $0.offset % 10 == 9 }.map {
-            DeviceOutcome(deviceId: $0.element, outcome: "not_sent", rule: $0.offset % 20 == 9 ? "capped" : "no_active_token")
+            DeviceOutcome(
+                deviceId: $0.element, outcome: "not_sent", rule: $0.offset % 20 == 9 ? "capped" : "no_active_token")
         }
         try await outbox.enqueue(scalePush("p", devices: devices), outcomes: notSent, deliveries: deliveries)
         // Answers of every kind, in three batches, one a retry (pending again) and one for a claim not held.

@@ -71,7 +71,8 @@ struct PushRoutes {
                 app: AppScope.current.app, active: active, after: cursor, limit: limit, now: now)
             var items: [ListedPushView] = []
             for status in pushes {
-                let next = status.counts.pending > 0 ? try await state.delivery.outbox.nextSendAt(pushId: status.push.id) : nil
+                let next =
+                    status.counts.pending > 0 ? try await state.delivery.outbox.nextSendAt(pushId: status.push.id) : nil
                 items.append(ListedPushView(status: status, nextAt: next))
             }
             return JSONIO.response(

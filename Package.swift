@@ -238,6 +238,7 @@ let package = Package(
         .executableTarget(
             name: "places-bench",
             dependencies: [
+                "APNsCore",
                 "Delivery",
                 "EnrichmentCore",
                 "EnrichmentPostgres",
@@ -368,6 +369,8 @@ let package = Package(
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings
         ),

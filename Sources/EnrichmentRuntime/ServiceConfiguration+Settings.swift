@@ -372,6 +372,12 @@ extension ServiceConfiguration {
             default: "\(defaults.delivery.maximumAudience)", allowed: "an integer from 1 to 100000000",
             parse: integer(1...100_000_000), store: { $0.delivery.maximumAudience = $1 }),
         Setting(
+            "resolve-chunk", "ENRICH_RESOLVE_CHUNK", valueName: "devices",
+            help:
+                "Devices an audience's background resolution commits per transaction (with their deliveries and its cursor).",
+            default: "\(defaults.delivery.resolveChunk)", allowed: "an integer from 100 to 100000",
+            parse: integer(100...100_000), store: { $0.delivery.resolveChunk = $1 }),
+        Setting(
             "delivery-lease", "ENRICH_DELIVERY_LEASE", valueName: "seconds",
             help: "How long a node's claim on a delivery lasts; a dead node's claims are sent by another after it.",
             default: "\(defaults.delivery.lease)", allowed: "seconds > 0 and at most 3600", parse: seconds(3_600),

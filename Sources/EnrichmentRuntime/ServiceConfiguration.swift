@@ -292,6 +292,8 @@ public struct DeliverySettings: Sendable {
     public var retention = 2_592_000.0
     /// Most devices one push may reach (an audience's members, or `device_ids` added to an open push).
     public var maximumAudience = 10_000_000
+    /// Devices an audience's resolution commits in one transaction (with their deliveries and the cursor).
+    public var resolveChunk = 5_000
     /// Where each token deactivation is POSTed as JSON (bounded retries, never blocks sending).
     public var feedbackURL: String?
     /// The default app's zone for devices without one (apps of the apps file have `time_zone`).

@@ -10,7 +10,7 @@ struct PlacesBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "places-bench",
         abstract: "Measure and check the in-memory places index against a brute-force haversine scan.",
-        subcommands: [Latency.self, Verify.self, Audiences.self])
+        subcommands: [Latency.self, Verify.self, Audiences.self, PushPopulation.self])
 }
 
 /// Options shared by both subcommands: which places, and how to make more of them.

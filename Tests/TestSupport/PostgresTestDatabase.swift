@@ -1,7 +1,7 @@
 public import EnrichmentPostgres
 import Foundation
 public import Logging
-import PostgresNIO
+public import PostgresNIO
 
 /// A fresh PostgreSQL database per test, on the cluster `scripts/with-postgres.sh` starts (the README's test
 /// command, `scripts/test.sh`, runs the tests through it and sets ENRICH_TEST_DATABASE_URL).
@@ -39,6 +39,23 @@ public enum PostgresTestDatabase {
     public static func makeURL() async throws -> String {
         let settings = try await make()
         return "postgres://\(settings.username)@\(settings.host):\(settings.port)/\(settings.database)?sslmode=disable"
+    }
+
+    /// Runs `body` with a client of the database at `url` (a test reading what the service wrote).
+    public static func withClient<T: Sendable>(
+        url: String, _ body: @Sendable (PostgresClient) async throws -> T
+    ) async throws -> T {
+        var settings = try PostgresSettings(url: url)
+        settings.tls = .disable
+        let client = PostgresClient(configuration: try settings.clientConfiguration(), backgroundLogger: logger)
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                await client.run()
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await body(client)
+        }
     }
 
     /// A migrated database of its own.

@@ -21,9 +21,6 @@ extension DeliveryEngine {
         public var notSent: [DeviceOutcome]
     }
 
-    /// Devices an audience's resolution commits in one transaction.
-    static let chunkSize = 5_000
-
     /// Commits a push and its deliveries (one per active registration of each device), then wakes a worker.
     ///
     /// With `timing`, each device's send time is decided in its own zone (its profile's, else `defaultZone` when
@@ -167,7 +164,7 @@ extension DeliveryEngine {
         var start = 0
         var enqueued = 0
         repeat {
-            let end = min(ids.count, start + Self.chunkSize)
+            let end = min(ids.count, start + settings.resolveChunk)
             let chunk = Array(ids[start..<end])
             let registrations = try await bounded { try await self.tokens.activeRegistrations(deviceIds: chunk) }
             let profiles =

@@ -16,7 +16,7 @@ struct PushRoutes {
     /// by page (`GET /v1/push/{id}/deliveries`).
     static let resultsLimit = 1_000
     /// How long `POST /v1/push` waits for an audience to be resolved before it answers 202 (`resolving`).
-    static let resolveWait = Duration.milliseconds(500)
+    static let resolveWait = Duration.milliseconds(300)
 
     func register(on router: RouteRecorder) {
         router.post("/v1/push", permission: .send) { request, _ in

@@ -1,0 +1,114 @@
+import APNsCore
+import Delivery
+import EnrichmentCore
+import Essentials
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+import Tracing
+
+/// The claim stage: each lane claims due deliveries with a lease and hands each batch on (enrich, send), keeping up
+/// to `flightsPerLane` batches between their claim and their last answer recorded.
+extension DeliveryEngine {
+    /// One claim-send-record loop. Lane 0 keeps watch when there is no work: one look per `pollInterval` at when the
+    /// next delivery is due (one query), claiming when one is; the other lanes sleep until woken (a commit here, a
+    /// notification from another node, or lane 0 finding more than it can take).
+    func lane(_ index: Int) async {
+        var lastDepthReport = ContinuousClock.now - .seconds(10)
+        var probe = false
+        // Each batch in flight claims under its own owner (`<node>-<lane>` then `<node>-<lane>-<slot>`), so a
+        // failure releases that batch's claims and not those of the batch beside it, which may be on the wire.
+        await withTaskGroup(of: Int.self) { flights in
+            var freeSlots = Array((0..<flightsPerLane).reversed())
+            while !isStopping {
+                if freeSlots.isEmpty, let slot = await flights.next() { freeSlots.append(slot) }
+                let seen = rendezvous.generation(Self.wakeKey)
+                if probe {
+                    // Idle: look at when the next delivery is due before claiming.
+                    let now = clock.now().timeIntervalSince1970
+                    let due = try? await bounded { try await self.outbox.nextDue() }
+                    if index > 0 || due.map({ $0 > now }) ?? true {
+                        var wait = index > 0 ? Duration.seconds(60) : pollInterval
+                        if index == 0, let due {
+                            wait = min(wait, .milliseconds(Int64(max(0.005, due - now) * 1000)))
+                        }
+                        // Woken: claim at once; timed out: look again (lane 0) or sleep on (the others).
+                        probe = !(await rendezvous.wait(Self.wakeKey, since: seen, timeout: wait))
+                        continue
+                    }
+                }
+                // Woken by a batch's end after `beginShutdown()`: no new claim.
+                if isStopping { break }
+                let slot = freeSlots.removeLast()
+                let owner = slot == 0 ? "\(node)-\(index)" : "\(node)-\(index)-\(slot)"
+                var claimed: [ClaimedDelivery] = []
+                do {
+                    let claimStarted = ContinuousClock.now
+                    let (limit, now, lease) = (batchSize, clock.now().timeIntervalSince1970, self.lease)
+                    claimed = try await bounded {
+                        try await self.outbox.claim(owner: owner, limit: limit, now: now, lease: lease)
+                    }
+                    if !claimed.isEmpty {
+                        logger.debug(
+                            "claimed",
+                            metadata: ["count": "\(claimed.count)", "took": "\(ContinuousClock.now - claimStarted)"])
+                    }
+                } catch {
+                    await recover(from: error, claimed: claimed, owner: owner)
+                }
+                // A full claim means more is waiting: the other lanes help.
+                if claimed.count == batchSize { rendezvous.notify(Self.wakeKey) }
+                if claimed.isEmpty {
+                    freeSlots.append(slot)
+                } else {
+                    // The batch is enriched and handed to the senders in a task of its own; the lane goes on once
+                    // it is on its way (or failed), and its answers are recorded meanwhile.
+                    let (handedOff, handOff) = AsyncStream<Void>.makeStream()
+                    let batch = claimed
+                    flights.addTask {
+                        defer { handOff.finish() }
+                        var leftPending = true
+                        do {
+                            leftPending = try await self.enricher.spans.run("delivery.batch") { span in
+                                span?.attributes["delivery.count"] = batch.count
+                                return try await self.process(batch, owner: owner, handedOff: { handOff.finish() })
+                            }
+                        } catch {
+                            await self.recover(from: error, claimed: batch, owner: owner)
+                        }
+                        // The lane may have looked for work while this batch was out, and found its deliveries
+                        // leased: those that stay pending (retries, waits for APNs, claims released after a
+                        // failure) are looked for again now.
+                        if leftPending { self.rendezvous.notify(Self.wakeKey) }
+                        return slot
+                    }
+                    for await _ in handedOff {}
+                }
+                if index == 0, ContinuousClock.now - lastDepthReport > .seconds(5) {
+                    lastDepthReport = ContinuousClock.now
+                    await reportGauges()
+                }
+                probe = claimed.isEmpty
+            }
+        }
+    }
+
+    /// After a lane's failure: what `owner` claimed and did not record can be claimed again at once. The failure is
+    /// often the database itself, so the release is tried again until it goes through (else the claims would wait
+    /// out their whole lease once the database is back), within the lease. A claim left behind at the bound may
+    /// still commit: its rows are released too.
+    func recover(from error: any Error, claimed: [ClaimedDelivery], owner: String) async {
+        logger.error("delivery worker failed; retrying", metadata: ["error": "\(error)"])
+        if !claimed.isEmpty || error is DatabaseTimeout {
+            let giveUp = ContinuousClock.now + .milliseconds(Int64(lease * 1000))
+            while (try? await bounded({ try await self.outbox.releaseClaims(owner: owner) })) == nil,
+                ContinuousClock.now < giveUp,
+                !Task.isCancelled
+            {
+                try? await Task.sleep(for: .milliseconds(250))
+            }
+        }
+        try? await Task.sleep(for: .milliseconds(500))
+    }
+}

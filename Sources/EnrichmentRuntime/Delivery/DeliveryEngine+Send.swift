@@ -1,0 +1,289 @@
+import APNsCore
+import Delivery
+import EnrichmentCore
+import Essentials
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+import Tracing
+
+/// The send stage: a claimed batch is settled where the planner says so, enriched (`EnrichStage`), handed to the
+/// senders per credential and environment, and its answers recorded as they come (`record`).
+extension DeliveryEngine {
+    /// The answers of one round of sends, as they arrive: each one is added and the lane is woken (no polling);
+    /// the stream ends when every send has its answer.
+    final class Answers: Sendable {
+        let items = Mutex<[(Attempt, APNsSendResult, Duration)]>([])
+        let arrivals: AsyncStream<Void>
+        private let continuation: AsyncStream<Void>.Continuation
+        /// Notified once every send has its answer.
+        private let allIn = Rendezvous()
+        private static let done = "done"
+
+        init() {
+            (arrivals, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+            _ = allIn.watch(Self.done)
+        }
+
+        func add(_ answer: (Attempt, APNsSendResult, Duration)) {
+            items.withLock { $0.append(answer) }
+            continuation.yield()
+        }
+
+        func finish() {
+            allIn.notify(Self.done)
+            continuation.finish()
+        }
+
+        /// True when no answer waits to be taken.
+        var isEmpty: Bool { items.withLock { $0.isEmpty } }
+
+        /// Returns at `deadline`, or as soon as every send has its answer if that comes first.
+        func waitForAll(until deadline: ContinuousClock.Instant) async {
+            _ = await allIn.wait(Self.done, since: 0, timeout: deadline - ContinuousClock.now)
+        }
+
+        func take() -> [(Attempt, APNsSendResult, Duration)] {
+            items.withLock { items in
+                defer { items.removeAll(keepingCapacity: true) }
+                return items
+            }
+        }
+    }
+
+    /// One prepared attempt. A class: an attempt goes from the batch to the sender's answer to the record, and each
+    /// of those copies is one reference, not one per string of the delivery and the request.
+    final class Attempt: Sendable {
+        let claim: ClaimedDelivery
+        /// The credential and environment that send it.
+        let key: SenderKey
+        let request: APNsRequest
+        let verdict: DeliveryPlanner.Verdict
+        /// After this instant the delivery is not sent any more (`DeliveryPlanner.deadline`).
+        let deadline: Double
+
+        init(
+            claim: ClaimedDelivery, key: SenderKey, request: APNsRequest, verdict: DeliveryPlanner.Verdict,
+            deadline: Double
+        ) {
+            self.claim = claim
+            self.key = key
+            self.request = request
+            self.verdict = verdict
+            self.deadline = deadline
+        }
+    }
+
+    /// Enriches each claimed device once, sends every claimed delivery, and records the results.
+    ///
+    /// `handedOff` is called once every attempt is with its sender (before the answers come back). Returns whether
+    /// any delivery of the batch is still pending (to be retried, or waiting for APNs).
+    func process(
+        _ claimed: [ClaimedDelivery], owner: String, handedOff: @escaping @Sendable () -> Void
+    ) async throws -> Bool {
+        let started = ContinuousClock.now
+        let now = clock.now().timeIntervalSince1970
+        var updates: [DeliveryUpdate] = []
+        var outcomes: [(pushId: String, outcome: DeviceOutcome)] = []
+        var attempts: [SenderKey: [Attempt]] = [:]
+        let groups = DeliveryPlanner.groups(claimed)
+        // Every device's last fix in one read, so enriching the batch makes no trip to storage per device.
+        let deviceIds = claimed.map(\.delivery.deviceId)
+        let prefetched = PrefetchedFixes(
+            try await bounded { try await self.enricher.fixes.latestFixes(deviceIds: deviceIds) })
+        var pushes: [String: PushDefinition] = [:]
+        var unreadable: [String: String] = [:]
+        for id in Set(claimed.map(\.pushId)) {
+            do {
+                // A push with timing (scheduled, held): "{{now}}" in its payload is the time each copy is sent.
+                pushes[id] = try await definition(id).map { push in
+                    guard push.plan != nil else { return push }
+                    var push = push
+                    push.payload = PayloadStamp.stamp(push.payload, now: Int64(now))
+                    return push
+                }
+            } catch let error as StoredValueError {
+                // One push that cannot be read fails its own deliveries, not the batch (which would be claimed
+                // again and again).
+                unreadable[id] = "the push cannot be read: \(error)"
+            }
+        }
+        var work: [(group: Int, push: PushDefinition, deviceId: String)] = []
+        let cancelledHere = self.cancelledHere.withLock { $0 }
+        for (index, claims) in groups.enumerated() {
+            // A push cancelled after these were committed: they are not sent.
+            if claims[0].cancelled || cancelledHere.contains(claims[0].pushId) {
+                updates += claims.map { Self.cancelledUpdate($0, at: now) }
+                continue
+            }
+            if let problem = unreadable[claims[0].pushId] {
+                updates += claims.map {
+                    DeliveryUpdate(id: $0.id, state: .failed, attempts: $0.attempts, error: problem, finishedAt: now)
+                }
+                continue
+            }
+            switch planner.decide(claims, push: pushes[claims[0].pushId], now: now) {
+            case .settle(let settled): updates += settled
+            case .send(let push): work.append((index, push, claims[0].delivery.deviceId))
+            }
+        }
+        // The contexts (location intelligence) of the devices to be enriched with a fix, in one look too, as an
+        // enrichment reads a context only with a usable fix; a nicety: a look that fails leaves them unknown (each
+        // enrichment then reads its own, and a failure there never fails it).
+        var contexts: PrefetchedContexts?
+        if let provider = enricher.contexts {
+            let wanted = work.filter { $0.push.enrich && prefetched.has($0.deviceId) }.map(\.deviceId)
+            do {
+                contexts = PrefetchedContexts(try await bounded { try await provider.contexts(deviceIds: wanted) })
+            } catch {
+                logger.debug("device contexts not read for the batch", metadata: ["error": "\(error)"])
+            }
+        }
+        let batchEnricher = enricher.forDelivery(fixes: prefetched, contexts: contexts)
+        // An app with its own enrichment settings: the same prefetched fixes, its templates and places search.
+        let batchApps = appEnrichers.mapValues { $0.forDelivery(fixes: prefetched, contexts: contexts) }
+        let preparedByGroup = await prepareAll(work, with: batchEnricher, apps: batchApps)
+        if let observer {
+            var tally: [EnrichmentResultKey: Int] = [:]
+            for case .success(let prepared) in preparedByGroup.values {
+                guard let provider = prepared.provider else { continue }
+                tally[EnrichmentResultKey(outcome: prepared.verdict.outcome, provider: provider), default: 0] += 1
+            }
+            for (key, count) in tally { observer.enriched(count, outcome: key.outcome, provider: key.provider) }
+        }
+        for (index, push, deviceId) in work {
+            let claims = groups[index]
+            let prepared: Prepared
+            switch preparedByGroup[index] {
+            case .success(let value)?:
+                prepared = value
+            case .failure(let error)?:
+                updates += claims.map {
+                    DeliveryUpdate(
+                        id: $0.id, state: .failed, attempts: $0.attempts, error: "\(error)", finishedAt: now)
+                }
+                continue
+            case nil:
+                continue
+            }
+            outcomes.append(
+                (
+                    push.id,
+                    DeviceOutcome(deviceId: deviceId, outcome: prepared.verdict.outcome, rule: prepared.verdict.rule)
+                ))
+            for claim in claims {
+                switch planner.prepare(claim, push: push, payload: prepared.bytes, verdict: prepared.verdict, now: now)
+                {
+                case .settle(let update): updates.append(update)
+                case .send(let request):
+                    // The app's credential sends it: the app whose bundle id is the topic (or the default one).
+                    let topic = push.topic ?? claim.delivery.topic
+                    guard let key = settings.senderKey(topic: topic, environment: claim.delivery.environment) else {
+                        updates.append(
+                            DeliveryUpdate(
+                                id: claim.id, state: .failed, attempts: claim.attempts,
+                                error: settings.noCredentialMessage(topic: topic), outcome: prepared.verdict.outcome,
+                                rule: prepared.verdict.rule, finishedAt: now))
+                        continue
+                    }
+                    attempts[key, default: []].append(
+                        Attempt(
+                            claim: claim, key: key, request: request, verdict: prepared.verdict,
+                            deadline: planner.deadline(of: push, scheduledAt: claim.delivery.scheduledAt)))
+                }
+            }
+        }
+
+        // A peer whose circuit is open is not sent to: its deliveries wait for the next probe, no attempt used.
+        for (environment, batch) in attempts {
+            guard let circuit = circuits[environment], !circuit.allows(at: now) else { continue }
+            attempts[environment] = nil
+            let retryAt = circuit.retryAt(refusedAt: now)
+            updates += batch.map {
+                planner.wait($0.claim, verdict: $0.verdict, result: nil, until: retryAt, deadline: $0.deadline, at: now)
+            }
+            observer?.waitingForAPNs(batch.count, environment: environment.description)
+        }
+        // A cancel that came while the batch was enriched: its deliveries do not go on the wire.
+        let cancelledNow = self.cancelledHere.withLock { $0 }
+        if cancelledNow != cancelledHere {
+            for (environment, batch) in attempts {
+                let (dropped, kept) = (
+                    batch.filter { cancelledNow.contains($0.claim.pushId) },
+                    batch.filter { !cancelledNow.contains($0.claim.pushId) }
+                )
+                guard !dropped.isEmpty else { continue }
+                attempts[environment] = kept
+                updates += dropped.map { Self.cancelledUpdate($0.claim, at: now) }
+            }
+        }
+        let pushOf = Dictionary(claimed.map { ($0.id, $0.pushId) }, uniquingKeysWith: { first, _ in first })
+
+        let prepared = ContinuousClock.now
+        let sent = Answers()
+        let senders = self.senders
+        let concurrency = settings.concurrency
+        let spans = enricher.spans
+        async let allSent: Void = withTaskGroup(of: Void.self) { group in
+            for (environment, batch) in attempts {
+                guard let sender = senders[environment] else { continue }
+                group.addTask {
+                    let started = ContinuousClock.now
+                    await spans.run("apns.send", kind: .client) { span in
+                        span?.attributes["apns.environment"] = environment.environment.rawValue
+                        span?.attributes["apns.credential"] = environment.credential
+                        span?.attributes["apns.pushes"] = batch.count
+                        await sender.send(batch.map(\.request), concurrency: concurrency) { index, result in
+                            sent.add((batch[index], result, ContinuousClock.now - started))
+                        }
+                    }
+                }
+            }
+            handedOff()
+            await group.waitForAll()
+            sent.finish()
+        }
+        // The first write carries the outcomes and the deliveries settled without sending (expired, refused
+        // locally). Then answers are written as they arrive: the lane wakes on each arrival, takes every answer
+        // waiting, and writes them in one transaction, at most once per `recordInterval` (answers that come while
+        // a write is under way wait for the next), so a crash resends only what was on the wire or answered in
+        // the last interval, not the whole batch. The batch's last answer is written at once: the batch holds its
+        // slot (the lane's next claim) until it is recorded.
+        var pending = try await record([], settled: updates, outcomes: outcomes, owner: owner, pushOf: pushOf)
+        var recorded = 0
+        var lastWrite = ContinuousClock.now
+        for await _ in sent.arrivals {
+            // A wake-up left from answers already written: nothing to do.
+            if sent.isEmpty { continue }
+            // Wait out the interval, unless the last answer comes first: then it is written at once, and the
+            // batch's slot is free for the next claim.
+            let due = lastWrite + recordInterval
+            if ContinuousClock.now < due { await sent.waitForAll(until: due) }
+            let answers = sent.take()
+            guard !answers.isEmpty else { continue }
+            pending += try await record(answers, settled: [], outcomes: [], owner: owner, pushOf: pushOf)
+            recorded += answers.count
+            lastWrite = ContinuousClock.now
+        }
+        // Every send has its answer once `allSent` is done (the wake-ups also end early if this task is
+        // cancelled): then what arrived after the last wake-up is written too, so no answer is left unrecorded.
+        await allSent
+        let rest = sent.take()
+        if !rest.isEmpty {
+            pending += try await record(rest, settled: [], outcomes: [], owner: owner, pushOf: pushOf)
+            recorded += rest.count
+        }
+        for pushId in Set(claimed.map(\.pushId)) { rendezvous.notify(pushId) }
+        // A push can only have asked for a callback where callbacks are on: elsewhere a batch costs no look (the
+        // 5 s look still finds any left from before they were turned off).
+        if !settings.callbackHosts.isEmpty { rendezvous.notify(Self.callbackKey) }
+        logger.debug(
+            "batch done",
+            metadata: [
+                "deliveries": "\(claimed.count)", "sent": "\(recorded)", "prepare": "\(prepared - started)",
+                "send_and_record": "\(ContinuousClock.now - prepared)",
+            ])
+        return pending > 0
+    }
+}

@@ -12,7 +12,7 @@ wait_healthy() { # port
 }
 
 # Every benchmark uses one release build, in .build-release (never .build, which holds the debug build and tests).
-RELEASE=.build-release/release
+RELEASE=${RELEASE:-.build-release/release}
 
 # Builds the given products in release mode into .build-release when one is missing (about 20 minutes the first
 # time on 2 cores); prints the build log only when it fails.

@@ -115,7 +115,8 @@ extension SQLiteOutbox {
     {
         try await database.pool.read { db in
             // Through the range of ids the push's deliveries hold (they were written together, chunk by chunk):
-            // a page reads from the cursor on, not every delivery before it.
+            // a page reads from the cursor on, not every delivery before it (`+`: not through the push's index,
+            // which would read all of them to sort them by id).
             guard
                 let range = try Row.fetchOne(
                     db, sql: "SELECT first_delivery, last_delivery FROM pushes WHERE id = ?", arguments: [pushId]),
@@ -127,7 +128,7 @@ extension SQLiteOutbox {
                         SELECT device_id, token, environment, state, status, reason, apns_id, apns_timestamp, attempts,
                             error, taken_over, scheduled_at, id, outcome, rule
                         FROM deliveries
-                        WHERE id > ? AND id <= ? AND push_id = ? AND (? IS NULL OR state = ?)
+                        WHERE id > ? AND id <= ? AND +push_id = ? AND (? IS NULL OR +state = ?)
                         ORDER BY id LIMIT ?
                         """), in: db)
             try read.bind(1, max(after, first - 1))

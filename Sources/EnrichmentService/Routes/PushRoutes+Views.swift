@@ -60,7 +60,6 @@ extension PushRoutes {
 
         func writeJSON(into object: inout JSONObjectWriter) {
             PushRoutes.writeFigures(status, into: &object)
-            object.field("devices", status.counts.matched)
             object.field("done", status.isDone)
             object.field("next_send_at", nextAt)
             object.field("pending", status.counts.pending)

@@ -161,11 +161,12 @@ struct PushRoutes {
             }
             var after: Int64 = 0
             if let raw = query.get("cursor") {
-                guard let value = QueryNumber.integer(raw), value >= 0 else {
+                guard raw.utf8.count <= 18, raw.utf8.allSatisfy({ (48...57).contains($0) }), let value = Int64(raw)
+                else {
                     throw APIError.invalid(
                         .invalidRequest, "cursor must be the next_cursor of the page before (digits)", field: "cursor")
                 }
-                after = Int64(value)
+                after = value
             }
             let limit = try Self.limit(query.get("limit"), default: 100, maximum: 1_000)
             let page = try await state.delivery.outbox.deliveries(pushId: id, state: wanted, after: after, limit: limit)

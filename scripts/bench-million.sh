@@ -42,6 +42,7 @@ DB_ARGS=(--db "$DATA/db.sqlite")
 LOAD_ARGS=(--database "$DATA/db.sqlite")
 if [ "$STORE" = postgres ]; then
   URL="$ENRICH_TEST_DATABASE_URL"
+  case "$URL" in *sslmode=*) ;; *\?*) URL="$URL&sslmode=disable" ;; *) URL="$URL?sslmode=disable" ;; esac
   DB_ARGS=(--db "$DATA/unused.sqlite")
   LOAD_ARGS=(--database-url "$URL")
   export ENRICH_DATABASE_URL="$URL"

@@ -384,6 +384,16 @@ public struct PushPlan: Sendable, Equatable {
         self.lastSendAt = lastSendAt
     }
 
+    /// The plan once a chunk of devices is enqueued: the chunk's `held` devices added, its send times merged into
+    /// the first and last.
+    public func merged(held: Int, sendTimes: [Double]) -> PushPlan {
+        var plan = self
+        plan.held += held
+        if let first = sendTimes.min() { plan.firstSendAt = min(plan.firstSendAt ?? first, first) }
+        if let last = sendTimes.max() { plan.lastSendAt = max(plan.lastSendAt ?? last, last) }
+        return plan
+    }
+
     /// As stored (a JSON object).
     public var stored: JSONValue {
         var object: [String: JSONValue] = [

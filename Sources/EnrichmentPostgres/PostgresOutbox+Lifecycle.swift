@@ -136,13 +136,7 @@ extension PostgresOutbox {
                     + capped.sorted().map { DeviceOutcome(deviceId: $0, outcome: "not_sent", rule: "capped") },
                 deliveries: kept, from: Int(matched), logger: logger)
             var plan = try planText.map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) }
-            if var merged = plan {
-                let times = kept.map { $0.scheduledAt ?? createdAt }
-                merged.held += chunk.held
-                if let first = times.min() { merged.firstSendAt = min(merged.firstSendAt ?? first, first) }
-                if let last = times.max() { merged.lastSendAt = max(merged.lastSendAt ?? last, last) }
-                plan = merged
-            }
+            plan = plan?.merged(held: chunk.held, sendTimes: kept.map { $0.scheduledAt ?? createdAt })
             let dueAt = plan.flatMap { push in push.lastSendAt.map { max(createdAt, $0) } }
             let planStored = plan.map { String(decoding: $0.stored.encodedData(), as: UTF8.self) }
             let through: String? = chunk.deviceIds.isEmpty ? nil : chunk.through

@@ -123,13 +123,7 @@ extension SQLiteOutbox {
                 deliveries: kept, from: row[5])
             // The plan counts what the chunk held and when it is sent, for the devices not capped.
             var plan = try (row[3] as String?).map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) }
-            if var merged = plan {
-                let times = kept.map { $0.scheduledAt ?? createdAt }
-                merged.held += chunk.held
-                if let first = times.min() { merged.firstSendAt = min(merged.firstSendAt ?? first, first) }
-                if let last = times.max() { merged.lastSendAt = max(merged.lastSendAt ?? last, last) }
-                plan = merged
-            }
+            plan = plan?.merged(held: chunk.held, sendTimes: kept.map { $0.scheduledAt ?? createdAt })
             let dueAt = plan.flatMap { push in push.lastSendAt.map { max(createdAt, $0) } }
             try db.execute(
                 sql: """

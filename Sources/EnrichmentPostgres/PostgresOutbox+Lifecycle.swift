@@ -210,31 +210,24 @@ extension PostgresOutbox {
                 ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED
                 """, logger: logger)
             guard let pushId = try await found.decode(String.self).first(where: { _ in true }) else { return 0 }
+            // Deliveries first, then the push's devices and receipts, within the batch's rows.
             var left = limit
-            left -= try await Self.count(
-                connection,
-                """
-                WITH gone AS (DELETE FROM deliveries WHERE id IN (
-                    SELECT id FROM deliveries WHERE push_id = \(pushId) LIMIT \(left)) RETURNING 1)
-                SELECT count(*)::int8 FROM gone
-                """, logger: logger)
-            if left > 0 {
+            for (table, key) in [("deliveries", "id"), ("push_devices", "device_id"), ("receipts", "device_id")]
+            where left > 0 {
                 left -= try await Self.count(
                     connection,
-                    """
-                    WITH gone AS (DELETE FROM push_devices WHERE push_id = \(pushId) AND device_id IN (
-                        SELECT device_id FROM push_devices WHERE push_id = \(pushId) LIMIT \(left)) RETURNING 1)
-                    SELECT count(*)::int8 FROM gone
-                    """, logger: logger)
-            }
-            if left > 0 {
-                left -= try await Self.count(
-                    connection,
-                    """
-                    WITH gone AS (DELETE FROM receipts WHERE push_id = \(pushId) AND device_id IN (
-                        SELECT device_id FROM receipts WHERE push_id = \(pushId) LIMIT \(left)) RETURNING 1)
-                    SELECT count(*)::int8 FROM gone
-                    """, logger: logger)
+                    PostgresQuery(
+                        unsafeSQL: """
+                            WITH gone AS (DELETE FROM \(table) WHERE push_id = $1 AND \(key) IN (
+                                SELECT \(key) FROM \(table) WHERE push_id = $1 LIMIT $2) RETURNING 1)
+                            SELECT count(*)::int8 FROM gone
+                            """,
+                        binds: {
+                            var binds = PostgresBindings()
+                            binds.append(pushId)
+                            binds.append(Int64(left))
+                            return binds
+                        }()), logger: logger)
             }
             if left > 0 {
                 try await connection.run("DELETE FROM push_counts WHERE push_id = \(pushId)", logger: logger)

@@ -9,41 +9,32 @@ public struct SQLiteTokenStore: DeviceTokenStore {
 
     public init(database: SQLiteDatabase) { self.database = database }
 
+    /// Creates a registration or refreshes it (active again); the statement `register` and `registerAll` share.
+    static let upsert = """
+        INSERT INTO apns_tokens (device_id, token, topic, environment, registered_at, active)
+        VALUES (?, ?, ?, ?, ?, 1)
+        ON CONFLICT (device_id, token) DO UPDATE SET
+            topic = excluded.topic, environment = excluded.environment,
+            registered_at = excluded.registered_at, active = 1, invalidated_at = NULL, reason = NULL
+        """
+
     public func register(_ registration: TokenRegistration) async throws -> Bool {
-        try await database.pool.write { db in
-            let existed =
-                try Bool.fetchOne(
-                    db, sql: "SELECT 1 FROM apns_tokens WHERE device_id = ? AND token = ?",
-                    arguments: [registration.deviceId, registration.token]) ?? false
-            try db.execute(
-                sql: """
-                    INSERT INTO apns_tokens (device_id, token, topic, environment, registered_at, active)
-                    VALUES (?, ?, ?, ?, ?, 1)
-                    ON CONFLICT (device_id, token) DO UPDATE SET
-                        topic = excluded.topic, environment = excluded.environment,
-                        registered_at = excluded.registered_at, active = 1, invalidated_at = NULL, reason = NULL
-                    """,
-                arguments: [
-                    registration.deviceId, registration.token, registration.topic, registration.environment.rawValue,
-                    registration.registeredAt,
-                ])
-            return !existed
-        }
+        try await registerAll([registration]) == 1
     }
 
     public func registerAll(_ registrations: [TokenRegistration]) async throws -> Int {
         try await database.pool.write { db in
-            let upsert = RawStatement(
-                try db.cachedStatement(
-                    sql: """
-                        INSERT INTO apns_tokens (device_id, token, topic, environment, registered_at, active)
-                        VALUES (?, ?, ?, ?, ?, 1)
-                        ON CONFLICT (device_id, token) DO UPDATE SET
-                            topic = excluded.topic, environment = excluded.environment,
-                            registered_at = excluded.registered_at, active = 1, invalidated_at = NULL, reason = NULL
-                        """), in: db)
-            let before = try Int.fetchOne(db, sql: "SELECT count(*) FROM apns_tokens") ?? 0
+            // Each pair looked up by its key first: created or refreshed, counted without reading the table.
+            let exists = RawStatement(
+                try db.cachedStatement(sql: "SELECT 1 FROM apns_tokens WHERE device_id = ? AND token = ?"), in: db)
+            let upsert = RawStatement(try db.cachedStatement(sql: Self.upsert), in: db)
+            var created = 0
             for registration in registrations {
+                try exists.bind(1, registration.deviceId)
+                try exists.bind(2, registration.token)
+                var existed = false
+                try exists.forEachRow { _ in existed = true }
+                if !existed { created += 1 }
                 try upsert.bind(1, registration.deviceId)
                 try upsert.bind(2, registration.token)
                 try upsert.bind(3, registration.topic)
@@ -51,7 +42,7 @@ public struct SQLiteTokenStore: DeviceTokenStore {
                 try upsert.bind(5, registration.registeredAt)
                 try upsert.run()
             }
-            return (try Int.fetchOne(db, sql: "SELECT count(*) FROM apns_tokens") ?? 0) - before
+            return created
         }
     }
 

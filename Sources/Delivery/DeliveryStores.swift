@@ -129,6 +129,21 @@ public protocol OutboxStore: Sendable {
     /// `leaseUntil`). Returns the devices capped, or nil when the chunk was not committed: the lease was lost, or
     /// the push was cancelled (its resolution then ends).
     func enqueueChunk(_ chunk: ResolvedChunk, owner: String, leaseUntil: Double) async throws -> Set<String>?
+    /// Commits a push whose devices come in requests (an open push): `resolving` (never done) until `closePush`, or
+    /// until `until` (epoch seconds) passes with no device added (`closeIdle`).
+    func openPush(_ push: PushDefinition, defaultZone: String?, until: Double) async throws
+    /// An open push as a resolution claim (its definition, zone, devices so far, pace); nil when it is not open.
+    func openClaim(pushId: String) async throws -> ResolutionClaim?
+    /// Adds a chunk of devices to an open push, as `enqueueChunk` does for an audience's, and keeps it open until
+    /// `until` (or closes it when `chunk.last`). A device already in the push is left out (a retried request adds
+    /// nothing twice). Returns the devices capped and those left out, or nil when the push is not open (closed,
+    /// cancelled, unknown): nothing was added.
+    func appendChunk(_ chunk: ResolvedChunk, until: Double) async throws -> AppendedChunk?
+    /// Closes an open push: no device is added any more, and it is done once its deliveries are final. Returns
+    /// false when it was not open.
+    func closePush(pushId: String) async throws -> Bool
+    /// Closes open pushes whose `until` passed before `now`; returns their ids.
+    func closeIdle(now: Double) async throws -> [String]
     /// Deletes up to about `limit` rows of pushes created before `before` that are done (nothing pending, nothing
     /// resolving, no callback still to post): deliveries, devices and receipts first, the push last. Returns how
     /// many rows went (0: nothing is left to delete).
@@ -225,6 +240,19 @@ public struct ResolutionClaim: Sendable {
     }
 }
 
+/// What adding a chunk to an open push came to.
+public struct AppendedChunk: Sendable, Equatable {
+    /// Devices of the chunk capped (no delivery, rule `capped`).
+    public var capped: Set<String>
+    /// Devices of the chunk already in the push: left out.
+    public var already: Set<String>
+
+    public init(capped: Set<String>, already: Set<String>) {
+        self.capped = capped
+        self.already = already
+    }
+}
+
 /// One chunk of a resolved audience, committed with the push's cursor.
 public struct ResolvedChunk: Sendable {
     public var pushId: String
@@ -265,5 +293,16 @@ public struct ResolvedChunk: Sendable {
         self.firstSendAt = firstSendAt
         self.lastSendAt = lastSendAt
         self.paceNext = paceNext
+    }
+}
+
+extension ResolvedChunk {
+    /// The chunk without the given devices (their outcomes and deliveries too).
+    public func leavingOut(_ devices: Set<String>) -> ResolvedChunk {
+        var chunk = self
+        chunk.deviceIds.removeAll { devices.contains($0) }
+        chunk.outcomes.removeAll { devices.contains($0.deviceId) }
+        chunk.deliveries.removeAll { devices.contains($0.deviceId) }
+        return chunk
     }
 }

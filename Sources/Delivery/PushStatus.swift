@@ -53,20 +53,24 @@ public struct PushCounts: Sendable, Equatable {
 public struct PushStatus: Sendable {
     public var push: PushDefinition
     public var counts: PushCounts
-    /// True while its audience is being resolved (devices are still being added).
+    /// True while its audience is being resolved, or while it is open (devices are still being added).
     public var resolving: Bool
+    /// True while the push is open: its devices are added by requests (`POST /v1/push/{id}/devices`) until it is
+    /// closed, by a request or when it has been idle too long.
+    public var open: Bool
     /// When it was cancelled, if it was.
     public var cancelledAt: Double?
     /// A paced push (`rate`): when its last delivery is due, once every device is enqueued.
     public var endsAt: Double?
 
     public init(
-        push: PushDefinition, counts: PushCounts, resolving: Bool = false, cancelledAt: Double? = nil,
-        endsAt: Double? = nil
+        push: PushDefinition, counts: PushCounts, resolving: Bool = false, open: Bool = false,
+        cancelledAt: Double? = nil, endsAt: Double? = nil
     ) {
         self.push = push
         self.counts = counts
         self.resolving = resolving
+        self.open = open
         self.cancelledAt = cancelledAt
         self.endsAt = endsAt
     }

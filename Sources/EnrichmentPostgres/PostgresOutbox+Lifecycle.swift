@@ -81,7 +81,8 @@ extension PostgresOutbox {
             WITH taken AS (
                 UPDATE pushes SET resolve_owner = \(owner), resolve_until = \(now + lease)
                 WHERE id IN (
-                    SELECT id FROM pushes WHERE resolving AND (resolve_until IS NULL OR resolve_until < \(now))
+                    SELECT id FROM pushes
+                    WHERE resolving AND audience IS NOT NULL AND (resolve_until IS NULL OR resolve_until < \(now))
                     ORDER BY resolve_until NULLS FIRST LIMIT \(limit) FOR UPDATE SKIP LOCKED)
                 RETURNING id)
             SELECT \(unescaped: Self.pushColumns), audience, resolved_through, default_zone, pace_next,

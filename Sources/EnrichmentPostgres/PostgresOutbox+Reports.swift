@@ -56,19 +56,22 @@ extension PostgresOutbox {
             SELECT \(unescaped: Self.pushColumns), resolving, cancelled_at, pace_next,
                 (SELECT COALESCE(json_object_agg(key, n), '{}')::text FROM push_counts c WHERE c.push_id = p.id),
                 (SELECT COALESCE(string_agg(device_id || E'\\t' || state, E'\\n'), '') FROM deliveries d
-                 WHERE d.push_id = p.id AND d.shared)
+                 WHERE d.push_id = p.id AND d.shared),
+                audience IS NULL
             FROM pushes p WHERE id = \(pushId)
             """)
-        var found: (PushDefinition, Bool, Double?, Double?, String, String)?
+        var found: (PushDefinition, Bool, Double?, Double?, String, String, Bool)?
         for try await row in rows {
             let columns = try row.decode(
                 (
                     String, Double, String, String, Int?, Int64?, String?, String?, Bool, String?, String?, String?,
-                    String?, String?, Double?, Bool, Double?, Double?, String, String
+                    String?, String?, Double?, Bool, Double?, Double?, String, String, Bool
                 ).self)
-            found = (try Self.push(row), columns.15, columns.16, columns.17, columns.18, columns.19)
+            found = (try Self.push(row), columns.15, columns.16, columns.17, columns.18, columns.19, columns.20)
         }
-        guard let (push, resolving, cancelledAt, paceNext, countsText, sharedText) = found else { return nil }
+        guard let (push, resolving, cancelledAt, paceNext, countsText, sharedText, unaddressed) = found else {
+            return nil
+        }
         var stored: [String: Int] = [:]
         if case .object(let members) = try JSONValue.decode(Data(countsText.utf8)) {
             for (key, value) in members { stored[key] = Int(value.lenientDouble ?? 0) }
@@ -102,7 +105,7 @@ extension PostgresOutbox {
             devices: PushCounts.devices(solo: solo, shared: Array(shared.values)), scheduled: scheduled,
             confirmed: stored["confirmed"] ?? 0)
         return PushStatus(
-            push: push, counts: counts, resolving: resolving, cancelledAt: cancelledAt,
+            push: push, counts: counts, resolving: resolving, open: resolving && unaddressed, cancelledAt: cancelledAt,
             endsAt: resolving ? nil : paceNext.map { next in next - 1 / max(push.rate ?? 1, 1e-9) })
     }
 

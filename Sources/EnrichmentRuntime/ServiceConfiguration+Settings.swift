@@ -378,6 +378,12 @@ extension ServiceConfiguration {
             default: "\(defaults.delivery.resolveChunk)", allowed: "an integer from 100 to 100000",
             parse: integer(100...100_000), store: { $0.delivery.resolveChunk = $1 }),
         Setting(
+            "open-push-idle", "ENRICH_OPEN_PUSH_IDLE", valueName: "seconds",
+            help:
+                "How long an open push (\"open\": true, devices added by POST /v1/push/{id}/devices) stays open with no device added; then it closes itself and is done once its deliveries are final.",
+            default: "\(defaults.delivery.openPushIdle)", allowed: "seconds > 0 and at most 604800 (7 days)",
+            parse: seconds(604_800), store: { $0.delivery.openPushIdle = $1 }),
+        Setting(
             "delivery-lease", "ENRICH_DELIVERY_LEASE", valueName: "seconds",
             help: "How long a node's claim on a delivery lasts; a dead node's claims are sent by another after it.",
             default: "\(defaults.delivery.lease)", allowed: "seconds > 0 and at most 3600", parse: seconds(3_600),

@@ -294,6 +294,8 @@ public struct DeliverySettings: Sendable {
     public var maximumAudience = 10_000_000
     /// Devices an audience's resolution commits in one transaction (with their deliveries and the cursor).
     public var resolveChunk = 5_000
+    /// Seconds an open push stays open with no device added; then it closes itself (as `POST .../close` does).
+    public var openPushIdle = 3_600.0
     /// Where each token deactivation is POSTed as JSON (bounded retries, never blocks sending).
     public var feedbackURL: String?
     /// The default app's zone for devices without one (apps of the apps file have `time_zone`).

@@ -73,7 +73,7 @@ extension SQLiteOutbox {
                     UPDATE pushes SET resolve_owner = ?, resolve_until = ?
                     WHERE id IN (
                         SELECT id FROM pushes INDEXED BY pushes_resolving
-                        WHERE resolving = 1 AND (resolve_until IS NULL OR resolve_until < ?)
+                        WHERE resolving = 1 AND audience IS NOT NULL AND (resolve_until IS NULL OR resolve_until < ?)
                         ORDER BY resolve_until LIMIT ?)
                     RETURNING id
                     """, arguments: [owner, now + lease, now, limit])

@@ -58,7 +58,7 @@ extension SQLiteOutbox {
             let row = try Row.fetchOne(
                 db,
                 sql: """
-                    SELECT \(pushColumns), resolving, cancelled_at, pace_next
+                    SELECT \(pushColumns), resolving, cancelled_at, pace_next, audience IS NULL
                     FROM pushes WHERE id = ?
                     """, arguments: [pushId])
         else { return nil }
@@ -106,7 +106,8 @@ extension SQLiteOutbox {
             confirmed: stored["confirmed"] ?? 0)
         let paceNext: Double? = row[17]
         return PushStatus(
-            push: push, counts: counts, resolving: resolving, cancelledAt: row[16],
+            push: push, counts: counts, resolving: resolving, open: resolving && row[18] as Bool,
+            cancelledAt: row[16],
             endsAt: resolving ? nil : paceNext.map { next in next - 1 / max(rate ?? 1, 1e-9) })
     }
 

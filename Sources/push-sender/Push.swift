@@ -29,6 +29,15 @@ struct Push: AsyncParsableCommand {
         []
     @Option(
         help: ArgumentHelp(
+            "Send to every device id of FILE (one per line; blank lines and # comments skipped), however many: one open push, 1000 ids a request (docs/DELIVERY.md).",
+            valueName: "file"))
+    var devicesFile: String?
+    @Option(
+        help:
+            "With --devices-file: add to this open push instead of making one (a run that stopped is run again with the id it printed: ids already in the push are not added twice)."
+    ) var pushId: String?
+    @Option(
+        help: ArgumentHelp(
             "Send to an audience instead of --device: JSON such as '{\"near\":{\"poi_id\":\"s1\",\"radius_m\":500}}', or @FILE (docs/AUDIENCES.md).",
             valueName: "json"))
     var audience: String?
@@ -47,6 +56,8 @@ struct Push: AsyncParsableCommand {
     @Flag(help: "Set aps.timestamp to now before sending.") var stampNow = false
     @Option(help: "Send at this instant (epoch seconds), not before (docs/AUDIENCES.md).") var sendAt: Double?
     @Option(help: "Send at HH:MM in each device's own time zone, e.g. 09:30.") var localTime: String?
+    @Option(help: "Deliveries per second (0.01 to 1000000): a paced push, so not everyone gets it at once.")
+    var rate: Double?
     @Option(help: "Quiet hours in each device's zone, HH:MM-HH:MM (e.g. 22:00-08:00); see --quiet-action.")
     var quietHours: String?
     @Option(help: "What quiet hours do: hold (send when they end) or drop.") var quietAction: String?
@@ -59,12 +70,17 @@ struct Push: AsyncParsableCommand {
     @Flag(help: "Print the service's answer as JSON.") var json = false
 
     func validate() throws {
-        if audience != nil {
-            guard devices.isEmpty else { throw ValidationError("give --device or --audience, not both") }
-        } else {
-            guard !devices.isEmpty else { throw ValidationError("name at least one --device, or an --audience") }
+        let given = [!devices.isEmpty, audience != nil, devicesFile != nil].filter { $0 }.count
+        guard given == 1 else {
+            throw ValidationError(
+                given == 0
+                    ? "name at least one --device, a --devices-file or an --audience"
+                    : "give one of --device, --devices-file and --audience")
         }
-        guard devices.count <= 1000 else { throw ValidationError("at most 1000 --device per push") }
+        if pushId != nil, devicesFile == nil { throw ValidationError("--push-id needs --devices-file") }
+        guard devices.count <= 1000 else {
+            throw ValidationError("at most 1000 --device per push; a longer list goes in a --devices-file")
+        }
         for device in devices {
             if let problem = DeviceID.problem(with: device) { throw ValidationError("--device \(device): \(problem)") }
         }
@@ -102,7 +118,7 @@ struct Push: AsyncParsableCommand {
                 )
             }
             body["audience"] = parsed
-        } else {
+        } else if devicesFile == nil {
             body["device_ids"] = .array(devices.map(JSONValue.string))
         }
         if let pushType { body["push_type"] = .string(pushType) }
@@ -133,6 +149,8 @@ struct Push: AsyncParsableCommand {
             }
         }
         if let callbackURL { body["callback_url"] = .string(callbackURL) }
+        if let rate { body["rate"] = .double(rate) }
+        if let devicesFile { return try await sendOpen(body, file: devicesFile) }
         let (status, answer) = try await ServiceCall.post(
             server: server, path: "/v1/push", body: .object(body), headers: app.map { ["Enrich-App": $0] } ?? [:])
         guard status == 200 || status == 202 else {
@@ -231,6 +249,22 @@ enum ServiceCall {
             request.headers.add(name: "Authorization", value: "Bearer \(key)")
         }
         request.body = .bytes(ByteBuffer(bytes: JSONWriter.bytes(body)))
+        let response: HTTPClientResponse
+        do { response = try await HTTPClient.shared.execute(request, timeout: .seconds(timeout)) } catch {
+            throw ValidationError("cannot reach \(server): \(error). Is the service running?")
+        }
+        let bytes = try await response.body.collect(upTo: 64 << 20)
+        return (Int(response.status.code), (try? JSONParser.parse(Array(bytes.readableBytesView))) ?? .null)
+    }
+
+    static func get(server: String, path: String, headers: [String: String] = [:], timeout: Int64 = 660)
+        async throws -> (Int, JSONValue)
+    {
+        var request = HTTPClientRequest(url: server.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + path)
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let key = ProcessInfo.processInfo.environment["ENRICH_API_KEY"] {
+            request.headers.add(name: "Authorization", value: "Bearer \(key)")
+        }
         let response: HTTPClientResponse
         do { response = try await HTTPClient.shared.execute(request, timeout: .seconds(timeout)) } catch {
             throw ValidationError("cannot reach \(server): \(error). Is the service running?")

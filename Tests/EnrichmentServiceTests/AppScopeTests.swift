@@ -153,6 +153,9 @@ struct AppScopeTests {
             Probe(
                 method: "POST", pattern: "/v1/channels/:channelId/broadcast",
                 body: #"{"event":"update","content_state":{"eta":1}}"#),
+            Probe(
+                method: "POST", pattern: "/v1/push/:pushId/devices", body: #"{"device_ids":["{deviceId}"]}"#),
+            Probe(method: "POST", pattern: "/v1/push/:pushId/close"),
             Probe(method: "POST", pattern: "/v1/push/:pushId/cancel"),
             Probe(method: "DELETE", pattern: "/v1/devices/:deviceId/apns-tokens/:token"),
             Probe(method: "DELETE", pattern: "/v1/devices/:deviceId/activity-types/:activityType/push-to-start-token"),

@@ -679,7 +679,7 @@ struct PushCommandTests {
                 "push", "--server", client.base, "--device", "cli-1", "--audience", "{}", "payloads/location.json",
             ])
             #expect(both.status != 0)
-            #expect(both.err.contains("--device or --audience"))
+            #expect(both.err.contains("give one of --device, --devices-file and --audience"))
 
             // Scheduled an hour ahead, capped: queued, listed by the service, with its plan.
             let zoned = try await client.put(

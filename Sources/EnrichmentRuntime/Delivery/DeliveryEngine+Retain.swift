@@ -3,16 +3,18 @@ import Essentials
 import Foundation
 import Logging
 
-/// The retain stage: what the outbox no longer needs is removed in small batches, each its own transaction, so
-/// sending never waits long behind it: pending deliveries of cancelled pushes become `cancelled`, and pushes done
-/// for longer than the retention period are deleted (deliveries, devices, receipts, then the push).
+/// The retain stage: open pushes idle too long are closed, and what the outbox no longer needs is removed in small
+/// batches, each its own transaction, so sending never waits long behind it: pending deliveries of cancelled pushes
+/// become `cancelled`, and pushes done for longer than the retention period are deleted (deliveries, devices,
+/// receipts, then the push).
 extension DeliveryEngine {
     /// Rows one retention transaction removes at most.
     static let retainBatch = 2_000
 
-    /// How often pushes past the retention period are looked for: a tenth of the period, from 0.1 s to 60 s.
+    /// How often pushes past the retention period (and open pushes left idle) are looked for: a tenth of the
+    /// shorter period, from 0.1 s to 60 s.
     var retainInterval: Duration {
-        .milliseconds(Int64(min(60, max(0.1, settings.retention / 10)) * 1000))
+        .milliseconds(Int64(min(60, max(0.1, min(settings.retention, settings.openPushIdle) / 10)) * 1000))
     }
 
     func retainLoop() async {
@@ -20,6 +22,7 @@ extension DeliveryEngine {
         while !isStopping {
             let seen = rendezvous.generation(Self.retainKey)
             do {
+                try await closeIdle()
                 try await sweepCancelled()
                 let deleted = try await deleteExpired()
                 if deleted > 0 { logger.info("pushes past their retention deleted", metadata: ["rows": "\(deleted)"]) }

@@ -16,11 +16,14 @@ struct PushRequest {
     var explicitWait: Bool?
     /// The audience the devices come from (instead of `device_ids`), resolved by the route.
     var audience: JSONValue?
+    /// `"open": true`: the push's devices are given by further requests (`POST /v1/push/{id}/devices`) until it
+    /// is closed; `device_ids` (optional) are its first.
+    var open = false
 
     static let members =
         [
             "device_ids", "payload", "push_type", "priority", "expiration", "collapse_id", "topic", "enrich", "mode",
-            "wait", "audience", "missing_time_zone", "cap", "callback_url", "rate",
+            "wait", "audience", "missing_time_zone", "cap", "callback_url", "rate", "open",
         ] + timedMembers
     /// The members that make a push timed: its "{{now}}" is filled in as each copy is sent.
     static let timedMembers = ["send_at", "local_time", "quiet_hours"]
@@ -109,7 +112,16 @@ struct PushRequest {
             throw APIError.invalid(
                 .invalidRequest, "give device_ids or audience, not both", field: "audience")
         }
-        let deviceIds = audience == nil ? try Self.deviceIds(body.value("device_ids")) : []
+        open = try body.bool("open") ?? false
+        if open, audience != nil {
+            throw APIError.invalid(
+                .invalidRequest,
+                "an open push is given its devices by id (POST /v1/push/{id}/devices); an audience push finds its own: "
+                    + "give open or audience, not both", field: "open")
+        }
+        let deviceIds =
+            audience != nil || (open && body.value("device_ids") == nil)
+            ? [] : try Self.deviceIds(body.value("device_ids"), allowsNone: open)
         let payload: NotificationPayload
         do {
             payload = try NotificationPayload(json: try body.required("payload", "the APNs payload, a JSON object"))
@@ -215,7 +227,7 @@ struct PushRequest {
         return text
     }
 
-    static func deviceIds(_ value: JSONValue?) throws -> [String] {
+    static func deviceIds(_ value: JSONValue?, allowsNone: Bool = false) throws -> [String] {
         guard let value else {
             throw APIError.invalid(
                 .invalidRequest,
@@ -226,10 +238,12 @@ struct PushRequest {
                 .invalidRequest, "device_ids must be an array of strings, found \(value.typeName)",
                 field: "device_ids")
         }
-        guard (1...maximumDevices).contains(items.count) else {
+        guard ((allowsNone ? 0 : 1)...maximumDevices).contains(items.count) else {
             throw APIError.invalid(
                 .invalidRequest,
-                "device_ids has \(items.count) ids; 1 to \(maximumDevices) are accepted per push (split larger sends)",
+                "device_ids has \(items.count) ids; \(allowsNone ? 0 : 1) to \(maximumDevices) are accepted per "
+                    + "request (a longer list: an open push, \"open\": true, then POST /v1/push/{id}/devices "
+                    + "\(maximumDevices) at a time; push-sender push --devices-file does it)",
                 field: "device_ids")
         }
         var seen = Set<String>()

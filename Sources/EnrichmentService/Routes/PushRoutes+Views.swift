@@ -36,7 +36,8 @@ extension PushRoutes {
     }
 
     /// The figures every view of a push carries: `counts` (deliveries by state), `deliveries`, `summary` (its
-    /// `matched` is the devices), `plan`, `rate` and `ends_at` (a paced push), `resolving`, `cancelled_at`.
+    /// `matched` is the devices), `plan`, `rate` and `ends_at` (a paced push), `resolving` (and `open`: devices are still added by
+    /// requests), `cancelled_at`.
     static func writeFigures(_ status: PushStatus, into object: inout JSONObjectWriter) {
         object.field("cancelled_at", status.cancelledAt)
         object.object("counts") { c in
@@ -47,6 +48,7 @@ extension PushRoutes {
         object.field("deliveries_url", "/v1/push/\(status.push.id)/deliveries")
         object.field("ends_at", status.endsAt)
         object.field("plan", object: status.push.plan.map(PlanView.init))
+        if status.open { object.field("open", true) }
         object.field("push_id", status.push.id)
         object.field("rate", status.push.rate)
         object.field("resolving", status.resolving)

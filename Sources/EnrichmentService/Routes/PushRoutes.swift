@@ -19,6 +19,7 @@ struct PushRoutes {
     static let resolveWait = Duration.milliseconds(300)
 
     func register(on router: RouteRecorder) {
+        registerOpen(on: router)
         router.post("/v1/push", permission: .send) { request, _ in
             let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
             var input = try PushRequest(
@@ -44,6 +45,7 @@ struct PushRoutes {
             if let audience = input.audience {
                 return try await submitAudience(input, audience: audience, timing: timing, appZone: appZone)
             }
+            if input.open { return try await submitOpen(input, timing: timing, appZone: appZone) }
             let receipt = try await state.delivery.submit(input.push, timing: timing, defaultZone: appZone)
             // A scheduled or paced push is not waited for: its deliveries are due later.
             if let last = receipt.push.plan?.lastSendAt, last > receipt.push.createdAt + 1 { input.wait = false }

@@ -87,6 +87,10 @@ public enum APIReason: String, Sendable, CaseIterable {
     case unknownRegion = "unknown_region"
     case noFix = "no_fix"
     case pushNotFound = "push_not_found"
+    /// Devices added to a push that is not open (closed, done, cancelled, or an audience push) (409).
+    case pushNotOpen = "push_not_open"
+    /// Devices added to an open push past ENRICH_MAX_PUSH_AUDIENCE (422).
+    case pushTooLarge = "push_too_large"
     /// A receipt for a device the push was not sent to (404).
     case deviceNotInPush = "device_not_in_push"
     case tokenNotFound = "token_not_found"

@@ -211,6 +211,29 @@ public struct PostgresTokenStore: DeviceTokenStore {
         return try await PackedRows.lines(rows)
     }
 
+    public func devices(inApp app: String, after: String?, limit: Int) async throws -> [String] {
+        // Through the primary key (device_id, token), in its order (the database's collation, which `after` is
+        // compared in too).
+        let rows =
+            app == AppNamespace.defaultApp
+            ? try await database.query(
+                """
+                SELECT DISTINCT device_id FROM apns_tokens
+                WHERE device_id > \(after ?? "") AND active AND strpos(device_id, '/') = 0
+                ORDER BY device_id LIMIT \(limit)
+                """)
+            : try await database.query(
+                """
+                SELECT DISTINCT device_id FROM apns_tokens
+                WHERE device_id > \(after ?? "") AND starts_with(device_id, \(app + "/")) AND active
+                ORDER BY device_id LIMIT \(limit)
+                """)
+        var found: [String] = []
+        found.reserveCapacity(limit)
+        for try await id in rows.decode(String.self) { found.append(id) }
+        return found
+    }
+
     public func deactivate(_ deactivation: TokenDeactivation) async throws -> TokenRegistration? {
         let rows = try await database.query(
             """

@@ -140,7 +140,7 @@ extension PostgresOutbox {
             plan = plan?.merged(held: chunk.held, sendTimes: kept.map { $0.scheduledAt ?? createdAt })
             let dueAt = plan.flatMap { push in push.lastSendAt.map { max(createdAt, $0) } }
             let planStored = plan.map { String(decoding: $0.stored.encodedData(), as: UTF8.self) }
-            let through: String? = chunk.deviceIds.isEmpty ? nil : chunk.through
+            let through: String? = chunk.through.isEmpty ? nil : chunk.through
             try await connection.run(
                 """
                 UPDATE pushes SET resolved_through = COALESCE(\(through), resolved_through),

@@ -133,7 +133,7 @@ extension SQLiteOutbox {
                     WHERE id = ?
                     """,
                 arguments: [
-                    chunk.deviceIds.isEmpty ? nil : chunk.through, leaseUntil, !chunk.last, chunk.paceNext,
+                    chunk.through.isEmpty ? nil : chunk.through, leaseUntil, !chunk.last, chunk.paceNext,
                     plan.map { String(decoding: $0.stored.encodedData(), as: UTF8.self) }, dueAt, chunk.pushId,
                 ])
             return capped

@@ -189,6 +189,28 @@ public struct SQLiteTokenStore: DeviceTokenStore {
         }
     }
 
+    public func devices(inApp app: String, after: String?, limit: Int) async throws -> [String] {
+        try await database.pool.read { db in
+            // Through the primary key (device_id, token), in its order: a page costs its rows, wherever it starts.
+            if app == AppNamespace.defaultApp {
+                return try String.fetchAll(
+                    db,
+                    sql: """
+                        SELECT DISTINCT device_id FROM apns_tokens
+                        WHERE device_id > ? AND active = 1 AND instr(device_id, '/') = 0
+                        ORDER BY device_id LIMIT ?
+                        """, arguments: [after ?? "", limit])
+            }
+            return try String.fetchAll(
+                db,
+                sql: """
+                    SELECT DISTINCT device_id FROM apns_tokens
+                    WHERE device_id > ? AND device_id < ? AND active = 1
+                    ORDER BY device_id LIMIT ?
+                    """, arguments: [max(after ?? "", app + "/"), app + "0", limit])
+        }
+    }
+
     public func deactivate(_ deactivation: TokenDeactivation) async throws -> TokenRegistration? {
         try await database.pool.write { db in
             var sql = """

@@ -90,7 +90,11 @@ public struct AudienceResolver: Sendable {
             }
             // No positive part: everyone the app can reach, less the `not` parts.
             if kept == nil, let tags { kept = Set(try await tags.devices(inApp: app)) }
-            return (kept ?? []).subtracting(removed)
+            guard var members = kept else { return [] }
+            // In place: a million members are not copied to take a few away.
+            kept = nil
+            members.subtract(removed)
+            return members
         case .not:
             // Refused by the parser outside `all`; nothing to take away from.
             return []

@@ -123,31 +123,23 @@ public final class CachingFixStore: FixStore {
         try await base.lastPositions(inCells: ranges, fixedSince: oldest, accuracyAtMost: maxAccuracy)
     }
 
+    /// A batch (a push's deliveries, 500 devices at a time) reads through the cache: what is kept is used, what
+    /// the store gives is not kept. A push to a million devices then neither pushes out the devices enriched
+    /// often nor grows memory with its size (issue 48).
     public func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix] {
-        // A delivery batch asks for 500 devices: room made once, not at each doubling.
         var found: [String: LocationFix] = Dictionary(minimumCapacity: deviceIds.count)
-        var missing: [(id: String, stripe: Int, generation: UInt64)] = []
+        var missing: [String] = []
         state.withLock { state in
             for id in Set(deviceIds) {
-                switch state.entries[id] {
+                switch state.entries.peek(id) {
                 case .some(.some(let fix)): found[id] = fix
                 case .some(.none): break
-                case .none:
-                    let stripe = Self.stripe(id)
-                    missing.append((id, stripe, state.stripes[stripe]))
+                case .none: missing.append(id)
                 }
             }
         }
         guard !missing.isEmpty else { return found }
-        let read = try await base.latestFixes(deviceIds: missing.map(\.id))
-        state.withLock { state in
-            for (id, stripe, generation) in missing {
-                guard let fix = read[id] else { continue }
-                found[id] = fix
-                guard state.stripes[stripe] == generation else { continue }
-                state.entries[id] = .some(fix)
-            }
-        }
+        for (id, fix) in try await base.latestFixes(deviceIds: missing) { found[id] = fix }
         return found
     }
 

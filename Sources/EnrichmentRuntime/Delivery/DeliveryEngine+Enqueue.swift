@@ -7,7 +7,18 @@ import Synchronization
 
 /// Resolves an audience (its JSON, as the request gave it) in an app at an instant (epoch seconds) to the stored
 /// keys of its devices.
-public typealias AudienceMembers = @Sendable (_ audience: String, _ app: String, _ now: Double) async throws -> [String]
+public typealias AudienceMembers =
+    @Sendable (_ audience: String, _ app: String, _ now: Double) async throws ->
+    AudienceMemberList
+
+/// An audience's devices, as the resolve stage takes them.
+public enum AudienceMemberList: Sendable {
+    /// Every member (stored keys), in ascending order.
+    case listed([String])
+    /// Every device of the app with an active registration but these: read from the token store a chunk at a
+    /// time, never held whole (everyone, or everyone but a few).
+    case everyone(except: Set<String>)
+}
 
 /// The resolve and enqueue stages: a push's devices become deliveries in the outbox, in one transaction for a
 /// request's list, chunk by chunk behind a durable cursor for an audience.
@@ -139,33 +150,27 @@ extension DeliveryEngine {
         guard let members = audienceMembers.withLock({ $0 }) else { return }
         let started = ContinuousClock.now
         let push = claim.push
-        let now = clock.now().timeIntervalSince1970
-        var ids = try await members(claim.audience, push.app, now)
-        ids.sort()
-        // Devices up to the cursor were enqueued before a restart: each device gets its deliveries once.
-        if let through = claim.through {
-            let first = ids.partitionPoint { $0 <= through }
-            ids.removeFirst(first)
-        }
-        let room = max(0, settings.maximumAudience - claim.matched)
-        if ids.count > room {
-            logger.warning(
-                "an audience holds more devices than one push may reach; the first ones (by id) are sent to",
-                metadata: [
-                    "push_id": "\(push.id)", "devices": "\(claim.matched + ids.count)",
-                    "limit": "\(settings.maximumAudience)",
-                ])
-            ids.removeLast(ids.count - room)
-        }
+        var source = ChunkSource(
+            list: try await members(claim.audience, push.app, clock.now().timeIntervalSince1970),
+            through: claim.through, room: max(0, settings.maximumAudience - claim.matched))
         let timing = push.plan?.timing
         let planner = EnqueuePlanner(
             timing: timing, defaultZone: claim.defaultZone, rate: push.rate, createdAt: push.createdAt)
         var paceNext = claim.paceNext
-        var start = 0
         var enqueued = 0
-        repeat {
-            let end = min(ids.count, start + settings.resolveChunk)
-            let chunk = Array(ids[start..<end])
+        while !isStopping {
+            let (chunk, through, last) = try await source.next(
+                settings.resolveChunk,
+                page: { after, limit in
+                    try await self.bounded {
+                        try await self.tokens.devices(inApp: push.app, after: after, limit: limit)
+                    }
+                })
+            if source.truncated {
+                logger.warning(
+                    "an audience holds more devices than one push may reach; the first ones (by id) are sent to",
+                    metadata: ["push_id": "\(push.id)", "limit": "\(settings.maximumAudience)"])
+            }
             let registrations = try await bounded { try await self.tokens.activeRegistrations(deviceIds: chunk) }
             let profiles =
                 timing?.needsZone == true
@@ -176,7 +181,7 @@ extension DeliveryEngine {
             let figures = planned.figures(excluding: [])
             let resolved = ResolvedChunk(
                 pushId: push.id, deviceIds: chunk, outcomes: planned.notSent, deliveries: planned.deliveries,
-                through: chunk.last ?? "", last: end == ids.count, cap: timing?.cap, app: push.app,
+                through: through ?? "", last: last, cap: timing?.cap, app: push.app,
                 held: figures.held, firstSendAt: figures.first, lastSendAt: figures.last, paceNext: planned.paceNext)
             let leaseUntil = clock.now().timeIntervalSince1970 + lease
             guard
@@ -193,18 +198,82 @@ extension DeliveryEngine {
             enqueued += chunk.count
             paceNext = planned.paceNext ?? paceNext
             if !planned.deliveries.isEmpty { rendezvous.notify(Self.wakeKey) }
-            start = end
-        } while start < ids.count && !isStopping
+            guard !last else {
+                logger.info(
+                    "audience resolved",
+                    metadata: [
+                        "push_id": "\(push.id)", "devices": "\(claim.matched + enqueued)",
+                        "took": "\(ContinuousClock.now - started)",
+                    ])
+                rendezvous.notify(push.id)
+                if push.callbackURL != nil { rendezvous.notify(Self.callbackKey) }
+                return
+            }
+        }
         // Stopping: the rest is resolved after the restart (or by another node), from the cursor.
-        guard start >= ids.count else { return }
-        logger.info(
-            "audience resolved",
-            metadata: [
-                "push_id": "\(push.id)", "devices": "\(claim.matched + enqueued)",
-                "took": "\(ContinuousClock.now - started)",
-            ])
-        rendezvous.notify(push.id)
-        if push.callbackURL != nil { rendezvous.notify(Self.callbackKey) }
+    }
+}
+
+/// An audience's devices a chunk at a time, after the push's cursor and within the room the push has left: from a
+/// list in memory, or paged from the token store (everyone), each device once.
+public struct ChunkSource: Sendable {
+    private var listed: [String]
+    private var offset = 0
+    private let except: Set<String>?
+    private var cursor: String?
+    private var room: Int
+    private var exhausted = false
+    /// True once the room ran out before the audience did (said once).
+    public private(set) var truncated = false
+
+    public init(list: AudienceMemberList, through: String?, room: Int) {
+        self.room = room
+        cursor = through
+        switch list {
+        case .listed(let ids):
+            listed = ids
+            except = nil
+            // Devices up to the cursor were enqueued before a restart: each device gets its deliveries once.
+            if let through { offset = ids.partitionPoint { $0 <= through } }
+        case .everyone(let removed):
+            listed = []
+            except = removed
+        }
+    }
+
+    /// The next chunk of up to `size` devices, the cursor after it, and whether it is the last.
+    public mutating func next(
+        _ size: Int, page: (_ after: String?, _ limit: Int) async throws -> [String]
+    ) async throws -> (devices: [String], through: String?, last: Bool) {
+        let size = max(1, size)
+        truncated = false
+        guard let except else {
+            let end = min(listed.count, offset + min(size, room))
+            let chunk = Array(listed[offset..<end])
+            offset = end
+            room -= chunk.count
+            if room == 0, offset < listed.count { truncated = true }
+            let last = offset == listed.count || room == 0
+            if last { listed = [] }
+            return (chunk, chunk.last ?? cursor, last)
+        }
+        // Paged from the store: the cursor moves past the devices taken away too.
+        let read = try await page(cursor, size)
+        var chunk: [String] = []
+        chunk.reserveCapacity(read.count)
+        var through = cursor
+        for id in read {
+            if chunk.count == room {
+                truncated = true
+                break
+            }
+            through = id
+            if !except.contains(id) { chunk.append(id) }
+        }
+        room -= chunk.count
+        cursor = through
+        let last = truncated || read.count < size
+        return (chunk, through, last)
     }
 }
 

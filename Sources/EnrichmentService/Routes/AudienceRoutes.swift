@@ -58,14 +58,27 @@ struct AudienceRoutes {
     }
 
     /// The stored keys of the devices of `app` an audience (its JSON, as a push stored it) holds at `now`: what
-    /// the delivery engine's resolve stage calls, in the background.
-    static func members(_ audience: String, app: String, now: Double, state: ServiceState) async throws -> [String] {
+    /// the delivery engine's resolve stage calls, in the background. Everyone (an `all` of only `not` parts) is
+    /// not listed: the resolve stage reads the app's devices a chunk at a time, less those the `not` parts hold.
+    /// Any other audience is listed in ascending order, its set let go before the list is sorted.
+    static func members(_ audience: String, app: String, now: Double, state: ServiceState) async throws
+        -> AudienceMemberList
+    {
         let value = try JSONValue.decode(Data(audience.utf8))
         let parsed = try await Audience.parse(value, places: Places(state: state, app: app))
-        return Array(
-            try await AudienceResolver(
-                fixes: state.fixes, tags: state.tokens, history: state.location.audienceHistory
-            ).resolve(parsed, app: app, now: now))
+        let resolver = AudienceResolver(fixes: state.fixes, tags: state.tokens, history: state.location.audienceHistory)
+        if case .all(let parts) = parsed, parts.allSatisfy({ if case .not = $0 { true } else { false } }) {
+            var removed = Set<String>()
+            for case .not(let inner) in parts {
+                removed.formUnion(try await resolver.resolve(inner, app: app, now: now))
+            }
+            return .everyone(except: removed)
+        }
+        var found = try await resolver.resolve(parsed, app: app, now: now)
+        var ids = Array(found)
+        found = []
+        ids.sort()
+        return .listed(ids)
     }
 
     /// Reads and resolves `audience` in the request's app: the stored keys of its devices.

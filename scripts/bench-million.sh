@@ -72,7 +72,7 @@ wait_healthy "$HTTP_PORT"
 
 # 2. The push (PUSHES of them in a row with RETENTION set), timed from the client.
 python3 - "$HTTP_PORT" "$N" "$SERVER_PID" "$STORE" "$DATA" "$PUSHES" "${ENRICH_DATABASE_URL:-}" <<'PY' | tee "$DATA/results.txt"
-import http.client, json, os, statistics, subprocess, sys, time
+import http.client, json, os, statistics, subprocess, sys, threading, time
 port, n, pid, store, data, pushes, url = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]), sys.argv[7]
 def status(field):  # kB from /proc/PID/status
     for line in open(f"/proc/{pid}/status"):
@@ -87,6 +87,18 @@ def get(path):
     c.request("GET", path); r = c.getresponse(); return r.status, json.loads(r.read())
 size_before = size()
 rss_before = status("VmRSS:")
+# RSS sampled every 0.1 s: its anonymous part (the heap) and its file part (SQLite's mapped pages, the binary).
+peaks = {"RssAnon:": 0, "RssFile:": 0, "VmRSS:": 0}
+anon_before = status("RssAnon:")
+sampling = True
+def sample():
+    while sampling:
+        try:
+            for field in peaks: peaks[field] = max(peaks[field], status(field))
+        except Exception:
+            pass
+        time.sleep(0.1)
+threading.Thread(target=sample, daemon=True).start()
 print(f"database before: {size_before / 1e6:.1f} MB; service RSS before: {rss_before / 2**20:.0f} MiB")
 for round in range(pushes):
     payload = {"aps": {"alert": {"title": "Nearby", "body": "Original"}, "mutable-content": 1, "category": "location", "timestamp": int(time.time())}}
@@ -100,7 +112,10 @@ for round in range(pushes):
     resolved = None
     while True:
         code, report = get(f"/v1/push/{push}?results=false")
-        if resolved is None and not report.get("resolving"): resolved = time.time() - started
+        if resolved is None and not report.get("resolving"):
+            resolved = time.time() - started
+            rss_resolved = status("VmRSS:")
+            delivered_at_resolved = report["counts"]["delivered"]
         if report.get("done"): break
         time.sleep(0.05)
     seconds = time.time() - started
@@ -113,10 +128,14 @@ for round in range(pushes):
     print(f"push {round + 1}: {counts['delivered']} delivered of {report['summary']['matched']} devices, {counts['failed']} failed, "
           f"{counts['expired']} expired; 202 after {accepted * 1000:.0f} ms; resolved after {resolved:.2f} s; "
           f"done after {seconds:.2f} s")
-    print(f"service rate={n / seconds:.0f} deliveries/s")
+    print(f"service rate={n / seconds:.0f} deliveries/s (while resolving: {delivered_at_resolved / resolved:.0f}/s; "
+          f"after: {(counts['delivered'] - delivered_at_resolved) / max(seconds - resolved, 1e-9):.0f}/s)")
     print(f"GET /v1/push/{{id}} at {counts['delivered']} deliveries: median {statistics.median(reads):.2f} ms, max {max(reads):.2f} ms; "
           f"a page of 100 deliveries: {page_ms:.1f} ms")
     print(f"service RSS peak {status('VmHWM:') / 2**20:.0f} MiB (growth {(status('VmHWM:') - rss_before) / 2**20:.0f} MiB); database after: {size() / 1e6:.1f} MB")
+    print(f"service RSS at resolved {rss_resolved / 2**20:.0f} MiB, at done {status('VmRSS:') / 2**20:.0f} MiB; sampled peaks: "
+          f"anonymous {peaks['RssAnon:'] / 2**20:.0f} MiB (growth {(peaks['RssAnon:'] - anon_before) / 2**20:.0f} MiB), "
+          f"file {peaks['RssFile:'] / 2**20:.0f} MiB")
     if pushes > 1:
         time.sleep(float(os.environ.get("RETENTION", "0")) + 1)
 PY

@@ -293,7 +293,7 @@ public struct DeliverySettings: Sendable {
     /// Most devices one push may reach (an audience's members, or `device_ids` added to an open push).
     public var maximumAudience = 10_000_000
     /// Devices an audience's resolution commits in one transaction (with their deliveries and the cursor).
-    public var resolveChunk = 5_000
+    public var resolveChunk = 1_000
     /// Seconds an open push stays open with no device added; then it closes itself (as `POST .../close` does).
     public var openPushIdle = 3_600.0
     /// Where each token deactivation is POSTed as JSON (bounded retries, never blocks sending).

@@ -213,25 +213,32 @@ public struct PostgresTokenStore: DeviceTokenStore {
 
     public func devices(inApp app: String, after: String?, limit: Int) async throws -> [String] {
         // Through the primary key (device_id, token), in its order (the database's collation, which `after` is
-        // compared in too).
-        let rows =
-            app == AppNamespace.defaultApp
-            ? try await database.query(
-                """
-                SELECT DISTINCT device_id FROM apns_tokens
-                WHERE device_id > \(after ?? "") AND active AND strpos(device_id, '/') = 0
-                ORDER BY device_id LIMIT \(limit)
-                """)
-            : try await database.query(
-                """
-                SELECT DISTINCT device_id FROM apns_tokens
-                WHERE device_id > \(after ?? "") AND starts_with(device_id, \(app + "/")) AND active
-                ORDER BY device_id LIMIT \(limit)
-                """)
-        var found: [String] = []
-        found.reserveCapacity(limit)
-        for try await id in rows.decode(String.self) { found.append(id) }
-        return found
+        // compared in too). Without fresh statistics (a table just loaded) the planner sorted the whole table for
+        // each page (140 ms at 100,000 rows against 0.6 ms): the index's order is asked for. No DISTINCT: a
+        // device's registrations are next to each other, and are made one here.
+        let logger = database.logger
+        return try await database.withTransaction { connection in
+            try await connection.run("SET LOCAL enable_seqscan = off", logger: logger)
+            try await connection.run("SET LOCAL enable_sort = off", logger: logger)
+            let rows =
+                app == AppNamespace.defaultApp
+                ? try await connection.run(
+                    """
+                    SELECT device_id FROM apns_tokens
+                    WHERE device_id > \(after ?? "") AND active AND strpos(device_id, '/') = 0
+                    ORDER BY device_id LIMIT \(limit)
+                    """, logger: logger)
+                : try await connection.run(
+                    """
+                    SELECT device_id FROM apns_tokens
+                    WHERE device_id > \(after ?? "") AND starts_with(device_id, \(app + "/")) AND active
+                    ORDER BY device_id LIMIT \(limit)
+                    """, logger: logger)
+            var found: [String] = []
+            found.reserveCapacity(limit)
+            for try await id in rows.decode(String.self) where id != found.last { found.append(id) }
+            return found
+        }
     }
 
     public func deactivate(_ deactivation: TokenDeactivation) async throws -> TokenRegistration? {

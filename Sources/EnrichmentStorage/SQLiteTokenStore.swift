@@ -192,22 +192,24 @@ public struct SQLiteTokenStore: DeviceTokenStore {
     public func devices(inApp app: String, after: String?, limit: Int) async throws -> [String] {
         try await database.pool.read { db in
             // Through the primary key (device_id, token), in its order: a page costs its rows, wherever it starts.
-            if app == AppNamespace.defaultApp {
-                return try String.fetchAll(
+            // No DISTINCT: a device's registrations are next to each other, and are made one here.
+            let ids =
+                app == AppNamespace.defaultApp
+                ? try String.fetchAll(
                     db,
                     sql: """
-                        SELECT DISTINCT device_id FROM apns_tokens
+                        SELECT device_id FROM apns_tokens
                         WHERE device_id > ? AND active = 1 AND instr(device_id, '/') = 0
                         ORDER BY device_id LIMIT ?
                         """, arguments: [after ?? "", limit])
-            }
-            return try String.fetchAll(
-                db,
-                sql: """
-                    SELECT DISTINCT device_id FROM apns_tokens
-                    WHERE device_id > ? AND device_id < ? AND active = 1
-                    ORDER BY device_id LIMIT ?
-                    """, arguments: [max(after ?? "", app + "/"), app + "0", limit])
+                : try String.fetchAll(
+                    db,
+                    sql: """
+                        SELECT device_id FROM apns_tokens
+                        WHERE device_id > ? AND device_id < ? AND active = 1
+                        ORDER BY device_id LIMIT ?
+                        """, arguments: [max(after ?? "", app + "/"), app + "0", limit])
+            return ids.removingAdjacentRepeats()
         }
     }
 
@@ -238,5 +240,15 @@ public struct SQLiteTokenStore: DeviceTokenStore {
             deviceId: row[0], token: row[1], topic: row[2],
             environment: APNsEnvironmentName(rawValue: row[3]) ?? .production, registeredAt: row[4],
             active: row[5], invalidatedAt: row[6], reason: row[7])
+    }
+}
+
+extension Array where Element: Equatable {
+    /// The array with each run of equal elements made one.
+    func removingAdjacentRepeats() -> [Element] {
+        var kept: [Element] = []
+        kept.reserveCapacity(count)
+        for element in self where element != kept.last { kept.append(element) }
+        return kept
     }
 }

@@ -250,7 +250,8 @@ public protocol DeviceTagSource: Sendable {
     /// The stored keys of every device of `app` (`AppNamespace`) with an active registration: everyone a push can
     /// reach (an `all` with no part, or with only `not` parts).
     func devices(inApp app: String) async throws -> [String]
-    /// `devices(inApp:)` a page at a time: up to `limit` of them after the key `after` (nil: from the first), in
-    /// the store's order of keys (the order `after` is compared in), each once.
+    /// `devices(inApp:)` a page at a time: the devices of up to `limit` registrations after the key `after` (nil:
+    /// from the first), in the store's order of keys (the order `after` is compared in), each once. A page with
+    /// fewer devices than `limit` is not the last (a device with several registrations is one); an empty one is.
     func devices(inApp app: String, after: String?, limit: Int) async throws -> [String]
 }

@@ -272,7 +272,8 @@ public struct ChunkSource: Sendable {
         }
         room -= chunk.count
         cursor = through
-        let last = truncated || read.count < size
+        // Only an empty page ends it: a page holds fewer devices than rows when a device has two registrations.
+        let last = truncated || read.isEmpty
         return (chunk, through, last)
     }
 }

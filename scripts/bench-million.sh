@@ -21,7 +21,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STORE=${STORE:-sqlite}
-if [ "$STORE" = postgres ] && [ -z "${ENRICH_TEST_DATABASE_URL:-}" ]; then exec scripts/with-postgres.sh "$0" "$@"; fi
+if [ "$STORE" = postgres ] && [ -z "${ENRICH_TEST_DATABASE_URL:-}" ]; then
+  # PG_STATEMENTS=1: the statements PostgreSQL ran during the push, by total time (pg_stat_statements).
+  [ "${PG_STATEMENTS:-0}" = 1 ] &&
+    export ENRICH_PG_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+  exec scripts/with-postgres.sh "$0" "$@"
+fi
 source scripts/bench-lib.sh
 N=${N:-1000000}
 PUSHES=${PUSHES:-1}
@@ -48,6 +53,12 @@ if [ "$STORE" = postgres ]; then
   export ENRICH_DATABASE_URL="$URL"
 fi
 "$RELEASE/places-bench" push-population --population "$DATA/pop-$N.csv" "${LOAD_ARGS[@]}" | tee "$DATA/load.txt"
+# A database that served for a while has its statistics; one loaded a second ago has none until autovacuum's next
+# round (a minute on): the tables are analyzed as that round would, so the plans are those of a live service.
+[ "$STORE" = postgres ] && psql -q "$URL" -c "ANALYZE"
+if [ "$STORE" = postgres ] && [ "${PG_STATEMENTS:-0}" = 1 ]; then
+  psql -q "$URL" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "SELECT pg_stat_statements_reset()" >/dev/null
+fi
 python3 - "$N" > "$DATA/tokens.txt" <<'PY'
 import sys
 for i in range(int(sys.argv[1])):
@@ -139,6 +150,12 @@ for round in range(pushes):
     if pushes > 1:
         time.sleep(float(os.environ.get("RETENTION", "0")) + 1)
 PY
+
+if [ "$STORE" = postgres ] && [ "${PG_STATEMENTS:-0}" = 1 ]; then
+  psql "$URL" -c "SELECT calls, round(total_exec_time::numeric, 0) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms,
+    rows, left(regexp_replace(query, '\s+', ' ', 'g'), 150) AS query
+    FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 15" | tee "$DATA/statements.txt"
+fi
 
 # 3. The same number of plain pushes with push-sender, to the same mock.
 if [ "$PUSHES" = 1 ]; then

@@ -112,18 +112,26 @@ extension PostgresOutbox {
     public func deliveries(pushId: String, state: DeliveryState?, after: Int64, limit: Int) async throws
         -> [ListedDelivery]
     {
-        var found: [ListedDelivery] = []
-        for try await row in try await database.query(
-            """
-            SELECT \(unescaped: Self.deliveryColumns) FROM deliveries
-            WHERE push_id = \(pushId) AND id > \(after) AND (\(state?.rawValue)::text IS NULL OR state = \(state?.rawValue)::text)
-              AND id <= COALESCE((SELECT last_delivery FROM pushes WHERE id = \(pushId)), 0)
-            ORDER BY id LIMIT \(limit)
-            """)
-        {
-            found.append(try Self.listed(row))
+        // Through the push's id range (its first to its last delivery), in the primary key's order: the planner
+        // took the push's index and sorted every delivery of the push for each page (108 ms at 100,000), so the
+        // index's order is asked for.
+        let logger = database.logger
+        return try await database.withTransaction { connection in
+            try await connection.run("SET LOCAL enable_sort = off", logger: logger)
+            var found: [ListedDelivery] = []
+            for try await row in try await connection.run(
+                """
+                SELECT \(unescaped: Self.deliveryColumns) FROM deliveries
+                WHERE id > GREATEST(\(after), COALESCE((SELECT first_delivery FROM pushes WHERE id = \(pushId)), 1) - 1)
+                  AND id <= COALESCE((SELECT last_delivery FROM pushes WHERE id = \(pushId)), 0)
+                  AND push_id = \(pushId) AND (\(state?.rawValue)::text IS NULL OR state = \(state?.rawValue)::text)
+                ORDER BY id LIMIT \(limit)
+                """, logger: logger)
+            {
+                found.append(try Self.listed(row))
+            }
+            return found
         }
-        return found
     }
 
     public func waiting(pushId: String, limit: Int) async throws -> [DeliveryReport] {

@@ -124,22 +124,8 @@ extension PostgresOutbox {
                     "UPDATE pushes SET resolving = false WHERE id = \(chunk.pushId)", logger: logger)
                 return nil
             }
-            var capped = Set<String>()
-            if let cap = chunk.cap, !chunk.deliveries.isEmpty {
-                capped = try await Self.capped(
-                    connection, deliveries: chunk.deliveries, createdAt: createdAt, cap: cap, app: chunk.app,
-                    logger: logger)
-            }
-            let kept = capped.isEmpty ? chunk.deliveries : chunk.deliveries.filter { !capped.contains($0.deviceId) }
-            try await Self.insertChunk(
-                connection, pushId: chunk.pushId, createdAt: createdAt, deviceIds: chunk.deviceIds,
-                outcomes: chunk.outcomes
-                    + capped.sorted().map { DeviceOutcome(deviceId: $0, outcome: "not_sent", rule: "capped") },
-                deliveries: kept, from: Int(matched), logger: logger)
-            var plan = try planText.map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) }
-            plan = plan?.merged(held: chunk.held, sendTimes: kept.map { $0.scheduledAt ?? createdAt })
-            let dueAt = plan.flatMap { push in push.lastSendAt.map { max(createdAt, $0) } }
-            let planStored = plan.map { String(decoding: $0.stored.encodedData(), as: UTF8.self) }
+            let (capped, planStored, dueAt) = try await Self.writeChunk(
+                connection, chunk, createdAt: createdAt, plan: planText, from: Int(matched), logger: logger)
             let through: String? = chunk.through.isEmpty ? nil : chunk.through
             try await connection.run(
                 """
@@ -151,6 +137,31 @@ extension PostgresOutbox {
                 """, logger: logger)
             return capped
         }
+    }
+
+    /// Caps and writes a chunk's devices, their outcomes and deliveries (positions from `from` on); returns the
+    /// devices capped, the push's plan (`stored`, JSON) merged with what the chunk holds, and when its callback is
+    /// due.
+    static func writeChunk(
+        _ connection: PostgresConnection, _ chunk: ResolvedChunk, createdAt: Double, plan stored: String?, from: Int,
+        logger: Logger
+    ) async throws -> (capped: Set<String>, plan: String?, dueAt: Double?) {
+        var capped = Set<String>()
+        if let cap = chunk.cap, !chunk.deliveries.isEmpty {
+            capped = try await Self.capped(
+                connection, deliveries: chunk.deliveries, createdAt: createdAt, cap: cap, app: chunk.app,
+                logger: logger)
+        }
+        let kept = capped.isEmpty ? chunk.deliveries : chunk.deliveries.filter { !capped.contains($0.deviceId) }
+        try await Self.insertChunk(
+            connection, pushId: chunk.pushId, createdAt: createdAt, deviceIds: chunk.deviceIds,
+            outcomes: chunk.outcomes
+                + capped.sorted().map { DeviceOutcome(deviceId: $0, outcome: "not_sent", rule: "capped") },
+            deliveries: kept, from: from, logger: logger)
+        var plan = try stored.map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) }
+        plan = plan?.merged(held: chunk.held, sendTimes: kept.map { $0.scheduledAt ?? createdAt })
+        let dueAt = plan.flatMap { push in push.lastSendAt.map { max(createdAt, $0) } }
+        return (capped, plan.map { String(decoding: $0.stored.encodedData(), as: UTF8.self) }, dueAt)
     }
 
     public func markCancelled(pushId: String, at: Double) async throws -> Bool {

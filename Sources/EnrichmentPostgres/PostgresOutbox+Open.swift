@@ -65,22 +65,8 @@ extension PostgresOutbox {
                 for try await id in present.decode(String.self) { already.insert(id) }
             }
             let fresh = already.isEmpty ? chunk : chunk.leavingOut(already)
-            var capped = Set<String>()
-            if let cap = fresh.cap, !fresh.deliveries.isEmpty {
-                capped = try await Self.capped(
-                    connection, deliveries: fresh.deliveries, createdAt: createdAt, cap: cap, app: fresh.app,
-                    logger: logger)
-            }
-            let kept = capped.isEmpty ? fresh.deliveries : fresh.deliveries.filter { !capped.contains($0.deviceId) }
-            try await Self.insertChunk(
-                connection, pushId: chunk.pushId, createdAt: createdAt, deviceIds: fresh.deviceIds,
-                outcomes: fresh.outcomes
-                    + capped.sorted().map { DeviceOutcome(deviceId: $0, outcome: "not_sent", rule: "capped") },
-                deliveries: kept, from: Int(matched), logger: logger)
-            var plan = try planText.map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) }
-            plan = plan?.merged(held: fresh.held, sendTimes: kept.map { $0.scheduledAt ?? createdAt })
-            let dueAt = plan.flatMap { push in push.lastSendAt.map { max(createdAt, $0) } }
-            let planStored = plan.map { String(decoding: $0.stored.encodedData(), as: UTF8.self) }
+            let (capped, planStored, dueAt) = try await Self.writeChunk(
+                connection, fresh, createdAt: createdAt, plan: planText, from: Int(matched), logger: logger)
             try await connection.run(
                 """
                 UPDATE pushes SET resolve_until = \(until), resolving = \(!chunk.last),

@@ -111,20 +111,7 @@ extension SQLiteOutbox {
                 try db.execute(sql: "UPDATE pushes SET resolving = 0 WHERE id = ?", arguments: [chunk.pushId])
                 return nil
             }
-            let createdAt: Double = row[4]
-            let capped =
-                try chunk.cap.map { try Self.capped(db, deliveries: chunk.deliveries, createdAt: createdAt, cap: $0) }
-                ?? []
-            let kept = capped.isEmpty ? chunk.deliveries : chunk.deliveries.filter { !capped.contains($0.deviceId) }
-            try Self.insertChunk(
-                db, pushId: chunk.pushId, deviceIds: chunk.deviceIds,
-                outcomes: chunk.outcomes
-                    + capped.sorted().map { DeviceOutcome(deviceId: $0, outcome: "not_sent", rule: "capped") },
-                deliveries: kept, from: row[5])
-            // The plan counts what the chunk held and when it is sent, for the devices not capped.
-            var plan = try (row[3] as String?).map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) }
-            plan = plan?.merged(held: chunk.held, sendTimes: kept.map { $0.scheduledAt ?? createdAt })
-            let dueAt = plan.flatMap { push in push.lastSendAt.map { max(createdAt, $0) } }
+            let (capped, plan, dueAt) = try Self.writeChunk(db, chunk, createdAt: row[4], plan: row[3], from: row[5])
             try db.execute(
                 sql: """
                     UPDATE pushes SET resolved_through = COALESCE(?, resolved_through), resolve_until = ?,
@@ -133,11 +120,32 @@ extension SQLiteOutbox {
                     WHERE id = ?
                     """,
                 arguments: [
-                    chunk.through.isEmpty ? nil : chunk.through, leaseUntil, !chunk.last, chunk.paceNext,
-                    plan.map { String(decoding: $0.stored.encodedData(), as: UTF8.self) }, dueAt, chunk.pushId,
+                    chunk.through.isEmpty ? nil : chunk.through, leaseUntil, !chunk.last, chunk.paceNext, plan, dueAt,
+                    chunk.pushId,
                 ])
             return capped
         }
+    }
+
+    /// Caps and writes a chunk's devices, their outcomes and deliveries (positions from `from` on); returns the
+    /// devices capped, the push's plan (`stored`, JSON) merged with what the chunk holds, and when its callback is
+    /// due.
+    static func writeChunk(_ db: Database, _ chunk: ResolvedChunk, createdAt: Double, plan stored: String?, from: Int)
+        throws -> (capped: Set<String>, plan: String?, dueAt: Double?)
+    {
+        let capped =
+            try chunk.cap.map { try Self.capped(db, deliveries: chunk.deliveries, createdAt: createdAt, cap: $0) } ?? []
+        let kept = capped.isEmpty ? chunk.deliveries : chunk.deliveries.filter { !capped.contains($0.deviceId) }
+        try Self.insertChunk(
+            db, pushId: chunk.pushId, deviceIds: chunk.deviceIds,
+            outcomes: chunk.outcomes
+                + capped.sorted().map { DeviceOutcome(deviceId: $0, outcome: "not_sent", rule: "capped") },
+            deliveries: kept, from: from)
+        // The plan counts what the chunk held and when it is sent, for the devices not capped.
+        var plan = try stored.map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) }
+        plan = plan?.merged(held: chunk.held, sendTimes: kept.map { $0.scheduledAt ?? createdAt })
+        let dueAt = plan.flatMap { push in push.lastSendAt.map { max(createdAt, $0) } }
+        return (capped, plan.map { String(decoding: $0.stored.encodedData(), as: UTF8.self) }, dueAt)
     }
 
     public func markCancelled(pushId: String, at: Double) async throws -> Bool {

@@ -45,7 +45,6 @@ extension SQLiteOutbox {
                         WHERE id = ? AND resolving = 1 AND audience IS NULL AND cancelled_at IS NULL
                         """, arguments: [chunk.pushId])
             else { return nil }
-            let createdAt: Double = row[1]
             // A device already in the push (an earlier request, or this one retried) is left out.
             let member = try db.cachedStatement(sql: "SELECT 1 FROM push_devices WHERE push_id = ? AND device_id = ?")
             var already = Set<String>()
@@ -53,18 +52,7 @@ extension SQLiteOutbox {
                 already.insert(id)
             }
             let fresh = already.isEmpty ? chunk : chunk.leavingOut(already)
-            let capped =
-                try fresh.cap.map { try Self.capped(db, deliveries: fresh.deliveries, createdAt: createdAt, cap: $0) }
-                ?? []
-            let kept = capped.isEmpty ? fresh.deliveries : fresh.deliveries.filter { !capped.contains($0.deviceId) }
-            try Self.insertChunk(
-                db, pushId: chunk.pushId, deviceIds: fresh.deviceIds,
-                outcomes: fresh.outcomes
-                    + capped.sorted().map { DeviceOutcome(deviceId: $0, outcome: "not_sent", rule: "capped") },
-                deliveries: kept, from: row[2])
-            var plan = try (row[0] as String?).map { try PushPlan(stored: JSONValue.decode(Data($0.utf8))) }
-            plan = plan?.merged(held: fresh.held, sendTimes: kept.map { $0.scheduledAt ?? createdAt })
-            let dueAt = plan.flatMap { push in push.lastSendAt.map { max(createdAt, $0) } }
+            let (capped, plan, dueAt) = try Self.writeChunk(db, fresh, createdAt: row[1], plan: row[0], from: row[2])
             try db.execute(
                 sql: """
                     UPDATE pushes SET resolve_until = ?, resolving = ?, pace_next = COALESCE(?, pace_next),
@@ -73,8 +61,7 @@ extension SQLiteOutbox {
                     WHERE id = ?
                     """,
                 arguments: [
-                    until, !chunk.last, fresh.paceNext,
-                    plan.map { String(decoding: $0.stored.encodedData(), as: UTF8.self) }, dueAt, chunk.pushId,
+                    until, !chunk.last, fresh.paceNext, plan, dueAt, chunk.pushId,
                 ])
             return AppendedChunk(capped: capped, already: already)
         }

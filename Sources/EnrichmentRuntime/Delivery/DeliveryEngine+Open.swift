@@ -34,12 +34,23 @@ extension DeliveryEngine {
             push, defaultZone: defaultZone, until: clock.now().timeIntervalSince1970 + settings.openPushIdle)
     }
 
-    /// Adds devices to an open push (and closes it when `close`); nil when the push is not open (closed, done,
-    /// cancelled, or unknown). Devices past `settings.maximumAudience` are refused by the caller, not here.
-    public func add(pushId: String, deviceIds: [String], close: Bool) async throws -> Added? {
+    /// What a request adding devices to a push came to.
+    public enum AddOutcome: Sendable {
+        case added(Added)
+        /// The push is not open (closed, done, cancelled, or unknown): nothing was added.
+        case notOpen
+        /// The devices would take the push past `settings.maximumAudience`: nothing was added.
+        case tooLarge(matched: Int, limit: Int)
+    }
+
+    /// Adds devices to an open push (and closes it when `close`).
+    public func add(pushId: String, deviceIds: [String], close: Bool) async throws -> AddOutcome {
         guard isConfigured else { throw DeliveryError.notConfigured }
         guard isAccepting else { throw DeliveryError.shuttingDown }
-        guard let claim = try await outbox.openClaim(pushId: pushId) else { return nil }
+        guard let claim = try await outbox.openClaim(pushId: pushId) else { return .notOpen }
+        guard claim.matched + deviceIds.count <= settings.maximumAudience else {
+            return .tooLarge(matched: claim.matched, limit: settings.maximumAudience)
+        }
         let push = claim.push
         let timing = push.plan?.timing
         let now = clock.now().timeIntervalSince1970
@@ -55,7 +66,7 @@ extension DeliveryEngine {
             through: "", last: close, cap: timing?.cap, app: push.app, held: figures.held,
             firstSendAt: figures.first, lastSendAt: figures.last, paceNext: planned.paceNext)
         guard let appended = try await outbox.appendChunk(chunk, until: now + settings.openPushIdle) else {
-            return nil
+            return .notOpen
         }
         let left = appended.already.union(appended.capped)
         let deliveries = planned.deliveries.filter { !left.contains($0.deviceId) }
@@ -65,9 +76,10 @@ extension DeliveryEngine {
         rendezvous.notify(pushId)
         if close, push.callbackURL != nil { rendezvous.notify(Self.callbackKey) }
         let added = deviceIds.count - appended.already.count
-        return Added(
-            push: push, added: added, already: deviceIds.filter { appended.already.contains($0) },
-            deliveries: deliveries.count, notSent: notSent, matched: claim.matched + added, open: !close)
+        return .added(
+            Added(
+                push: push, added: added, already: deviceIds.filter { appended.already.contains($0) },
+                deliveries: deliveries.count, notSent: notSent, matched: claim.matched + added, open: !close))
     }
 
     /// Closes an open push: it is done once its deliveries are final. False when it was not open.

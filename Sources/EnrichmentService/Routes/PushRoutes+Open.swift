@@ -51,24 +51,22 @@ extension PushRoutes {
     /// Adds devices to an open push: the request's answer (what was added, what was already in it, devices that
     /// get nothing and why).
     func add(_ id: String, deviceIds: [String], close: Bool) async throws -> AddedView {
-        let limit = state.configuration.delivery.maximumAudience
-        if !deviceIds.isEmpty, let status = try await state.delivery.outbox.status(pushId: id, now: 0),
-            status.counts.matched + deviceIds.count > limit
-        {
+        switch try await state.delivery.add(pushId: id, deviceIds: deviceIds, close: close) {
+        case .added(let added):
+            return AddedView(pushId: id, added: added, rate: added.push.rate)
+        case .tooLarge(let matched, let limit):
             throw APIError(
                 .unprocessableContent, reason: .pushTooLarge,
-                message: "the push holds \(status.counts.matched) devices; \(deviceIds.count) more would pass "
+                message: "the push holds \(matched) devices; \(deviceIds.count) more would pass "
                     + "ENRICH_MAX_PUSH_AUDIENCE (\(limit)): nothing was added. Close it and send the rest as another "
                     + "push.", details: ["field": .string("device_ids")])
-        }
-        guard let added = try await state.delivery.add(pushId: id, deviceIds: deviceIds, close: close) else {
+        case .notOpen:
             throw APIError(
                 .conflict, reason: .pushNotOpen,
                 message: "push '\(id)' is not open: it was closed (by a request, or after ENRICH_OPEN_PUSH_IDLE "
                     + "seconds with nothing added), cancelled, or made for an audience. Nothing was added; send the "
                     + "devices as a new push.", details: ["field": .string("push_id")])
         }
-        return AddedView(pushId: id, added: added, rate: added.push.rate)
     }
 
     /// 404 unless the push exists in the request's app.

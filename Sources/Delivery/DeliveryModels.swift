@@ -316,6 +316,27 @@ public struct PushReport: Sendable {
         self.deliveries = deliveries
     }
 
+    /// A push's report from its devices as listed and its deliveries in the order they were made. A device whose
+    /// deliveries were attempted keeps no outcome of its own (the record stage writes it once, with each
+    /// delivery's answer): its outcome and rule are those of its last delivery that has one.
+    public init(
+        push: PushDefinition, devices: [(deviceId: String, outcome: String?, rule: String?)],
+        listed: [ListedDelivery]
+    ) {
+        var last: [String: (outcome: String, rule: String?)] = [:]
+        for delivery in listed {
+            guard let outcome = delivery.outcome else { continue }
+            last[delivery.report.deviceId] = (outcome, delivery.rule)
+        }
+        self.init(
+            push: push,
+            devices: devices.map { device in
+                guard device.outcome == nil, let found = last[device.deviceId] else { return device }
+                return (device.deviceId, found.outcome, found.rule)
+            },
+            deliveries: listed.map(\.report))
+    }
+
     /// Deliveries by state (every state present, zero included).
     public var counts: [DeliveryState: Int] {
         var counts = Dictionary(uniqueKeysWithValues: DeliveryState.allCases.map { ($0, 0) })

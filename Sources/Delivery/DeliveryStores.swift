@@ -88,11 +88,10 @@ public protocol OutboxStore: Sendable {
     /// Claims up to `limit` pending deliveries due at `now` that no live lease holds, oldest due first, for `owner`
     /// until `now + lease`.
     func claim(owner: String, limit: Int, now: Double, lease: Double) async throws -> [ClaimedDelivery]
-    /// Writes attempts' results and devices' outcomes, and releases those claims, in one transaction. Updates for
-    /// deliveries `owner` no longer holds are ignored; returns how many were written.
+    /// Writes attempts' results (each with its device's enrichment outcome and rule) and releases those claims, in
+    /// one transaction. Updates for deliveries `owner` no longer holds are ignored; returns how many were written.
     @discardableResult
-    func complete(_ updates: [DeliveryUpdate], outcomes: [(pushId: String, outcome: DeviceOutcome)], owner: String)
-        async throws -> Int
+    func complete(_ updates: [DeliveryUpdate], owner: String) async throws -> Int
     /// Releases claims so they can be taken at once: every claim when `owner` is nil (one process owns an embedded
     /// store, so after a restart no claim can still be live), else those of `owner`. Returns how many.
     @discardableResult

@@ -40,14 +40,14 @@ extension PostgresOutbox {
         ).decode((String, String?, String?).self) {
             devices.append((device, outcome, rule))
         }
-        var deliveries: [DeliveryReport] = []
+        var deliveries: [ListedDelivery] = []
         for try await row in try await database.query(
             "SELECT \(unescaped: Self.deliveryColumns) FROM deliveries WHERE push_id = \(pushId) ORDER BY id")
         {
-            deliveries.append(try Self.listed(row).report)
+            deliveries.append(try Self.listed(row))
         }
         push.deviceIds = devices.map(\.deviceId)
-        return PushReport(push: push, devices: devices, deliveries: deliveries)
+        return PushReport(push: push, devices: devices, listed: deliveries)
     }
 
     public func status(pushId: String, now: Double) async throws -> PushStatus? {

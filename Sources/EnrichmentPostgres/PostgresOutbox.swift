@@ -198,66 +198,52 @@ public struct PostgresOutbox: OutboxStore {
     }
 
     /// An update without an answer from APNs (no status) keeps the last answer's status, reason and timestamp.
-    public func complete(
-        _ updates: [DeliveryUpdate], outcomes: [(pushId: String, outcome: DeviceOutcome)], owner: String
-    ) async throws -> Int {
-        guard !updates.isEmpty || !outcomes.isEmpty else { return 0 }
+    public func complete(_ updates: [DeliveryUpdate], owner: String) async throws -> Int {
+        guard !updates.isEmpty else { return 0 }
         return try await database.withTransaction { connection in
             var written = 0
-            if !updates.isEmpty {
-                let text = { (values: [String?]) in values.map { $0 ?? "" } }
-                let present = { (values: [String?]) in values.map { $0 != nil } }
-                let rows = try await connection.run(
-                    """
-                    UPDATE deliveries AS d SET state = u.state, attempts = u.attempts,
-                        next_attempt_at = COALESCE(CASE WHEN u.hn THEN u.next END, d.next_attempt_at),
-                        status = CASE WHEN u.hs THEN u.status ELSE d.status END,
-                        reason = CASE WHEN u.hs THEN (CASE WHEN u.hr THEN u.reason END) ELSE d.reason END,
-                        apns_timestamp = CASE WHEN u.hs THEN (CASE WHEN u.ht THEN u.ts END) ELSE d.apns_timestamp END,
-                        error = CASE WHEN u.he THEN u.error END,
-                        outcome = COALESCE(CASE WHEN u.ho THEN u.outcome END, d.outcome),
-                        rule = COALESCE(CASE WHEN u.hru THEN u.rule END, d.rule),
-                        finished_at = CASE WHEN u.hf THEN u.finished END, lease_owner = NULL, lease_until = NULL
-                    FROM unnest(\(updates.map(\.id))::int8[], \(updates.map(\.state.rawValue))::text[],
-                                \(updates.map(\.attempts))::int4[],
-                                \(updates.map { $0.nextAttemptAt ?? 0 })::float8[],
-                                \(updates.map { $0.nextAttemptAt != nil })::bool[],
-                                \(updates.map { $0.status ?? 0 })::int4[], \(updates.map { $0.status != nil })::bool[],
-                                \(text(updates.map(\.reason)))::text[], \(present(updates.map(\.reason)))::bool[],
-                                \(updates.map { $0.apnsTimestamp ?? 0 })::int8[],
-                                \(updates.map { $0.apnsTimestamp != nil })::bool[],
-                                \(text(updates.map(\.error)))::text[], \(present(updates.map(\.error)))::bool[],
-                                \(text(updates.map(\.outcome)))::text[], \(present(updates.map(\.outcome)))::bool[],
-                                \(text(updates.map(\.rule)))::text[], \(present(updates.map(\.rule)))::bool[],
-                                \(updates.map { $0.finishedAt ?? 0 })::float8[],
-                                \(updates.map { $0.finishedAt != nil })::bool[])
-                         AS u(id, state, attempts, next, hn, status, hs, reason, hr, ts, ht, error, he, outcome, ho,
-                              rule, hru, finished, hf)
-                    WHERE d.id = u.id AND d.lease_owner = \(owner) AND d.state = 'pending'
-                    RETURNING d.push_id, d.state
-                    """, logger: database.logger)
-                // Each written delivery that leaves `pending` moves one count of its push.
-                var moved: [String: [String: Int]] = [:]
-                for try await (pushId, state) in rows.decode((String, String).self) {
-                    written += 1
-                    guard state != DeliveryState.pending.rawValue else { continue }
-                    moved[pushId, default: [:]][DeliveryState.pending.rawValue, default: 0] -= 1
-                    moved[pushId, default: [:]][state, default: 0] += 1
-                }
-                // In push order, so that two nodes' transactions take the counts' rows in the same order.
-                for pushId in moved.keys.sorted() {
-                    try await Self.bump(connection, pushId: pushId, moved[pushId] ?? [:], logger: database.logger)
-                }
+            let text = { (values: [String?]) in values.map { $0 ?? "" } }
+            let present = { (values: [String?]) in values.map { $0 != nil } }
+            let rows = try await connection.run(
+                """
+                UPDATE deliveries AS d SET state = u.state, attempts = u.attempts,
+                    next_attempt_at = COALESCE(CASE WHEN u.hn THEN u.next END, d.next_attempt_at),
+                    status = CASE WHEN u.hs THEN u.status ELSE d.status END,
+                    reason = CASE WHEN u.hs THEN (CASE WHEN u.hr THEN u.reason END) ELSE d.reason END,
+                    apns_timestamp = CASE WHEN u.hs THEN (CASE WHEN u.ht THEN u.ts END) ELSE d.apns_timestamp END,
+                    error = CASE WHEN u.he THEN u.error END,
+                    outcome = COALESCE(CASE WHEN u.ho THEN u.outcome END, d.outcome),
+                    rule = COALESCE(CASE WHEN u.hru THEN u.rule END, d.rule),
+                    finished_at = CASE WHEN u.hf THEN u.finished END, lease_owner = NULL, lease_until = NULL
+                FROM unnest(\(updates.map(\.id))::int8[], \(updates.map(\.state.rawValue))::text[],
+                            \(updates.map(\.attempts))::int4[],
+                            \(updates.map { $0.nextAttemptAt ?? 0 })::float8[],
+                            \(updates.map { $0.nextAttemptAt != nil })::bool[],
+                            \(updates.map { $0.status ?? 0 })::int4[], \(updates.map { $0.status != nil })::bool[],
+                            \(text(updates.map(\.reason)))::text[], \(present(updates.map(\.reason)))::bool[],
+                            \(updates.map { $0.apnsTimestamp ?? 0 })::int8[],
+                            \(updates.map { $0.apnsTimestamp != nil })::bool[],
+                            \(text(updates.map(\.error)))::text[], \(present(updates.map(\.error)))::bool[],
+                            \(text(updates.map(\.outcome)))::text[], \(present(updates.map(\.outcome)))::bool[],
+                            \(text(updates.map(\.rule)))::text[], \(present(updates.map(\.rule)))::bool[],
+                            \(updates.map { $0.finishedAt ?? 0 })::float8[],
+                            \(updates.map { $0.finishedAt != nil })::bool[])
+                     AS u(id, state, attempts, next, hn, status, hs, reason, hr, ts, ht, error, he, outcome, ho,
+                          rule, hru, finished, hf)
+                WHERE d.id = u.id AND d.lease_owner = \(owner) AND d.state = 'pending'
+                RETURNING d.push_id, d.state
+                """, logger: database.logger)
+            // Each written delivery that leaves `pending` moves one count of its push.
+            var moved: [String: [String: Int]] = [:]
+            for try await (pushId, state) in rows.decode((String, String).self) {
+                written += 1
+                guard state != DeliveryState.pending.rawValue else { continue }
+                moved[pushId, default: [:]][DeliveryState.pending.rawValue, default: 0] -= 1
+                moved[pushId, default: [:]][state, default: 0] += 1
             }
-            if !outcomes.isEmpty {
-                try await connection.run(
-                    """
-                    UPDATE push_devices AS p SET outcome = u.outcome, rule = u.rule
-                    FROM unnest(\(outcomes.map(\.pushId))::text[], \(outcomes.map(\.outcome.deviceId))::text[],
-                                \(outcomes.map(\.outcome.outcome))::text[], \(outcomes.map(\.outcome.rule))::text[])
-                         AS u(push_id, device_id, outcome, rule)
-                    WHERE p.push_id = u.push_id AND p.device_id = u.device_id
-                    """, logger: database.logger)
+            // In push order, so that two nodes' transactions take the counts' rows in the same order.
+            for pushId in moved.keys.sorted() {
+                try await Self.bump(connection, pushId: pushId, moved[pushId] ?? [:], logger: database.logger)
             }
             return written
         }

@@ -27,11 +27,11 @@ extension SQLiteOutbox {
                         FROM deliveries WHERE push_id = ? ORDER BY id
                         """), in: db)
             try deliveriesRead.bind(1, pushId)
-            var deliveries: [DeliveryReport] = []
+            var deliveries: [ListedDelivery] = []
             deliveries.reserveCapacity(devices.count)
-            try deliveriesRead.forEachRow { row in deliveries.append(Self.listed(row).report) }
+            try deliveriesRead.forEachRow { row in deliveries.append(Self.listed(row)) }
             push.deviceIds = devices.map(\.deviceId)
-            return PushReport(push: push, devices: devices, deliveries: deliveries)
+            return PushReport(push: push, devices: devices, listed: deliveries)
         }
     }
 

@@ -194,10 +194,8 @@ public struct SQLiteOutbox: OutboxStore {
         }
     }
 
-    public func complete(
-        _ updates: [DeliveryUpdate], outcomes: [(pushId: String, outcome: DeviceOutcome)], owner: String
-    ) async throws -> Int {
-        guard !updates.isEmpty || !outcomes.isEmpty else { return 0 }
+    public func complete(_ updates: [DeliveryUpdate], owner: String) async throws -> Int {
+        guard !updates.isEmpty else { return 0 }
         return try await database.pool.write { db in
             let update = try db.cachedStatement(
                 sql: """
@@ -239,17 +237,6 @@ public struct SQLiteOutbox: OutboxStore {
                 }
             }
             for (pushId, counts) in moved { try Self.bump(db, pushId: pushId, counts) }
-            let device = RawStatement(
-                try db.cachedStatement(
-                    sql: "UPDATE push_devices SET outcome = ?, rule = ? WHERE push_id = ? AND device_id = ?"),
-                in: db)
-            for (pushId, outcome) in outcomes {
-                try device.bind(1, outcome.outcome)
-                try device.bind(2, outcome.rule)
-                try device.bind(3, pushId)
-                try device.bind(4, outcome.deviceId)
-                try device.run()
-            }
             return written
         }
     }

@@ -156,16 +156,16 @@ struct DeliveryStoreContractTests {
         #expect(taken.allSatisfy { $0.attempts == 1 })
         // The first owner's late answer is ignored; the holder's is written.
         let late = try await outbox.complete(
-            [DeliveryUpdate(id: first[0].id, state: .delivered, attempts: 1, status: 200, finishedAt: 1062)],
-            outcomes: [], owner: "a")
+            [DeliveryUpdate(id: first[0].id, state: .delivered, attempts: 1, status: 200, finishedAt: 1062)], owner: "a"
+        )
         #expect(late == 0)
         let written = try await outbox.complete(
             [
                 DeliveryUpdate(id: taken[0].id, state: .delivered, attempts: 1, status: 200, finishedAt: 1062),
                 DeliveryUpdate(
                     id: taken[1].id, state: .pending, attempts: 1, nextAttemptAt: 2000, status: 503,
-                    reason: "ServiceUnavailable"),
-            ], outcomes: [("p1", DeviceOutcome(deviceId: "d1", outcome: "enriched", rule: "nearest_poi"))], owner: "b")
+                    reason: "ServiceUnavailable", outcome: "enriched", rule: "nearest_poi"),
+            ], owner: "b")
         #expect(written == 2)
         #expect(try await outbox.pendingCount(pushId: "p1") == 2)
         // The retry is due at 2000, not before (cc's unanswered lease ran out long ago, so it is taken again).
@@ -234,7 +234,7 @@ struct DeliveryStoreContractTests {
             [
                 DeliveryUpdate(id: claimed[0].id, state: .delivered, attempts: 1, status: 200, finishedAt: 1001),
                 DeliveryUpdate(id: claimed[1].id, state: .expired, attempts: 0, finishedAt: 1001),
-            ], outcomes: [], owner: "a")
+            ], owner: "a")
         #expect(try await outbox.releaseClaims(owner: nil) == 0)
         #expect(try await outbox.claim(owner: "a", limit: 10, now: 9999, lease: 60).isEmpty)
         #expect(try await outbox.depth() == 0)
@@ -259,7 +259,7 @@ struct DeliveryStoreContractTests {
                 DeliveryUpdate(
                     id: $0.id, state: .pending, attempts: 1, nextAttemptAt: 1001, status: 500,
                     reason: "InternalServerError", error: "waiting for APNs")
-            }, outcomes: [], owner: "a")
+            }, owner: "a")
         claimed = try await outbox.claim(owner: "a", limit: 10, now: 1002, lease: 60)
         #expect(claimed.count == 2)
         try await outbox.complete(
@@ -268,7 +268,7 @@ struct DeliveryStoreContractTests {
                     id: claimed[0].id, state: .expired, attempts: 1, error: "not sent within the maximum age",
                     finishedAt: 1003),
                 DeliveryUpdate(id: claimed[1].id, state: .delivered, attempts: 2, status: 200, finishedAt: 1003),
-            ], outcomes: [], owner: "a")
+            ], owner: "a")
         let report = try #require(try await outbox.report(pushId: "p1"))
         let byToken = Dictionary(uniqueKeysWithValues: report.deliveries.map { ($0.token, $0) })
         #expect(byToken["aa"]?.state == .expired)
@@ -298,10 +298,16 @@ struct PostgresSpecificTests {
         #expect(
             versions == [
                 "v1-fixes", "v1-pois", "v10-last-fixes", "v11-schedule", "v12-audience-history", "v13-push-callbacks",
-                "v14-push-origin", "v15-push-scale",
+                "v14-push-origin", "v15-push-scale", "v16-deliveries-fillfactor",
                 "v2-delivery", "v3-pois-version", "v4-location",
                 "v5-poi-deletions", "v6-takeover", "v7-activities", "v8-channels", "v9-activity-invalid",
             ])
+        // Deliveries' pages keep room for their claims' row versions (heap-only updates).
+        let options = try await backends[0].client.query(
+            "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE relname = 'deliveries'")
+        var stored: [String?] = []
+        for try await option in options.decode(String?.self) { stored.append(option) }
+        #expect(stored == ["fillfactor=50"])
         // Every node can use the schema.
         for backend in backends { #expect(try await PostgresPOIStore(database: backend).count() == 0) }
     }

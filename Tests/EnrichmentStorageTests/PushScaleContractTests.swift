@@ -68,15 +68,15 @@ struct PushScaleContractTests {
                     status: state == .pending ? 429 : 200, reason: state == .pending ? "TooManyRequests" : nil,
                     finishedAt: state == .pending ? nil : 2000))
         }
-        #expect(try await outbox.complete(Array(updates.prefix(10)), outcomes: [], owner: "w") == 10)
-        #expect(try await outbox.complete(Array(updates.dropFirst(10)), outcomes: [], owner: "other") == 0)
-        #expect(try await outbox.complete(Array(updates.dropFirst(10)), outcomes: [], owner: "w") == updates.count - 10)
+        #expect(try await outbox.complete(Array(updates.prefix(10)), owner: "w") == 10)
+        #expect(try await outbox.complete(Array(updates.dropFirst(10)), owner: "other") == 0)
+        #expect(try await outbox.complete(Array(updates.dropFirst(10)), owner: "w") == updates.count - 10)
         // The retried ones are claimed again and delivered.
         claimed = try await outbox.claim(owner: "w", limit: 1_000, now: 3000, lease: 60)
         #expect(!claimed.isEmpty)
         _ = try await outbox.complete(
             claimed.map { DeliveryUpdate(id: $0.id, state: .delivered, attempts: 2, status: 200, finishedAt: 3000) },
-            outcomes: [], owner: "w")
+            owner: "w")
         #expect(try await outbox.confirm(pushId: "p", deviceId: "d0", at: 3001) == .recorded)
         #expect(try await outbox.confirm(pushId: "p", deviceId: "d0", at: 3002) == .already)
 
@@ -194,7 +194,7 @@ struct PushScaleContractTests {
                         id: claim.id, state: .pending, attempts: 1, nextAttemptAt: 2100, status: 429,
                         reason: "TooManyRequests")
                     : DeliveryUpdate(id: claim.id, state: .delivered, attempts: 1, status: 200, finishedAt: 2000)
-            }, outcomes: [], owner: "w")
+            }, owner: "w")
         var seen: [String] = []
         var cursor: Int64 = 0
         while true {
@@ -243,7 +243,7 @@ struct PushScaleContractTests {
         let claimed = try await outbox.claim(owner: "w", limit: 100, now: 200, lease: 60).filter { $0.pushId == "old" }
         _ = try await outbox.complete(
             claimed.map { DeliveryUpdate(id: $0.id, state: .delivered, attempts: 1, status: 200, finishedAt: 200) },
-            outcomes: [], owner: "w")
+            owner: "w")
         _ = try await outbox.confirm(pushId: "old", deviceId: "r1", at: 300)
         // 25 deliveries, 25 devices, 1 receipt and the push: 52 rows, in batches of 10.
         var batches: [Int] = []
@@ -274,7 +274,7 @@ struct PushScaleContractTests {
         let claimed = try await outbox.claim(owner: "w", limit: 10, now: 2000, lease: 60)
         _ = try await outbox.complete(
             claimed.map { DeliveryUpdate(id: $0.id, state: .delivered, attempts: 1, status: 200, finishedAt: 2000) },
-            outcomes: [], owner: "w")
+            owner: "w")
         #expect(try await outbox.confirm(pushId: "a", deviceId: "gone", at: 2001) == .recorded)
         // 3 deliveries (one scheduled), 2 device rows, 1 receipt.
         #expect(try await outbox.deleteDevice("gone") == 6)

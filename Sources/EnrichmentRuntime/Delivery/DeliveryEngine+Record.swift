@@ -11,11 +11,11 @@ import Tracing
 /// The record stage: answers are written back in one transaction per group, the circuits and metrics are told,
 /// and token hygiene follows (deactivations, the feedback webhook).
 extension DeliveryEngine {
-    /// Writes a group of answers (and deliveries settled without sending, and devices' outcomes) in one
-    /// transaction, then applies the token hygiene they call for. Returns how many stay pending.
+    /// Writes a group of answers (and deliveries settled without sending) in one transaction, each with its
+    /// device's enrichment outcome, then applies the token hygiene they call for. Returns how many stay pending.
     func record(
-        _ answers: [(Attempt, APNsSendResult, Duration)], settled: [DeliveryUpdate],
-        outcomes: [(pushId: String, outcome: DeviceOutcome)], owner: String, pushOf: [Int64: String]
+        _ answers: [(Attempt, APNsSendResult, Duration)], settled: [DeliveryUpdate], owner: String,
+        pushOf: [Int64: String]
     ) async throws -> Int {
         var updates = settled
         var deactivations: [TokenDeactivation] = []
@@ -56,7 +56,7 @@ extension DeliveryEngine {
         try await enricher.spans.run("db.record_answers", kind: .client) { span in
             span?.attributes["delivery.updates"] = updates.count
             let settled = updates
-            _ = try await bounded { try await self.outbox.complete(settled, outcomes: outcomes, owner: owner) }
+            _ = try await bounded { try await self.outbox.complete(settled, owner: owner) }
         }
         reportEnded(updates, pushOf: pushOf)
         let pending = updates.count { $0.state == .pending }
@@ -131,11 +131,14 @@ extension DeliveryEngine {
         }
     }
 
-    /// A claimed delivery of a cancelled push, settled without sending.
-    static func cancelledUpdate(_ claim: ClaimedDelivery, at now: Double) -> DeliveryUpdate {
+    /// A claimed delivery of a cancelled push, settled without sending (with its device's verdict when it was
+    /// enriched before the cancel came).
+    static func cancelledUpdate(
+        _ claim: ClaimedDelivery, verdict: DeliveryPlanner.Verdict? = nil, at now: Double
+    ) -> DeliveryUpdate {
         DeliveryUpdate(
             id: claim.id, state: .cancelled, attempts: claim.attempts, error: "cancelled before it was sent",
-            finishedAt: now)
+            outcome: verdict?.outcome, rule: verdict?.rule, finishedAt: now)
     }
 
     /// An attempt's result as the metrics count it.

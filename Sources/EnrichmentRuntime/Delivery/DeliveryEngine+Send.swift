@@ -85,7 +85,6 @@ extension DeliveryEngine {
         let started = ContinuousClock.now
         let now = clock.now().timeIntervalSince1970
         var updates: [DeliveryUpdate] = []
-        var outcomes: [(pushId: String, outcome: DeviceOutcome)] = []
         var attempts: [SenderKey: [Attempt]] = [:]
         let groups = DeliveryPlanner.groups(claimed)
         // Every device's last fix in one read, so enriching the batch makes no trip to storage per device.
@@ -152,7 +151,7 @@ extension DeliveryEngine {
             }
             for (key, count) in tally { observer.enriched(count, outcome: key.outcome, provider: key.provider) }
         }
-        for (index, push, deviceId) in work {
+        for (index, push, _) in work {
             let claims = groups[index]
             let prepared: Prepared
             switch preparedByGroup[index] {
@@ -167,11 +166,6 @@ extension DeliveryEngine {
             case nil:
                 continue
             }
-            outcomes.append(
-                (
-                    push.id,
-                    DeviceOutcome(deviceId: deviceId, outcome: prepared.verdict.outcome, rule: prepared.verdict.rule)
-                ))
             for claim in claims {
                 switch planner.prepare(claim, push: push, payload: prepared.bytes, verdict: prepared.verdict, now: now)
                 {
@@ -215,7 +209,7 @@ extension DeliveryEngine {
                 )
                 guard !dropped.isEmpty else { continue }
                 attempts[environment] = kept
-                updates += dropped.map { Self.cancelledUpdate($0.claim, at: now) }
+                updates += dropped.map { Self.cancelledUpdate($0.claim, verdict: $0.verdict, at: now) }
             }
         }
         let pushOf = Dictionary(claimed.map { ($0.id, $0.pushId) }, uniquingKeysWith: { first, _ in first })
@@ -244,13 +238,13 @@ extension DeliveryEngine {
             await group.waitForAll()
             sent.finish()
         }
-        // The first write carries the outcomes and the deliveries settled without sending (expired, refused
-        // locally). Then answers are written as they arrive: the lane wakes on each arrival, takes every answer
+        // The first write carries the deliveries settled without sending (expired, refused locally); each update
+        // carries its device's enrichment outcome (a device's own is not written a second time). Then answers are written as they arrive: the lane wakes on each arrival, takes every answer
         // waiting, and writes them in one transaction, at most once per `recordInterval` (answers that come while
         // a write is under way wait for the next), so a crash resends only what was on the wire or answered in
         // the last interval, not the whole batch. The batch's last answer is written at once: the batch holds its
         // slot (the lane's next claim) until it is recorded.
-        var pending = try await record([], settled: updates, outcomes: outcomes, owner: owner, pushOf: pushOf)
+        var pending = try await record([], settled: updates, owner: owner, pushOf: pushOf)
         var recorded = 0
         var lastWrite = ContinuousClock.now
         for await _ in sent.arrivals {
@@ -262,7 +256,7 @@ extension DeliveryEngine {
             if ContinuousClock.now < due { await sent.waitForAll(until: due) }
             let answers = sent.take()
             guard !answers.isEmpty else { continue }
-            pending += try await record(answers, settled: [], outcomes: [], owner: owner, pushOf: pushOf)
+            pending += try await record(answers, settled: [], owner: owner, pushOf: pushOf)
             recorded += answers.count
             lastWrite = ContinuousClock.now
         }
@@ -271,7 +265,7 @@ extension DeliveryEngine {
         await allSent
         let rest = sent.take()
         if !rest.isEmpty {
-            pending += try await record(rest, settled: [], outcomes: [], owner: owner, pushOf: pushOf)
+            pending += try await record(rest, settled: [], owner: owner, pushOf: pushOf)
             recorded += rest.count
         }
         for pushId in Set(claimed.map(\.pushId)) { rendezvous.notify(pushId) }

@@ -47,81 +47,42 @@ public enum DeliveryError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// Enrich-and-send: commits pushes to the outbox, drains it to APNs, and keeps token hygiene.
+/// Enrich-and-send: the delivery pipeline. Pushes are committed to the outbox, drained to APNs, and their tokens
+/// kept clean, by stages of their own (docs/ARCHITECTURE.md draws them):
+///
+/// - resolve (`ResolveStage`): an audience becomes its devices, chunk by chunk, in the background;
+/// - enqueue (`EnqueueStage`): devices become deliveries, planned (`EnqueuePlanner`) and committed;
+/// - claim (`ClaimStage`): lanes claim due deliveries with a lease;
+/// - enrich (`EnrichStage`): each device's payload is made at the moment it is sent;
+/// - send (`SendStage`): settled where the planner says so, else handed to the APNs senders;
+/// - record (`RecordStage`): answers written back, circuits told, tokens deactivated;
+/// - retain (`RetainStage`): idle open pushes closed, cancelled deliveries swept, old pushes deleted.
 ///
 /// Accepted means committed: `submit` writes the push and one delivery per active registration in one
-/// transaction before it returns. Lanes (workers) claim due deliveries with a lease, enrich each device's payload at
-/// the moment of sending (so the staleness rule is judged then), send through one long-lived HTTP/2 client per APNs
-/// environment, and write each result back. A delivery whose result was not written before the process died is
-/// sent again after a restart: at-least-once, with at most `lanes x concurrency` deliveries in that window.
-///
-/// A lane does not wait for its batch's answers before it claims the next: once a batch is handed to the senders,
-/// its answers are recorded by a task of their own while the lane claims and enriches the next batch (at most
-/// `flightsPerLane` batches per lane between claim and last answer, each of `concurrency / flightsPerLane`
-/// deliveries, so a lane has at most `concurrency` on the wire), so the database, the enrichment and the wire work
-/// at the same time.
+/// transaction before it returns. A delivery whose result was not written before the process died is sent again
+/// after a restart: at-least-once, with at most `lanes x concurrency` deliveries in that window. This class wires
+/// the stages together, runs their loops, and is what the routes call.
 public final class DeliveryEngine: Sendable {
     public let tokens: any DeviceTokenStore
     public let outbox: any OutboxStore
-    /// Live Activity tokens: one APNs says no longer works is marked invalid there.
-    let activities: (any ActivityStore)?
     public let settings: DeliverySettings
-    let enricher: Enricher
-    /// Apps with their own enrichment settings: their deliveries are enriched with these.
-    let appEnrichers: [String: Enricher]
-    /// One sender per credential and APNs environment: the HTTP/2 client in service, any `APNsBatchSending` in a
-    /// test.
-    let senders: [SenderKey: any APNsBatchSending]
-    let clock: any WallClock
-    let logger: Logger
-    let observer: (any DeliveryObserver)?
-    let feedback: WebhookQueue?
     /// The name of this process; each lane claims as `<node>-<lane>`, its second batch in flight as
     /// `<node>-<lane>-1`.
     public let node: String
+    let context: PipelineContext
+    let enqueue: EnqueueStage
+    let resolve: ResolveStage
+    let claim: ClaimStage
+    let send: SendStage
+    let retain: RetainStage
     /// True when one process owns the store (SQLite): claims left by a previous run are released at start.
     let exclusiveStore: Bool
-    /// Concurrent claim-send-record loops, and deliveries each claims at once.
+    /// Concurrent claim-send-record loops.
     let lanes: Int
-    let batchSize: Int
-    /// Batches a lane may have between their claim and their last answer recorded: the next is claimed and enriched
-    /// while the answers of the one before are still coming.
-    /// Two, unless the concurrency is 1 (then one batch of one).
-    let flightsPerLane: Int
-    /// Seconds a claim holds before another worker may take it.
-    let lease: Double
-    /// How often lane 0 looks for due work that no wake-up announced.
-    let pollInterval: Duration
-    /// The bound on each of a lane's calls to a database across the network (nil: SQLite, in process).
-    let databaseTimeout: Duration?
-    /// How often a lane writes the answers it got while a batch is still sending (the last answer is written at
-    /// once).
-    let recordInterval: Duration
-    /// What becomes of each claimed delivery and each answer (no I/O: this class performs what it decides).
-    let planner: DeliveryPlanner
-    /// One circuit breaker per environment's peer: an outage pauses sending there until a probe gets an answer.
-    let circuits: [SenderKey: APNsCircuit]
-    /// Who each credential is to APNs (`team TEAM123456, key ABC1234567`, or `certificate`), by credential name,
-    /// for the log and readiness when APNs refuses it. No secret: ids only.
-    let identities: [String: String]
-
-    let rendezvous = Rendezvous()
-    private let accepting = Atomic<Bool>(true)
-    private let stopping = Atomic<Bool>(false)
-    private let pushCache = Mutex<[String: PushDefinition]>([:])
-    private let lastConnections = Mutex<[SenderKey: Int]>([:])
-    /// Resolves an audience (as the request gave it) in an app at an instant to its devices' stored keys: set by
-    /// the service, which knows the places and regions an audience may name.
-    let audienceMembers = Mutex<AudienceMembers?>(nil)
-    /// Pushes cancelled through this node: a batch claimed before the cancel drops their deliveries before they go
-    /// on the wire.
-    let cancelledHere = Mutex<Set<String>>([])
-    static let wakeKey = "\u{0}wake"
-    static let callbackKey = "\u{0}callbacks"
-    static let resolveKey = "\u{0}resolve"
-    static let retainKey = "\u{0}retain"
+    let feedback: WebhookQueue?
     /// Posts pushes' reports to their callback URLs once final.
     let callbacks: PushCallbacks
+    private let cancelledHere = CancelledPushes()
 
     init(
         tokens: any DeviceTokenStore, outbox: any OutboxStore, activities: (any ActivityStore)? = nil,
@@ -131,60 +92,125 @@ public final class DeliveryEngine: Sendable {
         lease: Double? = nil, pollInterval: Duration = .seconds(1), databaseTimeout: Duration? = nil,
         identities: [String: String] = [:]
     ) {
-        self.identities = identities
-        self.pollInterval = pollInterval
-        self.databaseTimeout = databaseTimeout
         self.tokens = tokens
         self.outbox = outbox
-        self.activities = activities
         self.settings = settings
-        self.enricher = enricher
-        self.appEnrichers = appEnrichers
-        self.senders = senders
-        self.clock = clock
-        self.logger = logger
-        self.observer = observer
-        self.feedback = settings.feedbackURL.map { WebhookQueue(url: $0, name: "feedback", logger: logger) }
-        self.node = "node-\(UUID().uuidString.prefix(8).lowercased())"
+        let node = "node-\(UUID().uuidString.prefix(8).lowercased())"
+        self.node = node
+        let context = PipelineContext(
+            tokens: tokens, outbox: outbox, settings: settings, clock: clock, logger: logger, observer: observer,
+            rendezvous: Rendezvous(), node: node, lease: lease ?? settings.lease, databaseTimeout: databaseTimeout,
+            flags: PipelineFlags())
+        self.context = context
         self.exclusiveStore = exclusiveStore
         self.lanes = max(1, lanes)
-        self.flightsPerLane = settings.concurrency >= 2 ? 2 : 1
-        self.batchSize = batchSize ?? max(1, settings.concurrency / flightsPerLane)
-        self.lease = lease ?? settings.lease
-        self.recordInterval = .milliseconds(Int64(settings.recordInterval * 1000))
-        self.planner = DeliveryPlanner(
+        let feedback = settings.feedbackURL.map { WebhookQueue(url: $0, name: "feedback", logger: logger) }
+        self.feedback = feedback
+        let planner = DeliveryPlanner(
             retry: RetryPolicy(
                 maxAttempts: settings.attempts, baseDelay: settings.retryDelay, maxDelay: settings.maxRetryDelay),
             maximumAge: settings.maximumAge)
-        self.circuits = senders.mapValues { _ in
+        let circuits = senders.mapValues { _ in
             APNsCircuit(base: settings.retryDelay, cap: max(settings.retryDelay, settings.probeInterval))
         }
+        enqueue = EnqueueStage(context: context)
+        resolve = ResolveStage(context: context, enqueue: enqueue)
+        let record = RecordStage(
+            context: context, activities: activities, planner: planner, circuits: circuits, identities: identities,
+            feedback: feedback, spans: enricher.spans)
+        send = SendStage(
+            context: context, enrich: EnrichStage(context: context, enricher: enricher, appEnrichers: appEnrichers),
+            record: record, senders: senders, planner: planner, cancelled: cancelledHere)
+        let flightsPerLane = settings.concurrency >= 2 ? 2 : 1
+        claim = ClaimStage(
+            context: context, send: send, batchSize: batchSize ?? max(1, settings.concurrency / flightsPerLane),
+            flightsPerLane: flightsPerLane, pollInterval: pollInterval)
+        retain = RetainStage(context: context)
         self.callbacks = PushCallbacks(
             outbox: outbox, clock: clock, logger: logger, secret: settings.callbackSecret,
             hosts: settings.callbackHosts)
-        _ = rendezvous.watch(Self.wakeKey)
-        _ = rendezvous.watch(Self.callbackKey)
-        _ = rendezvous.watch(Self.resolveKey)
-        _ = rendezvous.watch(Self.retainKey)
+        _ = context.rendezvous.watch(PipelineContext.wakeKey)
+        _ = context.rendezvous.watch(PipelineContext.callbackKey)
+        _ = context.rendezvous.watch(PipelineContext.retainKey)
     }
 
+    var logger: Logger { context.logger }
+    var rendezvous: Rendezvous { context.rendezvous }
+
     /// True when APNs credentials are configured.
-    public var isConfigured: Bool { !senders.isEmpty }
+    public var isConfigured: Bool { !send.senders.isEmpty }
 
     /// Each environment's circuit: `closed` (sending), `open` (APNs unreachable, deliveries wait) or `half_open`.
     public var circuitStates: [String: String] {
-        Dictionary(uniqueKeysWithValues: circuits.map { ($0.key.description, $0.value.state.rawValue) })
+        Dictionary(uniqueKeysWithValues: send.circuits.map { ($0.key.description, $0.value.state.rawValue) })
     }
 
     /// Why each circuit that is not closed opened (`credential refused: 403 InvalidProviderToken (team ..., key
     /// ...)`, `unreachable: ...`), by environment.
     public var circuitCauses: [String: String] {
         Dictionary(
-            uniqueKeysWithValues: circuits.compactMap { key, circuit in circuit.cause.map { (key.description, $0) } })
+            uniqueKeysWithValues: send.circuits.compactMap { key, circuit in
+                circuit.cause.map { (key.description, $0) }
+            })
     }
 
     /// False once shutdown began.
-    public var isAccepting: Bool { accepting.load(ordering: .relaxed) }
+    public var isAccepting: Bool { context.flags.isAccepting }
+
+    /// Throws unless the pipeline takes new pushes (credentials configured, not shutting down).
+    private func accepting() throws {
+        guard isConfigured else { throw DeliveryError.notConfigured }
+        guard isAccepting else { throw DeliveryError.shuttingDown }
+    }
+
+    /// Commits a push and its deliveries (one per active registration of each device), then wakes a worker
+    /// (`EnqueueStage.submit`: with `timing`, each device's send time is decided in its own zone).
+    public func submit(
+        _ push: PushDefinition, timing: SendTiming? = nil, defaultZone: String? = nil
+    ) async throws -> Receipt {
+        try accepting()
+        return try await enqueue.submit(push, timing: timing, defaultZone: defaultZone)
+    }
+
+    /// Commits a push addressed to given tokens rather than to its devices' registrations (a Live Activity's own
+    /// token).
+    public func submit(_ push: PushDefinition, deliveries: [NewDelivery]) async throws -> Receipt {
+        try accepting()
+        return try await enqueue.submit(push, deliveries: deliveries)
+    }
+
+    /// Commits a push to an audience, resolved in the background by the resolve stage.
+    public func submit(_ push: PushDefinition, audience: String, defaultZone: String?) async throws {
+        try accepting()
+        try await enqueue.submit(push, audience: audience, defaultZone: defaultZone)
+    }
+
+    /// Commits an open push: no device yet; `add` gives them.
+    public func open(_ push: PushDefinition, defaultZone: String?) async throws {
+        try accepting()
+        try await enqueue.open(push, defaultZone: defaultZone)
+    }
+
+    /// Adds devices to an open push (and closes it when `close`).
+    public func add(pushId: String, deviceIds: [String], close: Bool) async throws -> AddOutcome {
+        try accepting()
+        return try await enqueue.add(pushId: pushId, deviceIds: deviceIds, close: close)
+    }
+
+    /// Closes an open push: it is done once its deliveries are final. False when it was not open.
+    public func close(pushId: String) async throws -> Bool {
+        try await enqueue.close(pushId: pushId)
+    }
+
+    /// Sets what resolves audiences (the service does at start).
+    public func resolveAudiences(with members: @escaping AudienceMembers) {
+        resolve.resolveAudiences(with: members)
+    }
+
+    /// Waits until the push's audience is resolved, or `timeout`; returns its status then.
+    public func waitUntilResolved(pushId: String, timeout: Duration) async throws -> PushStatus? {
+        try await resolve.waitUntilResolved(pushId: pushId, timeout: timeout)
+    }
 
     /// Waits until every delivery of the push is final, or `timeout`; returns whether they are.
     public func waitUntilDone(pushId: String, timeout: Duration) async throws -> Bool {
@@ -203,8 +229,8 @@ public final class DeliveryEngine: Sendable {
         }
     }
 
-    /// Runs the workers until `beginShutdown()` (they finish what they claimed) or cancellation, then closes the
-    /// APNs connections.
+    /// Runs the stages' loops (resolve, the lanes of claim, retain, callbacks, the feedback webhook) until
+    /// `beginShutdown()` (the lanes finish what they claimed) or cancellation, then closes the APNs connections.
     public func run() async {
         guard isConfigured else { return }
         if exclusiveStore {
@@ -224,10 +250,10 @@ public final class DeliveryEngine: Sendable {
                 group.addTask { await feedback.run() }
             }
             group.addTask { await self.callbackLoop() }
-            group.addTask { await self.resolveLoop() }
-            group.addTask { await self.retainLoop() }
+            group.addTask { await self.resolve.run() }
+            group.addTask { await self.retain.run() }
             await withTaskGroup(of: Void.self) { lanes in
-                for lane in 0..<self.lanes { lanes.addTask { await self.lane(lane) } }
+                for lane in 0..<self.lanes { lanes.addTask { await self.claim.run(lane: lane) } }
             }
             if let feedback {
                 // The webhook gets a short grace to send what is queued, then stops.
@@ -236,37 +262,31 @@ public final class DeliveryEngine: Sendable {
             }
             group.cancelAll()
         }
-        for sender in senders.values { try? await sender.shutdown() }
+        for sender in send.senders.values { try? await sender.shutdown() }
         logger.info("delivery stopped")
     }
 
     /// Stops taking pushes and claiming deliveries; claimed ones are finished and recorded, the rest stay committed
     /// for the next start.
     public func beginShutdown() {
-        accepting.store(false, ordering: .relaxed)
-        stopping.store(true, ordering: .relaxed)
-        rendezvous.notify(Self.wakeKey)
+        context.flags.stop()
+        rendezvous.notify(PipelineContext.wakeKey)
     }
 
-    var isStopping: Bool { stopping.load(ordering: .relaxed) || Task.isCancelled }
-
     /// Wakes the idle lanes: deliveries were committed (by this node, or by another as the change feed says).
-    public func wake() { rendezvous.notify(Self.wakeKey) }
+    public func wake() { rendezvous.notify(PipelineContext.wakeKey) }
 
     /// Wakes whoever waits for the push to be done (its deliveries were cancelled).
     public func pushChanged(_ pushId: String) {
         rendezvous.notify(pushId)
-        rendezvous.notify(Self.callbackKey)
+        rendezvous.notify(PipelineContext.callbackKey)
     }
 
     /// The push was cancelled through this node: what this node claimed of it and did not send yet is not sent,
-    /// and its pending deliveries are turned `cancelled` in the background.
+    /// and its pending deliveries are turned `cancelled` in the background (the retain stage).
     public func cancelled(_ pushId: String) {
-        cancelledHere.withLock { cancelled in
-            if cancelled.count >= 1024 { cancelled.removeAll(keepingCapacity: true) }
-            cancelled.insert(pushId)
-        }
-        rendezvous.notify(Self.retainKey)
+        cancelledHere.insert(pushId)
+        rendezvous.notify(PipelineContext.retainKey)
         pushChanged(pushId)
     }
 
@@ -274,11 +294,11 @@ public final class DeliveryEngine: Sendable {
     /// cancelled, and every 5 s (another node's pushes, retries); one query per look.
     func callbackLoop() async {
         var failing = false
-        while !isStopping {
-            let seen = rendezvous.generation(Self.callbackKey)
+        while !context.isStopping {
+            let seen = rendezvous.generation(PipelineContext.callbackKey)
             do {
                 // A full page means more are due: look again at once.
-                while try await callbacks.dispatchDue() == PushCallbacks.page, !isStopping {}
+                while try await callbacks.dispatchDue() == PushCallbacks.page, !context.isStopping {}
                 if failing { logger.notice("push callbacks resumed: the store answers again") }
                 failing = false
             } catch {
@@ -289,46 +309,7 @@ public final class DeliveryEngine: Sendable {
                 }
                 failing = true
             }
-            _ = await rendezvous.wait(Self.callbackKey, since: seen, timeout: .seconds(5))
+            _ = await rendezvous.wait(PipelineContext.callbackKey, since: seen, timeout: .seconds(5))
         }
     }
-
-    /// A lane's call to the database, bounded by `databaseTimeout` (PostgreSQL): past it the call is left behind
-    /// and the lane goes on (what it claimed is released, or its lease runs out), so a call that is never answered
-    /// cannot stop delivery.
-    func bounded<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        guard let databaseTimeout else { return try await body() }
-        guard let value = try await withAbandoningTimeout(databaseTimeout, body) else {
-            logger.warning(
-                "a database call did not answer in time; left behind",
-                metadata: ["timeout": "\(databaseTimeout)"])
-            throw DatabaseTimeout(timeout: databaseTimeout)
-        }
-        return value
-    }
-
-    func reportGauges() async {
-        guard let observer else { return }
-        if let depth = try? await bounded({ try await self.outbox.depth() }) { observer.outboxDepth(depth) }
-        for (environment, sender) in senders {
-            let opened = await sender.connectionsOpened()
-            let delta = lastConnections.withLock { last in
-                let delta = opened - last[environment, default: 0]
-                last[environment] = opened
-                return delta
-            }
-            if delta > 0 { observer.connectionsOpened(delta, environment: environment.description) }
-        }
-    }
-
-    func definition(_ id: String) async throws -> PushDefinition? {
-        if let cached = pushCache.withLock({ $0[id] }) { return cached }
-        guard let push = try await bounded({ try await self.outbox.push(id: id) }) else { return nil }
-        pushCache.withLock { cache in
-            if cache.count >= 1024 { cache.removeAll(keepingCapacity: true) }
-            cache[id] = push
-        }
-        return push
-    }
-
 }

@@ -8,22 +8,35 @@ import NIOCore
 import Synchronization
 import Tracing
 
-/// The record stage: answers are written back in one transaction per group, the circuits and metrics are told,
-/// and token hygiene follows (deactivations, the feedback webhook).
-extension DeliveryEngine {
+/// The record stage: answers are written back in one transaction per group, each with its device's enrichment
+/// outcome; the circuits and metrics are told, and token hygiene follows (deactivations, the feedback webhook).
+struct RecordStage: Sendable {
+    let context: PipelineContext
+    /// Live Activity tokens: one APNs says no longer works is marked invalid there.
+    let activities: (any ActivityStore)?
+    /// What becomes of each answer (no I/O: this stage performs what it decides).
+    let planner: DeliveryPlanner
+    /// One circuit breaker per environment's peer: an outage pauses sending there until a probe gets an answer.
+    let circuits: [SenderKey: APNsCircuit]
+    /// Who each credential is to APNs (`team TEAM123456, key ABC1234567`, or `certificate`), by credential name,
+    /// for the log and readiness when APNs refuses it. No secret: ids only.
+    let identities: [String: String]
+    let feedback: WebhookQueue?
+    let spans: SpanRecorder
+
     /// Writes a group of answers (and deliveries settled without sending) in one transaction, each with its
     /// device's enrichment outcome, then applies the token hygiene they call for. Returns how many stay pending.
     func record(
-        _ answers: [(Attempt, APNsSendResult, Duration)], settled: [DeliveryUpdate], owner: String,
+        _ answers: [(DeliveryAttempt, APNsSendResult, Duration)], settled: [DeliveryUpdate], owner: String,
         pushOf: [Int64: String]
     ) async throws -> Int {
         var updates = settled
         var deactivations: [TokenDeactivation] = []
         var activityDeactivations: [TokenDeactivation] = []
         var waiting: [SenderKey: Int] = [:]
-        let answeredAt = clock.now().timeIntervalSince1970
+        let answeredAt = context.now
         for (attempt, result, elapsed) in answers {
-            observer?.apnsLatency(elapsed)
+            context.observer?.apnsLatency(elapsed)
             let environment = attempt.key
             if DeliveryPlanner.isOutage(result), let circuit = circuits[environment] {
                 // The way to APNs failed, not the device: the delivery waits for the peer, and the peer pauses.
@@ -52,15 +65,17 @@ extension DeliveryEngine {
                 }
             }
         }
-        for (environment, count) in waiting { observer?.waitingForAPNs(count, environment: environment.description) }
-        try await enricher.spans.run("db.record_answers", kind: .client) { span in
+        for (environment, count) in waiting {
+            context.observer?.waitingForAPNs(count, environment: environment.description)
+        }
+        try await spans.run("db.record_answers", kind: .client) { span in
             span?.attributes["delivery.updates"] = updates.count
             let settled = updates
-            _ = try await bounded { try await self.outbox.complete(settled, owner: owner) }
+            _ = try await context.bounded { try await context.outbox.complete(settled, owner: owner) }
         }
         reportEnded(updates, pushOf: pushOf)
         let pending = updates.count { $0.state == .pending }
-        if let observer {
+        if let observer = context.observer {
             var tally: [AttemptResult: Int] = [:]
             for update in updates where !DeliveryPlanner.isWait(update) {
                 tally[AttemptResult(state: update.state, status: update.status, reason: update.reason), default: 0] += 1
@@ -72,14 +87,14 @@ extension DeliveryEngine {
         for deactivation in activityDeactivations {
             do {
                 let marked =
-                    try await bounded {
-                        try await self.activities?.invalidate(
+                    try await context.bounded {
+                        try await activities?.invalidate(
                             deviceId: deactivation.deviceId, token: deactivation.token, reason: deactivation.reason,
                             at: deactivation.invalidatedAt, unlessRegisteredAfter: deactivation.unlessRegisteredAfter)
                     } ?? 0
                 guard marked > 0 else { continue }
-                observer?.deactivated(reason: deactivation.reason)
-                logger.info(
+                context.observer?.deactivated(reason: deactivation.reason)
+                context.logger.info(
                     "Live Activity token invalid",
                     metadata: [
                         "device_id": "\(deactivation.deviceId)",
@@ -87,16 +102,18 @@ extension DeliveryEngine {
                         "reason": "\(deactivation.reason)",
                     ])
             } catch {
-                logger.error("cannot mark a Live Activity token invalid", metadata: ["error": "\(error)"])
+                context.logger.error("cannot mark a Live Activity token invalid", metadata: ["error": "\(error)"])
             }
         }
         for deactivation in deactivations {
             do {
-                guard let registration = try await bounded({ try await self.tokens.deactivate(deactivation) }) else {
+                guard
+                    let registration = try await context.bounded({ try await context.tokens.deactivate(deactivation) })
+                else {
                     continue
                 }
-                observer?.deactivated(reason: deactivation.reason)
-                logger.info(
+                context.observer?.deactivated(reason: deactivation.reason)
+                context.logger.info(
                     "token deactivated",
                     metadata: [
                         "device_id": "\(registration.deviceId)",
@@ -105,7 +122,7 @@ extension DeliveryEngine {
                     ])
                 feedback?.post(WebhookQueue.body(registration))
             } catch {
-                logger.error("cannot deactivate a token", metadata: ["error": "\(error)"])
+                context.logger.error("cannot deactivate a token", metadata: ["error": "\(error)"])
             }
         }
         return pending
@@ -122,7 +139,7 @@ extension DeliveryEngine {
         }
         for (key, value) in ended.sorted(by: { $0.key < $1.key }) {
             let parts = key.split(separator: "\u{0}", maxSplits: 1).map(String.init)
-            logger.warning(
+            context.logger.warning(
                 "deliveries of a push ended \(parts[1])",
                 metadata: [
                     "push_id": "\(parts[0])", "state": "\(parts[1])", "count": "\(value.count)",
@@ -148,9 +165,58 @@ extension DeliveryEngine {
         var reason: String?
     }
 
-    /// An enrichment's result as the metrics count it.
-    struct EnrichmentResultKey: Hashable {
-        var outcome: String
-        var provider: String
+    /// True when APNs refused the credential itself (a revoked or wrong `.p8` key, a token it calls expired), not
+    /// the way to it.
+    static func refusesCredential(_ result: APNsSendResult) -> Bool {
+        result.status == 403 && (result.reason == .invalidProviderToken || result.reason == .expiredProviderToken)
+    }
+
+    /// Why a result opened `environment`'s circuit, in a phrase for readiness and the log.
+    func cause(of result: APNsSendResult, environment: SenderKey) -> String {
+        if Self.refusesCredential(result) {
+            let who = identities[environment.credential].map { " (\($0))" } ?? ""
+            return "credential refused: 403 \(result.reason?.rawValue ?? "")\(who)"
+        }
+        if let transportError = result.transportError { return "unreachable: \(transportError)" }
+        return "unreachable: HTTP \(result.status ?? 0) \(result.reason?.rawValue ?? "")"
+    }
+
+    /// Logs a circuit's change (the operator should know sending paused, why, and when it is back), and sets the
+    /// metric. A refused credential is an `error` that names the credential, its team and key id: it will not mend
+    /// by itself, unlike an unreachable APNs (a `warning`).
+    func report(_ change: APNsCircuit.Change, environment: SenderKey, cause: APNsSendResult) {
+        switch change {
+        case .opened(let failures, let probeAt):
+            context.observer?.circuit(environment: environment.description, state: APNsCircuit.State.open.rawValue)
+            let wait = max(0, probeAt - context.now)
+            var metadata: Logger.Metadata = [
+                "environment": "\(environment)", "failures": "\(failures)",
+                "next_probe_in": "\(String(format: "%.1f", wait)) s",
+                "cause": "\(cause.transportError ?? "HTTP \(cause.status ?? 0) \(cause.reason?.rawValue ?? "")")",
+            ]
+            if Self.refusesCredential(cause) {
+                metadata["credential"] = "\(environment.credential)"
+                if let identity = identities[environment.credential] { metadata["identity"] = "\(identity)" }
+                let reason = cause.reason?.rawValue ?? ""
+                let message: Logger.Message =
+                    failures == 1
+                    ? "APNs refused the credential (\(reason)): sending with it paused, deliveries wait (no attempt used); check the key is not revoked and its key id and team id match it"
+                    : "APNs still refuses the credential: the probe failed, sending with it stays paused"
+                context.logger.error(message, metadata: metadata)
+            } else {
+                context.logger.warning(
+                    failures == 1
+                        ? "APNs unreachable: sending paused, deliveries wait (no attempt used)"
+                        : "APNs still unreachable: the probe failed, sending stays paused",
+                    metadata: metadata)
+            }
+        case .closed(let outage):
+            context.observer?.circuit(environment: environment.description, state: APNsCircuit.State.closed.rawValue)
+            context.logger.warning(
+                "APNs reachable again: sending resumed",
+                metadata: [
+                    "environment": "\(environment)", "outage": "\(String(format: "%.1f", outage)) s",
+                ])
+        }
     }
 }

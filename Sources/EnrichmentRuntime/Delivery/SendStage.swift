@@ -8,13 +8,44 @@ import NIOCore
 import Synchronization
 import Tracing
 
-/// The send stage: a claimed batch is settled where the planner says so, enriched (`EnrichStage`), handed to the
-/// senders per credential and environment, and its answers recorded as they come (`record`).
-extension DeliveryEngine {
+/// The send stage: a claimed batch is settled where the planner says so (cancelled, expired, refused locally),
+/// enriched (`EnrichStage`), handed to the senders per credential and environment (not to a peer whose circuit is
+/// open), and its answers handed to the record stage as they come.
+final class SendStage: Sendable {
+    let context: PipelineContext
+    let enrich: EnrichStage
+    let record: RecordStage
+    /// One sender per credential and APNs environment: the HTTP/2 client in service, any `APNsBatchSending` in a
+    /// test.
+    let senders: [SenderKey: any APNsBatchSending]
+    /// What becomes of each claimed delivery (no I/O: this stage performs what it decides).
+    let planner: DeliveryPlanner
+    let cancelled: CancelledPushes
+    /// How often the answers got while a batch is still sending are written (the last answer is written at once).
+    let recordInterval: Duration
+    private let pushCache = Mutex<[String: PushDefinition]>([:])
+    private let lastConnections = Mutex<[SenderKey: Int]>([:])
+
+    init(
+        context: PipelineContext, enrich: EnrichStage, record: RecordStage, senders: [SenderKey: any APNsBatchSending],
+        planner: DeliveryPlanner, cancelled: CancelledPushes
+    ) {
+        self.context = context
+        self.enrich = enrich
+        self.record = record
+        self.senders = senders
+        self.planner = planner
+        self.cancelled = cancelled
+        self.recordInterval = .milliseconds(Int64(context.settings.recordInterval * 1000))
+    }
+
+    var spans: SpanRecorder { record.spans }
+    var circuits: [SenderKey: APNsCircuit] { record.circuits }
+
     /// The answers of one round of sends, as they arrive: each one is added and the lane is woken (no polling);
     /// the stream ends when every send has its answer.
     final class Answers: Sendable {
-        let items = Mutex<[(Attempt, APNsSendResult, Duration)]>([])
+        let items = Mutex<[(DeliveryAttempt, APNsSendResult, Duration)]>([])
         let arrivals: AsyncStream<Void>
         private let continuation: AsyncStream<Void>.Continuation
         /// Notified once every send has its answer.
@@ -26,7 +57,7 @@ extension DeliveryEngine {
             _ = allIn.watch(Self.done)
         }
 
-        func add(_ answer: (Attempt, APNsSendResult, Duration)) {
+        func add(_ answer: (DeliveryAttempt, APNsSendResult, Duration)) {
             items.withLock { $0.append(answer) }
             continuation.yield()
         }
@@ -44,34 +75,11 @@ extension DeliveryEngine {
             _ = await allIn.wait(Self.done, since: 0, timeout: deadline - ContinuousClock.now)
         }
 
-        func take() -> [(Attempt, APNsSendResult, Duration)] {
+        func take() -> [(DeliveryAttempt, APNsSendResult, Duration)] {
             items.withLock { items in
                 defer { items.removeAll(keepingCapacity: true) }
                 return items
             }
-        }
-    }
-
-    /// One prepared attempt. A class: an attempt goes from the batch to the sender's answer to the record, and each
-    /// of those copies is one reference, not one per string of the delivery and the request.
-    final class Attempt: Sendable {
-        let claim: ClaimedDelivery
-        /// The credential and environment that send it.
-        let key: SenderKey
-        let request: APNsRequest
-        let verdict: DeliveryPlanner.Verdict
-        /// After this instant the delivery is not sent any more (`DeliveryPlanner.deadline`).
-        let deadline: Double
-
-        init(
-            claim: ClaimedDelivery, key: SenderKey, request: APNsRequest, verdict: DeliveryPlanner.Verdict,
-            deadline: Double
-        ) {
-            self.claim = claim
-            self.key = key
-            self.request = request
-            self.verdict = verdict
-            self.deadline = deadline
         }
     }
 
@@ -83,14 +91,11 @@ extension DeliveryEngine {
         _ claimed: [ClaimedDelivery], owner: String, handedOff: @escaping @Sendable () -> Void
     ) async throws -> Bool {
         let started = ContinuousClock.now
-        let now = clock.now().timeIntervalSince1970
+        let now = context.now
         var updates: [DeliveryUpdate] = []
-        var attempts: [SenderKey: [Attempt]] = [:]
+        var attempts: [SenderKey: [DeliveryAttempt]] = [:]
         let groups = DeliveryPlanner.groups(claimed)
-        // Every device's last fix in one read, so enriching the batch makes no trip to storage per device.
-        let deviceIds = claimed.map(\.delivery.deviceId)
-        let prefetched = PrefetchedFixes(
-            try await bounded { try await self.enricher.fixes.latestFixes(deviceIds: deviceIds) })
+        let prefetched = try await enrich.prefetch(claimed)
         var pushes: [String: PushDefinition] = [:]
         var unreadable: [String: String] = [:]
         for id in Set(claimed.map(\.pushId)) {
@@ -109,11 +114,11 @@ extension DeliveryEngine {
             }
         }
         var work: [(group: Int, push: PushDefinition, deviceId: String)] = []
-        let cancelledHere = self.cancelledHere.withLock { $0 }
+        let cancelledHere = cancelled.snapshot
         for (index, claims) in groups.enumerated() {
             // A push cancelled after these were committed: they are not sent.
             if claims[0].cancelled || cancelledHere.contains(claims[0].pushId) {
-                updates += claims.map { Self.cancelledUpdate($0, at: now) }
+                updates += claims.map { RecordStage.cancelledUpdate($0, at: now) }
                 continue
             }
             if let problem = unreadable[claims[0].pushId] {
@@ -127,33 +132,10 @@ extension DeliveryEngine {
             case .send(let push): work.append((index, push, claims[0].delivery.deviceId))
             }
         }
-        // The contexts (location intelligence) of the devices to be enriched with a fix, in one look too, as an
-        // enrichment reads a context only with a usable fix; a nicety: a look that fails leaves them unknown (each
-        // enrichment then reads its own, and a failure there never fails it).
-        var contexts: PrefetchedContexts?
-        if let provider = enricher.contexts {
-            let wanted = work.filter { $0.push.enrich && prefetched.has($0.deviceId) }.map(\.deviceId)
-            do {
-                contexts = PrefetchedContexts(try await bounded { try await provider.contexts(deviceIds: wanted) })
-            } catch {
-                logger.debug("device contexts not read for the batch", metadata: ["error": "\(error)"])
-            }
-        }
-        let batchEnricher = enricher.forDelivery(fixes: prefetched, contexts: contexts)
-        // An app with its own enrichment settings: the same prefetched fixes, its templates and places search.
-        let batchApps = appEnrichers.mapValues { $0.forDelivery(fixes: prefetched, contexts: contexts) }
-        let preparedByGroup = await prepareAll(work, with: batchEnricher, apps: batchApps)
-        if let observer {
-            var tally: [EnrichmentResultKey: Int] = [:]
-            for case .success(let prepared) in preparedByGroup.values {
-                guard let provider = prepared.provider else { continue }
-                tally[EnrichmentResultKey(outcome: prepared.verdict.outcome, provider: provider), default: 0] += 1
-            }
-            for (key, count) in tally { observer.enriched(count, outcome: key.outcome, provider: key.provider) }
-        }
+        let preparedByGroup = await enrich.enrich(work, fixes: prefetched)
         for (index, push, _) in work {
             let claims = groups[index]
-            let prepared: Prepared
+            let prepared: EnrichStage.Prepared
             switch preparedByGroup[index] {
             case .success(let value)?:
                 prepared = value
@@ -173,16 +155,18 @@ extension DeliveryEngine {
                 case .send(let request):
                     // The app's credential sends it: the app whose bundle id is the topic (or the default one).
                     let topic = push.topic ?? claim.delivery.topic
-                    guard let key = settings.senderKey(topic: topic, environment: claim.delivery.environment) else {
+                    guard let key = context.settings.senderKey(topic: topic, environment: claim.delivery.environment)
+                    else {
                         updates.append(
                             DeliveryUpdate(
                                 id: claim.id, state: .failed, attempts: claim.attempts,
-                                error: settings.noCredentialMessage(topic: topic), outcome: prepared.verdict.outcome,
+                                error: context.settings.noCredentialMessage(topic: topic),
+                                outcome: prepared.verdict.outcome,
                                 rule: prepared.verdict.rule, finishedAt: now))
                         continue
                     }
                     attempts[key, default: []].append(
-                        Attempt(
+                        DeliveryAttempt(
                             claim: claim, key: key, request: request, verdict: prepared.verdict,
                             deadline: planner.deadline(of: push, scheduledAt: claim.delivery.scheduledAt)))
                 }
@@ -197,10 +181,10 @@ extension DeliveryEngine {
             updates += batch.map {
                 planner.wait($0.claim, verdict: $0.verdict, result: nil, until: retryAt, deadline: $0.deadline, at: now)
             }
-            observer?.waitingForAPNs(batch.count, environment: environment.description)
+            context.observer?.waitingForAPNs(batch.count, environment: environment.description)
         }
         // A cancel that came while the batch was enriched: its deliveries do not go on the wire.
-        let cancelledNow = self.cancelledHere.withLock { $0 }
+        let cancelledNow = cancelled.snapshot
         if cancelledNow != cancelledHere {
             for (environment, batch) in attempts {
                 let (dropped, kept) = (
@@ -209,7 +193,7 @@ extension DeliveryEngine {
                 )
                 guard !dropped.isEmpty else { continue }
                 attempts[environment] = kept
-                updates += dropped.map { Self.cancelledUpdate($0.claim, verdict: $0.verdict, at: now) }
+                updates += dropped.map { RecordStage.cancelledUpdate($0.claim, verdict: $0.verdict, at: now) }
             }
         }
         let pushOf = Dictionary(claimed.map { ($0.id, $0.pushId) }, uniquingKeysWith: { first, _ in first })
@@ -217,8 +201,8 @@ extension DeliveryEngine {
         let prepared = ContinuousClock.now
         let sent = Answers()
         let senders = self.senders
-        let concurrency = settings.concurrency
-        let spans = enricher.spans
+        let concurrency = context.settings.concurrency
+        let spans = self.spans
         async let allSent: Void = withTaskGroup(of: Void.self) { group in
             for (environment, batch) in attempts {
                 guard let sender = senders[environment] else { continue }
@@ -244,7 +228,7 @@ extension DeliveryEngine {
         // a write is under way wait for the next), so a crash resends only what was on the wire or answered in
         // the last interval, not the whole batch. The batch's last answer is written at once: the batch holds its
         // slot (the lane's next claim) until it is recorded.
-        var pending = try await record([], settled: updates, owner: owner, pushOf: pushOf)
+        var pending = try await record.record([], settled: updates, owner: owner, pushOf: pushOf)
         var recorded = 0
         var lastWrite = ContinuousClock.now
         for await _ in sent.arrivals {
@@ -256,7 +240,7 @@ extension DeliveryEngine {
             if ContinuousClock.now < due { await sent.waitForAll(until: due) }
             let answers = sent.take()
             guard !answers.isEmpty else { continue }
-            pending += try await record(answers, settled: [], owner: owner, pushOf: pushOf)
+            pending += try await record.record(answers, settled: [], owner: owner, pushOf: pushOf)
             recorded += answers.count
             lastWrite = ContinuousClock.now
         }
@@ -265,19 +249,70 @@ extension DeliveryEngine {
         await allSent
         let rest = sent.take()
         if !rest.isEmpty {
-            pending += try await record(rest, settled: [], owner: owner, pushOf: pushOf)
+            pending += try await record.record(rest, settled: [], owner: owner, pushOf: pushOf)
             recorded += rest.count
         }
-        for pushId in Set(claimed.map(\.pushId)) { rendezvous.notify(pushId) }
+        for pushId in Set(claimed.map(\.pushId)) { context.rendezvous.notify(pushId) }
         // A push can only have asked for a callback where callbacks are on: elsewhere a batch costs no look (the
         // 5 s look still finds any left from before they were turned off).
-        if !settings.callbackHosts.isEmpty { rendezvous.notify(Self.callbackKey) }
-        logger.debug(
+        if !context.settings.callbackHosts.isEmpty { context.rendezvous.notify(PipelineContext.callbackKey) }
+        context.logger.debug(
             "batch done",
             metadata: [
                 "deliveries": "\(claimed.count)", "sent": "\(recorded)", "prepare": "\(prepared - started)",
                 "send_and_record": "\(ContinuousClock.now - prepared)",
             ])
         return pending > 0
+    }
+
+    /// A push's definition, read once per node (a push does not change once committed).
+    func definition(_ id: String) async throws -> PushDefinition? {
+        if let cached = pushCache.withLock({ $0[id] }) { return cached }
+        guard let push = try await context.bounded({ try await self.context.outbox.push(id: id) }) else { return nil }
+        pushCache.withLock { cache in
+            if cache.count >= 1024 { cache.removeAll(keepingCapacity: true) }
+            cache[id] = push
+        }
+        return push
+    }
+
+    /// The outbox's depth and the connections opened since the last report, to the metrics.
+    func reportGauges() async {
+        guard let observer = context.observer else { return }
+        if let depth = try? await context.bounded({ try await self.context.outbox.depth() }) {
+            observer.outboxDepth(depth)
+        }
+        for (environment, sender) in senders {
+            let opened = await sender.connectionsOpened()
+            let delta = lastConnections.withLock { last in
+                let delta = opened - last[environment, default: 0]
+                last[environment] = opened
+                return delta
+            }
+            if delta > 0 { observer.connectionsOpened(delta, environment: environment.description) }
+        }
+    }
+}
+
+/// One prepared attempt. A class: an attempt goes from the batch to the sender's answer to the record, and each
+/// of those copies is one reference, not one per string of the delivery and the request.
+final class DeliveryAttempt: Sendable {
+    let claim: ClaimedDelivery
+    /// The credential and environment that send it.
+    let key: SenderKey
+    let request: APNsRequest
+    let verdict: DeliveryPlanner.Verdict
+    /// After this instant the delivery is not sent any more (`DeliveryPlanner.deadline`).
+    let deadline: Double
+
+    init(
+        claim: ClaimedDelivery, key: SenderKey, request: APNsRequest, verdict: DeliveryPlanner.Verdict,
+        deadline: Double
+    ) {
+        self.claim = claim
+        self.key = key
+        self.request = request
+        self.verdict = verdict
+        self.deadline = deadline
     }
 }

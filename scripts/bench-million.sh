@@ -70,7 +70,8 @@ MOCK_PORT=$(free_port)
 "$RELEASE/push-sender" mock-apns --port "$MOCK_PORT" --cert "$DATA/certs/server.pem" \
   --cert-key "$DATA/certs/server-key.pem" --auth-key-pub "$DATA/certs/AuthKey_TEST123456.pub.pem" \
   --key-id TEST123456 --team-id TEAM123456 --log-level error --record-capacity 1000 >/dev/null 2>&1 &
-PIDS+=($!)
+MOCK_PID=$!
+PIDS+=($MOCK_PID)
 HTTP_PORT=$(free_port)
 ENRICH_APNS_KEY_FILE="$DATA/certs/AuthKey_TEST123456.p8" ENRICH_APNS_KEY_ID=TEST123456 ENRICH_APNS_TEAM_ID=TEAM123456 \
 ENRICH_APNS_CA="$DATA/certs/ca.pem" ENRICH_APNS_SANDBOX_URL="https://127.0.0.1:$MOCK_PORT" \
@@ -82,9 +83,25 @@ PIDS+=($SERVER_PID)
 wait_healthy "$HTTP_PORT"
 
 # 2. The push (PUSHES of them in a row with RETENTION set), timed from the client.
-python3 - "$HTTP_PORT" "$N" "$SERVER_PID" "$STORE" "$DATA" "$PUSHES" "${ENRICH_DATABASE_URL:-}" <<'PY' | tee "$DATA/results.txt"
+python3 - "$HTTP_PORT" "$N" "$SERVER_PID" "$STORE" "$DATA" "$PUSHES" "${ENRICH_DATABASE_URL:-}" "$MOCK_PID" <<'PY' | tee "$DATA/results.txt"
 import http.client, json, os, statistics, subprocess, sys, threading, time
-port, n, pid, store, data, pushes, url = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]), sys.argv[7]
+port, n, pid, store, data, pushes, url, mock = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]), sys.argv[7], sys.argv[8]
+def cpu():  # CPU seconds so far (user + system) of the service, the mock, and every postgres process
+    tick = os.sysconf("SC_CLK_TCK")
+    def of(p):
+        try:
+            fields = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / tick
+        except OSError:
+            return 0.0
+    pg = 0.0
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                if open(f"/proc/{p}/comm").read().strip() == "postgres": pg += of(p)
+            except OSError:
+                pass
+    return {"service": of(pid), "mock": of(mock), "postgres": pg}
 def status(field):  # kB from /proc/PID/status
     for line in open(f"/proc/{pid}/status"):
         if line.startswith(field): return int(line.split()[1]) * 1024
@@ -114,6 +131,7 @@ print(f"database before: {size_before / 1e6:.1f} MB; service RSS before: {rss_be
 for round in range(pushes):
     payload = {"aps": {"alert": {"title": "Nearby", "body": "Original"}, "mutable-content": 1, "category": "location", "timestamp": int(time.time())}}
     body = json.dumps({"audience": {"all": []}, "payload": payload})
+    cpu_before = cpu()
     started = time.time()
     c.request("POST", "/v1/push", body, {"Content-Type": "application/json"})
     r = c.getresponse(); answer = json.loads(r.read())
@@ -130,6 +148,7 @@ for round in range(pushes):
         if report.get("done"): break
         time.sleep(0.05)
     seconds = time.time() - started
+    cpu_after = cpu()
     counts = report["counts"]
     reads = []
     for _ in range(20):
@@ -147,6 +166,9 @@ for round in range(pushes):
     print(f"service RSS at resolved {rss_resolved / 2**20:.0f} MiB, at done {status('VmRSS:') / 2**20:.0f} MiB; sampled peaks: "
           f"anonymous {peaks['RssAnon:'] / 2**20:.0f} MiB (growth {(peaks['RssAnon:'] - anon_before) / 2**20:.0f} MiB), "
           f"file {peaks['RssFile:'] / 2**20:.0f} MiB")
+    used = {k: cpu_after[k] - cpu_before[k] for k in cpu_after}
+    print(f"CPU during the push (2 cores, {2 * seconds:.1f} core-s): service {used['service']:.1f} s, mock {used['mock']:.1f} s, "
+          f"postgres {used['postgres']:.1f} s, rest {max(0.0, 2 * seconds - sum(used.values())):.1f} s")
     if pushes > 1:
         time.sleep(float(os.environ.get("RETENTION", "0")) + 1)
 PY
@@ -155,6 +177,11 @@ if [ "$STORE" = postgres ] && [ "${PG_STATEMENTS:-0}" = 1 ]; then
   psql "$URL" -c "SELECT calls, round(total_exec_time::numeric, 0) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms,
     rows, left(regexp_replace(query, '\s+', ' ', 'g'), 150) AS query
     FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 15" | tee "$DATA/statements.txt"
+fi
+if [ "$STORE" = postgres ]; then
+  # Row versions written to deliveries: an update that is heap-only (HOT) adds no index entries.
+  psql "$URL" -c "SELECT n_tup_ins AS inserted, n_tup_upd AS updated, n_tup_hot_upd AS heap_only_updates
+    FROM pg_stat_user_tables WHERE relname = 'deliveries'" | tee -a "$DATA/statements.txt"
 fi
 
 # 3. The same number of plain pushes with push-sender, to the same mock.

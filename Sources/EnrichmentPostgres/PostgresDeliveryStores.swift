@@ -14,6 +14,8 @@ public struct PostgresTokenStore: DeviceTokenStore {
 
     static let columns =
         "device_id, token, topic, environment, registered_at, active, invalidated_at, reason"
+    static let qualifiedColumns =
+        "t.device_id, t.token, t.topic, t.environment, t.registered_at, t.active, t.invalidated_at, t.reason"
 
     static func registrations(_ rows: some AsyncSequence<PostgresRow, any Error>) async throws -> [TokenRegistration] {
         var found: [TokenRegistration] = []
@@ -79,11 +81,15 @@ public struct PostgresTokenStore: DeviceTokenStore {
     public func activeRegistrations(deviceIds: [String]) async throws -> [String: [TokenRegistration]] {
         let ids = Array(Set(deviceIds))
         guard !ids.isEmpty else { return [:] }
+        // Joined to the list, one primary-key look per device: as `device_id = ANY(...)` the planner read the
+        // whole table and filtered it (31 ms against 4.7 ms for 1,000 devices in 100,000; BENCHMARKS.md).
         let found = try await Self.registrations(
             database.query(
                 """
-                SELECT \(unescaped: Self.columns) FROM apns_tokens WHERE device_id = ANY(\(ids)::text[]) AND active
-                ORDER BY device_id, registered_at, token
+                SELECT \(unescaped: Self.qualifiedColumns)
+                FROM unnest(\(ids)::text[]) AS u(id) JOIN apns_tokens t ON t.device_id = u.id
+                WHERE t.active
+                ORDER BY t.device_id, t.registered_at, t.token
                 """))
         return Dictionary(grouping: found, by: \.deviceId)
     }
@@ -151,12 +157,18 @@ public struct PostgresTokenStore: DeviceTokenStore {
         guard !ids.isEmpty else { return [:] }
         var found: [String: DeviceProfile] = [:]
         for try await (id, zone) in try await database.query(
-            "SELECT device_id, time_zone FROM device_profiles WHERE device_id = ANY(\(ids)::text[])"
+            """
+            SELECT p.device_id, p.time_zone
+            FROM unnest(\(ids)::text[]) AS u(id) JOIN device_profiles p ON p.device_id = u.id
+            """
         ).decode((String, String?).self) where zone != nil {
             found[id, default: DeviceProfile()].timeZone = zone
         }
         for try await (id, tag) in try await database.query(
-            "SELECT device_id, tag FROM device_tags WHERE device_id = ANY(\(ids)::text[]) ORDER BY device_id, tag"
+            """
+            SELECT t.device_id, t.tag FROM unnest(\(ids)::text[]) AS u(id) JOIN device_tags t ON t.device_id = u.id
+            ORDER BY t.device_id, t.tag
+            """
         ).decode((String, String).self) {
             found[id, default: DeviceProfile()].tags.append(tag)
         }

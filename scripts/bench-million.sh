@@ -12,6 +12,8 @@
 #   scripts/bench-million.sh                      # SQLite, N=1000000
 #   N=100000 scripts/bench-million.sh
 #   STORE=postgres scripts/bench-million.sh       # one PostgreSQL node (a throwaway cluster, scripts/with-postgres.sh)
+#   CANCEL_AT=0.5 scripts/bench-million.sh        # cancels the push once half is delivered: the answer's time,
+#                                                 # its counts, and what was delivered after it
 #   RETENTION=1 N=100000 PUSHES=20 scripts/bench-million.sh
 #                                                 # 20 pushes in a row with a short retention: the file's size
 #                                                 # after each (freed pages reused), on SQLite
@@ -139,8 +141,15 @@ for round in range(pushes):
     assert r.status in (200, 202), answer
     push = answer["push_id"]
     resolved = None
+    cancel = None
+    cancel_at = float(os.environ.get("CANCEL_AT", "0"))
     while True:
         code, report = get(f"/v1/push/{push}?results=false")
+        if cancel_at and cancel is None and report["counts"]["delivered"] >= cancel_at * n:
+            t = time.perf_counter()
+            c.request("POST", f"/v1/push/{push}/cancel", "{}", {"Content-Type": "application/json"})
+            r = c.getresponse(); cancel = json.loads(r.read()); cancel_ms = (time.perf_counter() - t) * 1000
+            assert r.status == 200, cancel
         if resolved is None and not report.get("resolving"):
             resolved = time.time() - started
             rss_resolved = status("VmRSS:")
@@ -166,6 +175,14 @@ for round in range(pushes):
     print(f"service RSS at resolved {rss_resolved / 2**20:.0f} MiB, at done {status('VmRSS:') / 2**20:.0f} MiB; sampled peaks: "
           f"anonymous {peaks['RssAnon:'] / 2**20:.0f} MiB (growth {(peaks['RssAnon:'] - anon_before) / 2**20:.0f} MiB), "
           f"file {peaks['RssFile:'] / 2**20:.0f} MiB")
+    if cancel is not None:
+        # Nothing is sent after the answer: what was delivered in the end is what the answer called sent, plus at
+        # most what it said was still on the wire.
+        late = counts["delivered"] - cancel["sent"]
+        print(f"cancel at {cancel['sent']} sent: answered in {cancel_ms:.0f} ms; sent {cancel['sent']}, cancelled "
+              f"{cancel['cancelled']}, still sending {cancel['still_sending']}; in the end delivered {counts['delivered']} "
+              f"({late} after the answer's count), cancelled {counts['cancelled']}, pending {counts['pending']}; "
+              f"delivered + cancelled = {counts['delivered'] + counts['cancelled']} of {n}")
     used = {k: cpu_after[k] - cpu_before[k] for k in cpu_after}
     print(f"CPU during the push (2 cores, {2 * seconds:.1f} core-s): service {used['service']:.1f} s, mock {used['mock']:.1f} s, "
           f"postgres {used['postgres']:.1f} s, rest {max(0.0, 2 * seconds - sum(used.values())):.1f} s")
@@ -185,7 +202,7 @@ if [ "$STORE" = postgres ]; then
 fi
 
 # 3. The same number of plain pushes with push-sender, to the same mock.
-if [ "$PUSHES" = 1 ]; then
+if [ "$PUSHES" = 1 ] && [ -z "${CANCEL_AT:-}" ]; then
   started=$(date +%s.%N)
   "$RELEASE/push-sender" send --host "https://127.0.0.1:$MOCK_PORT" --ca "$DATA/certs/ca.pem" \
     --key "$DATA/certs/AuthKey_TEST123456.p8" --key-id TEST123456 --team-id TEAM123456 --topic com.example.app \

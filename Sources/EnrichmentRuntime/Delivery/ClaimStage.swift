@@ -22,6 +22,8 @@ struct ClaimStage: Sendable {
     let flightsPerLane: Int
     /// How often lane 0 looks for due work that no wake-up announced.
     let pollInterval: Duration
+    /// What this node's lanes hold, by push (counted from the claim to the last answer recorded).
+    let inFlight: InFlightPushes
 
     /// One claim-send-record loop. Lane 0 keeps watch when there is no work: one look per `pollInterval` at when the
     /// next delivery is due (one query), claiming when one is; the other lanes sleep until woken (a commit here, a
@@ -78,8 +80,15 @@ struct ClaimStage: Sendable {
                     // it is on its way (or failed), and its answers are recorded meanwhile.
                     let (handedOff, handOff) = AsyncStream<Void>.makeStream()
                     let batch = claimed
+                    // Counted before anything of the batch can be sent: a cancel that finds none of its push here
+                    // knows this node sends nothing of it any more.
+                    inFlight.add(batch)
                     flights.addTask {
-                        defer { handOff.finish() }
+                        defer {
+                            handOff.finish()
+                            inFlight.remove(batch)
+                            for pushId in Set(batch.map(\.pushId)) { context.rendezvous.notify(pushId) }
+                        }
                         var leftPending = true
                         do {
                             leftPending = try await send.spans.run("delivery.batch") { span in

@@ -83,6 +83,7 @@ public final class DeliveryEngine: Sendable {
     /// Posts pushes' reports to their callback URLs once final.
     let callbacks: PushCallbacks
     private let cancelledHere = CancelledPushes()
+    private let inFlight = InFlightPushes()
 
     init(
         tokens: any DeviceTokenStore, outbox: any OutboxStore, activities: (any ActivityStore)? = nil,
@@ -124,7 +125,7 @@ public final class DeliveryEngine: Sendable {
         let flightsPerLane = settings.concurrency >= 2 ? 2 : 1
         claim = ClaimStage(
             context: context, send: send, batchSize: batchSize ?? max(1, settings.concurrency / flightsPerLane),
-            flightsPerLane: flightsPerLane, pollInterval: pollInterval)
+            flightsPerLane: flightsPerLane, pollInterval: pollInterval, inFlight: inFlight)
         retain = RetainStage(context: context)
         self.callbacks = PushCallbacks(
             outbox: outbox, clock: clock, logger: logger, secret: settings.callbackSecret,
@@ -288,6 +289,24 @@ public final class DeliveryEngine: Sendable {
         cancelledHere.insert(pushId)
         rendezvous.notify(PipelineContext.retainKey)
         pushChanged(pushId)
+    }
+
+    /// True when this process alone claims from the store (SQLite): what it holds in flight is all there is.
+    public var ownsStore: Bool { exclusiveStore }
+
+    /// Waits until this node holds none of the push's deliveries (every batch with one of them recorded), or
+    /// `deadline`; returns how many it still holds then. On a store of its own (`ownsStore`) that is every
+    /// delivery of the push that may still go out.
+    public func waitUntilLanded(pushId: String, until deadline: ContinuousClock.Instant) async -> Int {
+        var seen = rendezvous.watch(pushId)
+        defer { rendezvous.unwatch(pushId) }
+        while true {
+            let held = inFlight.count(pushId)
+            let left = deadline - ContinuousClock.now
+            if held == 0 || left <= .zero { return held }
+            _ = await rendezvous.wait(pushId, since: seen, timeout: left)
+            seen = rendezvous.generation(pushId)
+        }
     }
 
     /// Looks for pushes whose callback is due: when a batch of deliveries is recorded, when a push is accepted or

@@ -80,3 +80,26 @@ final class CancelledPushes: Sendable {
 
     var snapshot: Set<String> { ids.withLock { $0 } }
 }
+
+/// Deliveries this node's lanes hold, by push: claimed and not yet recorded (a batch counts from its claim until its
+/// last answer is written). A cancel on an embedded store waits for its push's to land, not for a query.
+final class InFlightPushes: Sendable {
+    private let held = Mutex<[String: Int]>([:])
+
+    func add(_ claimed: [ClaimedDelivery]) {
+        held.withLock { held in
+            for claim in claimed { held[claim.pushId, default: 0] += 1 }
+        }
+    }
+
+    func remove(_ claimed: [ClaimedDelivery]) {
+        held.withLock { held in
+            for claim in claimed {
+                let left = held[claim.pushId, default: 0] - 1
+                held[claim.pushId] = left > 0 ? left : nil
+            }
+        }
+    }
+
+    func count(_ pushId: String) -> Int { held.withLock { $0[pushId] ?? 0 } }
+}

@@ -259,10 +259,18 @@ struct PushRoutes {
         state.delivery.cancelled(id)
         let lease = state.configuration.delivery.lease
         let deadline = ContinuousClock.now + .seconds(1)
-        var sending = try await state.delivery.outbox.claimedBefore(pushId: id, at: at, lease: lease)
-        while sending > 0, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
+        var sending: Int
+        if state.delivery.ownsStore {
+            // One process claims from the store: what its lanes hold is all that may still go out (no query, which
+            // at a million pending deliveries reads each of them).
+            sending = await state.delivery.waitUntilLanded(pushId: id, until: deadline)
+        } else {
+            // Other nodes may hold some: the store says what is leased.
             sending = try await state.delivery.outbox.claimedBefore(pushId: id, at: at, lease: lease)
+            while sending > 0, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+                sending = try await state.delivery.outbox.claimedBefore(pushId: id, at: at, lease: lease)
+            }
         }
         let sweepUntil = ContinuousClock.now + .milliseconds(300)
         while ContinuousClock.now < sweepUntil,

@@ -167,22 +167,10 @@ public struct PostgresOutbox: OutboxStore {
 
     public func claim(owner: String, limit: Int, now: Double, lease: Double) async throws -> [ClaimedDelivery] {
         try await database.withTransaction { connection in
-            try await Self.plannedByKeys(connection, logger: database.logger)
+            try await connection.planThroughKeys(logger: database.logger)
             return try await Self.claim(
                 connection, owner: owner, limit: limit, now: now, lease: lease, logger: database.logger)
         }
-    }
-
-    /// Plans the rest of the transaction for reads through an index in its order (no sequential or bitmap scan, no
-    /// sort). `deliveries` changes faster than its statistics: a push makes a million rows in a minute, and a plan
-    /// from statistics taken before then (or none) read every pending delivery and sorted them to claim 500 (100 ms
-    /// against 1 ms), or joined a batch's answers to every leased row (540 ms against 3 ms for 150; BENCHMARKS.md).
-    static func plannedByKeys(_ connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.run(
-            """
-            SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
-                set_config('enable_sort', 'off', true)
-            """, logger: logger)
     }
 
     static func claim(
@@ -223,7 +211,7 @@ public struct PostgresOutbox: OutboxStore {
     public func complete(_ updates: [DeliveryUpdate], owner: String) async throws -> Int {
         guard !updates.isEmpty else { return 0 }
         return try await database.withTransaction { connection in
-            try await Self.plannedByKeys(connection, logger: database.logger)
+            try await connection.planThroughKeys(logger: database.logger)
             var written = 0
             let text = { (values: [String?]) in values.map { $0 ?? "" } }
             let present = { (values: [String?]) in values.map { $0 != nil } }

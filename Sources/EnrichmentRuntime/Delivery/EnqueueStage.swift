@@ -118,19 +118,11 @@ struct EnqueueStage: Sendable {
             return .tooLarge(matched: claim.matched, limit: context.settings.maximumAudience)
         }
         let push = claim.push
-        let timing = push.plan?.timing
         let now = context.now
-        let registrations = try await context.tokens.activeRegistrations(deviceIds: deviceIds)
-        let profiles = timing?.needsZone == true ? try await context.tokens.profiles(deviceIds: deviceIds) : [:]
         let planner = EnqueuePlanner(
-            timing: timing, defaultZone: claim.defaultZone, rate: push.rate, createdAt: push.createdAt)
-        let planned = planner.plan(
-            deviceIds: deviceIds, registrations: registrations, profiles: profiles, paceFrom: claim.paceNext, now: now)
-        let figures = planned.figures(excluding: [])
-        let chunk = ResolvedChunk(
-            pushId: pushId, deviceIds: deviceIds, outcomes: planned.notSent, deliveries: planned.deliveries,
-            through: "", last: close, cap: timing?.cap, app: push.app, held: figures.held,
-            firstSendAt: figures.first, lastSendAt: figures.last, paceNext: planned.paceNext)
+            timing: push.plan?.timing, defaultZone: claim.defaultZone, rate: push.rate, createdAt: push.createdAt)
+        let (chunk, planned) = try await plan(
+            deviceIds, of: push, with: planner, paceFrom: claim.paceNext, through: "", last: close)
         guard let appended = try await context.outbox.appendChunk(chunk, until: now + context.settings.openPushIdle)
         else {
             return .notOpen
@@ -157,6 +149,30 @@ struct EnqueueStage: Sendable {
             context.rendezvous.notify(PipelineContext.callbackKey)
         }
         return closed
+    }
+
+    /// Plans a chunk of a push's devices (an audience's, or an open push's request): their registrations and, when
+    /// the timing needs them, their zones, in one read each; `EnqueuePlanner` decides each device's deliveries.
+    func plan(
+        _ deviceIds: [String], of push: PushDefinition, with planner: EnqueuePlanner, paceFrom: Double?,
+        through: String, last: Bool
+    ) async throws -> (chunk: ResolvedChunk, planned: EnqueuePlanner.Plan) {
+        let timing = push.plan?.timing
+        let registrations = try await context.bounded {
+            try await context.tokens.activeRegistrations(deviceIds: deviceIds)
+        }
+        let profiles =
+            timing?.needsZone == true
+            ? try await context.bounded { try await context.tokens.profiles(deviceIds: deviceIds) } : [:]
+        let planned = planner.plan(
+            deviceIds: deviceIds, registrations: registrations, profiles: profiles, paceFrom: paceFrom,
+            now: context.now)
+        let figures = planned.figures(excluding: [])
+        let chunk = ResolvedChunk(
+            pushId: push.id, deviceIds: deviceIds, outcomes: planned.notSent, deliveries: planned.deliveries,
+            through: through, last: last, cap: timing?.cap, app: push.app, held: figures.held,
+            firstSendAt: figures.first, lastSendAt: figures.last, paceNext: planned.paceNext)
+        return (chunk, planned)
     }
 
     /// Commits one resolved chunk of an audience with the push's cursor; false when the push was cancelled or

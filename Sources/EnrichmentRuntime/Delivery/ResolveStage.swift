@@ -117,20 +117,8 @@ final class ResolveStage: Sendable {
                     "an audience holds more devices than one push may reach; the first ones (by id) are sent to",
                     metadata: ["push_id": "\(push.id)", "limit": "\(context.settings.maximumAudience)"])
             }
-            let registrations = try await context.bounded {
-                try await context.tokens.activeRegistrations(deviceIds: chunk)
-            }
-            let profiles =
-                timing?.needsZone == true
-                ? try await context.bounded { try await context.tokens.profiles(deviceIds: chunk) } : [:]
-            let planned = planner.plan(
-                deviceIds: chunk, registrations: registrations, profiles: profiles, paceFrom: paceNext,
-                now: context.now)
-            let figures = planned.figures(excluding: [])
-            let resolved = ResolvedChunk(
-                pushId: push.id, deviceIds: chunk, outcomes: planned.notSent, deliveries: planned.deliveries,
-                through: through ?? "", last: last, cap: timing?.cap, app: push.app,
-                held: figures.held, firstSendAt: figures.first, lastSendAt: figures.last, paceNext: planned.paceNext)
+            let (resolved, planned) = try await enqueue.plan(
+                chunk, of: push, with: planner, paceFrom: paceNext, through: through ?? "", last: last)
             guard try await enqueue.commit(resolved, owner: context.node) else {
                 context.logger.info(
                     "audience resolution stopped: the push was cancelled, or another node took it over",

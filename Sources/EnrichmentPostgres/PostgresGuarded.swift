@@ -11,6 +11,9 @@ public struct PostgresConnectionLost: Error, Sendable, CustomStringConvertible {
     public var description: String { "the connection to PostgreSQL was closed; nothing was sent on it" }
 }
 
+/// The pool handed out a connection that had closed, before anything was sent on it: safe to ask again.
+struct HandedOutClosed: Error {}
+
 extension PostgresConnection {
     /// `query`, failing with `PostgresConnectionLost` when the connection has closed.
     @discardableResult
@@ -44,18 +47,29 @@ extension PostgresBackend {
         _ query: PostgresQuery, logger: Logger? = nil, file: String = #fileID, line: Int = #line
     ) async throws -> PostgresRows {
         let logger = logger ?? self.logger
-        return try await client.withConnection { connection in
+        return try await withConnection { connection in
             PostgresRows(rows: try await connection.run(query, logger: logger, file: file, line: line).collect())
         }
     }
 
-    /// A pooled connection for `body`; fails at once (transient) when the one handed out has closed.
+    /// A pooled connection for `body`. The pool learns of a closed connection a moment after it closed, and may
+    /// hand it out in between: nothing has been sent on it then, so another one is asked for (up to three times,
+    /// 10 ms apart) before the call fails (transient) with `PostgresConnectionLost`.
     public func withConnection<T>(
         isolation: isolated (any Actor)? = #isolation, _ body: (PostgresConnection) async throws -> sending T
     ) async throws -> sending T {
-        try await client.withConnection(isolation: isolation) { connection in
-            guard !connection.isClosed else { throw PostgresConnectionLost() }
-            return try await body(connection)
+        var attempt = 1
+        while true {
+            do {
+                return try await client.withConnection(isolation: isolation) { connection in
+                    guard !connection.isClosed else { throw HandedOutClosed() }
+                    return try await body(connection)
+                }
+            } catch is HandedOutClosed {
+                guard attempt < 3 else { throw PostgresConnectionLost() }
+                attempt += 1
+                try await Task.sleep(for: .milliseconds(10))
+            }
         }
     }
 

@@ -41,6 +41,19 @@ struct PostgresConnectionLossTests {
         #expect(one == 1)
     }
 
+    @Test("a connection closed just before it goes back to the pool is not handed out to the next query's failure")
+    func closedConnectionBackInPool() async throws {
+        let backend = try await PostgresTestDatabase.open()
+        defer { backend.close() }
+        // The pool learns of the close a moment later; the next query, asked for at once, may be handed the closed
+        // connection. Nothing has been sent on it, so it asks again rather than failing.
+        for round in 1...10 {
+            try await backend.withConnection { connection in try await connection.close() }
+            let one = try await backend.query("SELECT \(round)::int8").decode(Int64.self).first { _ in true }
+            #expect(one == Int64(round))
+        }
+    }
+
     @Test("a query on a connection that has closed fails at once, as a transient outage")
     func queryOnClosedConnection() async throws {
         let backend = try await PostgresTestDatabase.open()

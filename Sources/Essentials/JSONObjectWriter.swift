@@ -54,6 +54,13 @@ public struct JSONObjectWriter {
         bytes.append(contentsOf: value ? Array("true".utf8) : Array("false".utf8))
     }
 
+    /// A member whose value is already written JSON (a document's bytes), copied as it is.
+    @inlinable
+    public mutating func field(_ name: String, rawJSON value: [UInt8]) {
+        key(name)
+        bytes.append(contentsOf: value)
+    }
+
     @inlinable
     public mutating func field(_ name: String, json value: JSONValue?) {
         guard let value else { return }

@@ -94,6 +94,21 @@ struct EnricherTests {
                     .utf8))
     }
 
+    @Test("the answer's payload member is the payload's own bytes; a payload set afterwards is written anew")
+    func answerPayloadMember() async throws {
+        let places = LimitRecordingPlaces(answersImmediately: true, matches: [station])
+        for mode in [BodyMode.default, .woosmap] {
+            var result = try await enricher(mode: mode, places: places, map: true).enrich(
+                deviceId: "d1", payload: try payload())
+            let answer = try JSONValue.decode(Data(result.encodedJSON()))
+            #expect(answer["payload"] == result.payload)
+            #expect(result.encoded == JSONWriter.bytes(result.payload))
+            result.payload = .object(["aps": .object(["alert": .string("replaced")])])
+            #expect(result.encoded == nil)
+            #expect(try JSONValue.decode(Data(result.encodedJSON()))["payload"] == result.payload)
+        }
+    }
+
     @Test("a delivery's enrichment searches only the nearest POI with the local index, and sends the same payload")
     func deliverySearchesNearestOnly() async throws {
         let far = PlaceMatch(

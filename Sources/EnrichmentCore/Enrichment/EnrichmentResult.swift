@@ -85,7 +85,10 @@ public struct EnrichmentResult: Sendable {
     /// reads only `encoded`).
     public var payload: JSONValue {
         get { payloadSource.json }
-        set { payloadSource = .document(newValue) }
+        set {
+            payloadSource = .document(newValue)
+            encoded = nil
+        }
     }
     var payloadSource: PayloadSource
     public var payloadBytes: Int
@@ -154,7 +157,8 @@ extension EnrichmentResult {
             n.field("body", notification.body)
             n.field("attachment_url", notification.attachmentURL)
         }
-        o.field("payload", json: payload)
+        // The payload as it was written to measure it (the same writer, the same bytes), not written again.
+        if let encoded { o.field("payload", rawJSON: encoded) } else { o.field("payload", json: payload) }
         o.field("payload_bytes", payloadBytes)
         o.field("body_truncated", bodyTruncated)
         if let fix {

@@ -9,10 +9,11 @@ import Hummingbird
 /// the query) among the service's keys and runs the request in its scope (`AppScope.current`): the key's app, or
 /// for an admin key the app named by `Enrich-App` (default: `default`). Without any key configured every request
 /// is an admin's.
+/// Paths that stay open (health checks and scraping).
+private let openPaths: Set<String> = ["/health", "/health/live", "/health/ready", "/metrics"]
+
 struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
     let keys: APIKeyRing
-    /// Paths that stay open (health checks and scraping).
-    static var openPaths: Set<String> { ["/health", "/health/live", "/health/ready", "/metrics"] }
 
     /// The preview pages' browser session (see `PreviewSession`); nil without an admin key.
     let previewSession: PreviewSession?
@@ -30,8 +31,8 @@ struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
         -> Response
     {
         // Compared as the router matches paths: `/health/` and `//health` are `/health`.
-        let path = "/" + RouteTable.segments(request.uri.path).joined(separator: "/")
-        if Self.openPaths.contains(path) { return try await next(request, context) }
+        let path = RouteTable.normalized(request.uri.path)
+        if openPaths.contains(path) { return try await next(request, context) }
         let requested = request.headers[AppScope.headerName]
         guard !keys.isEmpty else {
             let scope = try keys.scope(key: nil, requested: requested)

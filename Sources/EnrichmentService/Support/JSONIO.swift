@@ -24,16 +24,28 @@ enum JSONIO {
     /// Content-Type at all is read as JSON.
     static func requireJSONContentType(_ request: Request) throws {
         guard let declared = request.headers[.contentType] else { return }
-        let mediaType =
-            declared.split(separator: ";", maxSplits: 1).first.map {
-                $0.trimmingCharacters(in: .whitespaces).lowercased()
-            } ?? ""
-        if mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json")) {
-            return
-        }
+        if isJSONMediaType(declared) { return }
         throw APIError(
             .unsupportedMediaType, reason: .unsupportedMediaType,
             message: "Content-Type '\(declared)' is not accepted here; send the body as application/json")
+    }
+
+    /// Whether a Content-Type's media type (before any `;` parameters, spaces and tabs around it ignored, in any
+    /// case) is `application/json` or `application/*+json`. Read byte by byte: it runs for every request with a
+    /// body, and the Foundation trimming and lowercasing it replaced took 15 µs of a 330 µs enrichment
+    /// (BENCHMARKS.md, "Enrichment at the server's own speed").
+    static func isJSONMediaType(_ declared: String) -> Bool {
+        var utf8 = Substring(declared).utf8
+        if let semicolon = utf8.firstIndex(of: UInt8(ascii: ";")) { utf8 = utf8[..<semicolon] }
+        let blank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
+        while let first = utf8.first, blank(first) { utf8 = utf8.dropFirst() }
+        while let last = utf8.last, blank(last) { utf8 = utf8.dropLast() }
+        let lower = utf8.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+        let prefix = Array("application/".utf8)
+        guard lower.count > prefix.count, lower.starts(with: prefix) else { return false }
+        let subtype = lower[prefix.count...]
+        return subtype.elementsEqual("json".utf8)
+            || (subtype.count > 5 && subtype.suffix(5).elementsEqual("+json".utf8))
     }
 
     /// Collects the body, refusing more than `limit` bytes with 413.

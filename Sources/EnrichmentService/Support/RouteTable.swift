@@ -46,6 +46,25 @@ final class RouteTable: Sendable {
     static func segments(_ path: String) -> [Substring] {
         path.split(separator: "/", omittingEmptySubsequences: true)
     }
+
+    /// `path` as the router matches it: `/` before each segment, empty segments left out (`/health/` and
+    /// `//health` are `/health`). A path already in that form (every request a client sends) is returned as it is.
+    static func normalized(_ path: String) -> String {
+        let utf8 = path.utf8
+        let slash = UInt8(ascii: "/")
+        var previous: UInt8 = 0
+        var plain = utf8.first == slash && (utf8.count == 1 || utf8.last != slash)
+        if plain {
+            for byte in utf8 {
+                if byte == slash, previous == slash {
+                    plain = false
+                    break
+                }
+                previous = byte
+            }
+        }
+        return plain ? path : "/" + segments(path).joined(separator: "/")
+    }
 }
 
 /// Registers handlers on the router under a path prefix and records them in the route table.

@@ -235,7 +235,8 @@ public struct Enricher: Sendable {
     /// Runs the places search under the total deadline.
     private func search(_ places: any PlacesProvider, near point: Coordinate) async -> Result<[PlaceMatch], PlacesError>
     {
-        let query = settings.placesQuery
+        // The result lists no POI's contact or user properties, and no template reads them: not parsed.
+        let query = settings.placesQuery.withoutDetails
         let deadline = settings.deadline
         if places.answersImmediately {
             do throws(PlacesError) { return .success(try await places.nearest(to: point, query: query)) } catch {

@@ -71,6 +71,13 @@ public struct PlacesQuery: Sendable, Equatable {
     /// name, address and position). Other providers return what they have.
     public var details = true
 
+    /// This query without the POIs' contact and user properties.
+    public var withoutDetails: PlacesQuery {
+        var query = self
+        query.details = false
+        return query
+    }
+
     public init(limit: Int = 5, radius: Double? = nil, filter: PlaceFilter? = nil) {
         self.limit = limit
         self.radius = radius

@@ -75,7 +75,7 @@ extension JSONValue {
     public func encodedData() -> Data { Data(JSONWriter.bytes(self)) }
 
     /// The encoded size in bytes.
-    public var encodedSize: Int { JSONWriter.bytes(self).count }
+    public var encodedSize: Int { JSONWriter.encodedLength(self) }
 
     /// Decodes a JSON document.
     public static func decode(_ data: Data) throws(JSONParseError) -> JSONValue {

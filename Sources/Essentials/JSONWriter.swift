@@ -47,6 +47,38 @@ public enum JSONWriter {
 
     @usableFromInline static let hex: [UInt8] = Array("0123456789abcdef".utf8)
 
+    /// The number of bytes `write` would append for `value`, counted without writing: no buffer, and no sort of
+    /// an object's keys (the length does not depend on their order). An enrichment measures its payload against
+    /// APNs' limit before anything else, and writing it only to count it took a third of the answer's writing.
+    public static func encodedLength(_ value: JSONValue) -> Int {
+        switch value {
+        case .null: return 4
+        case .bool(let flag): return flag ? 4 : 5
+        case .int(let number): return decimalLength(number)
+        case .double(let number): return number.isFinite ? number.description.utf8.count : 4
+        case .string(let string): return escapedLength(string) + 2
+        case .array(let items):
+            var length = 2 + max(0, items.count - 1)
+            for item in items { length += encodedLength(item) }
+            return length
+        case .object(let members):
+            var length = 2 + max(0, members.count - 1)
+            for (key, member) in members { length += escapedLength(key) + 3 + encodedLength(member) }
+            return length
+        }
+    }
+
+    /// The length of `String(number)`.
+    static func decimalLength(_ number: Int64) -> Int {
+        var length = number < 0 ? 2 : 1
+        var rest = number.magnitude / 10
+        while rest > 0 {
+            length += 1
+            rest /= 10
+        }
+        return length
+    }
+
     /// The number of bytes `string`'s contents take once escaped, without the surrounding quotes.
     public static func escapedLength(_ string: String) -> Int {
         var length = 0

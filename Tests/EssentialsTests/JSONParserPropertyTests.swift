@@ -160,6 +160,27 @@ struct JSONParserPropertyTests {
         #expect(refused > 2_000)
     }
 
+    @Test("the counted length of a value is the length of its writing, on 20,000 generated documents")
+    func countedLengthIsWrittenLength() throws {
+        var writer = Writer(generator: SeededGenerator(seed: 4177))
+        var compared = 0
+        for _ in 0..<20_000 {
+            writer.bytes = []
+            writer.value(depth: 0)
+            guard let value = try? JSONParser.parse(Data(writer.bytes), duplicateKeys: .lastWins) else { continue }
+            compared += 1
+            #expect(JSONWriter.encodedLength(value) == JSONWriter.bytes(value).count, "\(value)")
+            #expect(value.encodedSize == JSONWriter.bytes(value).count)
+        }
+        for number in [0, 9, 10, -1, -10, 99, 100, Int64.max, Int64.min, Int64.min + 1, 1_589_288_354] as [Int64] {
+            #expect(JSONWriter.encodedLength(.int(number)) == String(number).utf8.count, "\(number)")
+        }
+        for double in [0.1, -0.0, 1e308, .infinity, .nan, 5e-324, 1_589_288_354.5] {
+            #expect(JSONWriter.encodedLength(.double(double)) == JSONWriter.bytes(.double(double)).count)
+        }
+        #expect(compared > 10_000)
+    }
+
     /// Where Foundation departs from RFC 8259: a trailing comma after some values (`[-0,]`), and a number out of
     /// Double's range that a later duplicate key replaces (`{"a":1e309,"a":1}`). Seen with Swift 6.3's Foundation.
     static func foundationIsLenient(_ bytes: [UInt8]) -> Bool {

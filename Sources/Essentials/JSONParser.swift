@@ -207,14 +207,12 @@ public struct JSONParser {
     private mutating func parseObject(depth: Int) throws(JSONParseError) -> JSONValue {
         guard depth <= Self.maximumDepth else { throw error("nesting deeper than \(Self.maximumDepth) levels") }
         index += 1
+        var object: [String: JSONValue] = [:]
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
-            return .object([:])
+            return .object(object)
         }
-        // Room for six members at once: a request's objects are small, and growing from one member took three
-        // reallocations and rehashes (BENCHMARKS.md, "Enrichment at the server's own speed").
-        var object = [String: JSONValue](minimumCapacity: 6)
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }

@@ -35,7 +35,7 @@ public struct JSONObjectWriter {
     public mutating func field(_ name: String, _ value: Double?) {
         guard let value else { return }
         key(name)
-        JSONWriter.write(.double(value), into: &bytes)
+        JSONWriter.writeDouble(value, into: &bytes)
     }
 
     @inlinable
@@ -51,7 +51,7 @@ public struct JSONObjectWriter {
     @inlinable
     public mutating func field(_ name: String, _ value: Bool) {
         key(name)
-        bytes.append(contentsOf: value ? Array("true".utf8) : Array("false".utf8))
+        bytes.append(contentsOf: value ? "true".utf8 : "false".utf8)
     }
 
     /// A member whose value is already written JSON (a document's bytes), copied as it is.

@@ -16,15 +16,10 @@ public enum JSONWriter {
     /// Appends the encoding of `value` to `output`.
     public static func write(_ value: JSONValue, into output: inout [UInt8]) {
         switch value {
-        case .null: output.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
-        case .bool(let flag): output.append(contentsOf: flag ? Array("true".utf8) : Array("false".utf8))
+        case .null: output.append(contentsOf: "null".utf8)
+        case .bool(let flag): output.append(contentsOf: flag ? "true".utf8 : "false".utf8)
         case .int(let number): output.append(contentsOf: String(number).utf8)
-        case .double(let number):
-            if number.isFinite {
-                output.append(contentsOf: number.description.utf8)
-            } else {
-                output.append(contentsOf: Array("null".utf8))
-            }
+        case .double(let number): writeDouble(number, into: &output)
         case .string(let string): writeString(string, into: &output)
         case .array(let items):
             output.append(UInt8(ascii: "["))
@@ -46,6 +41,28 @@ public enum JSONWriter {
     }
 
     @usableFromInline static let hex: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// Appends `number` as `description` spells it (the shortest text that reads back as the same double), or
+    /// `null` when it is not finite, without making a `String` of it: `Double.write(to:)` hands its digits to the
+    /// stream's `_writeASCII`, which copies them into `output`. (A `description` longer than 15 bytes, as most
+    /// coordinates and distances are, is a heap allocation; an answer has about 15 of them.)
+    public static func writeDouble(_ number: Double, into output: inout [UInt8]) {
+        guard number.isFinite else {
+            output.append(contentsOf: "null".utf8)
+            return
+        }
+        var sink = ByteSink()
+        swap(&sink.bytes, &output)
+        number.write(to: &sink)
+        swap(&sink.bytes, &output)
+    }
+
+    /// A text stream into a byte array (`writeDouble`).
+    struct ByteSink: TextOutputStream {
+        var bytes: [UInt8] = []
+        mutating func write(_ string: String) { bytes.append(contentsOf: string.utf8) }
+        mutating func _writeASCII(_ buffer: UnsafeBufferPointer<UInt8>) { bytes.append(contentsOf: buffer) }
+    }
 
     /// The number of bytes `write` would append for `value`, counted without writing: no buffer, and no sort of
     /// an object's keys (the length does not depend on their order). An enrichment measures its payload against

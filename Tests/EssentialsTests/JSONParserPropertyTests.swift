@@ -181,6 +181,24 @@ struct JSONParserPropertyTests {
         #expect(compared > 10_000)
     }
 
+    @Test("a double is written as its description spells it, on 100,000 random bit patterns; not finite: null")
+    func doublesAsDescription() {
+        var generator = SeededGenerator(seed: 907)
+        for _ in 0..<100_000 {
+            let number = Double(bitPattern: UInt64.random(in: .min ... .max, using: &generator))
+            var written: [UInt8] = [0x5B]
+            JSONWriter.writeDouble(number, into: &written)
+            let expected = number.isFinite ? "[" + number.description : "[null"
+            #expect(String(decoding: written, as: UTF8.self) == expected, "\(number.bitPattern)")
+        }
+        for number in [0.0, -0.0, 1, 100, 0.1, 46.04187359932134, 1_795_902_323, 1e308, 5e-324, -.infinity, .nan] {
+            var object = JSONObjectWriter()
+            object.field("x", number)
+            let expected = number.isFinite ? "{\"x\":\(number.description)}" : "{\"x\":null}"
+            #expect(String(decoding: object.finished(), as: UTF8.self) == expected)
+        }
+    }
+
     /// Where Foundation departs from RFC 8259: a trailing comma after some values (`[-0,]`), and a number out of
     /// Double's range that a later duplicate key replaces (`{"a":1e309,"a":1}`). Seen with Swift 6.3's Foundation.
     static func foundationIsLenient(_ bytes: [UInt8]) -> Bool {

@@ -74,15 +74,14 @@ public struct Enricher: Sendable {
 
     /// This enricher for a batch of deliveries: the batch's prefetched `fixes` (and `contexts`, when this enricher
     /// reads contexts at all), no shared snapshot reads, and with a
-    /// places provider that answers at once (the local index) only the nearest POI searched, without its contact
-    /// and user properties: a delivery sends the body and the map, which name only the nearest POI's name, address
-    /// and position, and never reads the result's list of POIs. (A remote places API is asked as `/v1/enrich` asks
-    /// it.)
+    /// places provider that answers at once (the local index) only the nearest POI searched: a delivery sends the
+    /// body and the map, which name only the nearest POI's name, address and position, and never reads the
+    /// result's list of POIs. (A remote places API is asked as `/v1/enrich` asks it; no enrichment asks for the
+    /// POIs' contact and user properties, see `search`.)
     public func forDelivery(fixes: any FixStore, contexts: PrefetchedContexts? = nil) -> Enricher {
         var settings = self.settings
         if places?.answersImmediately == true {
             settings.placesQuery.limit = min(settings.placesQuery.limit, 1)
-            settings.placesQuery.details = false
         }
         return adapted(settings: settings, fixes: fixes, contexts: contexts, keepSnapshots: false)
     }

@@ -40,12 +40,13 @@ enum JSONIO {
         let blank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
         while let first = utf8.first, blank(first) { utf8 = utf8.dropFirst() }
         while let last = utf8.last, blank(last) { utf8 = utf8.dropLast() }
-        let lower = utf8.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
-        let prefix = Array("application/".utf8)
-        guard lower.count > prefix.count, lower.starts(with: prefix) else { return false }
-        let subtype = lower[prefix.count...]
-        return subtype.elementsEqual("json".utf8)
-            || (subtype.count > 5 && subtype.suffix(5).elementsEqual("+json".utf8))
+        // ASCII letters compared without case; nothing is copied.
+        let same: (UInt8, UInt8) -> Bool = { ($0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0) == $1 }
+        let prefix = "application/".utf8
+        guard utf8.count > prefix.count, utf8.starts(with: prefix, by: same) else { return false }
+        let subtype = utf8.dropFirst(prefix.count)
+        return subtype.elementsEqual("json".utf8, by: same)
+            || (subtype.count > 5 && subtype.suffix(5).elementsEqual("+json".utf8, by: same))
     }
 
     /// Collects the body, refusing more than `limit` bytes with 413.

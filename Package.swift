@@ -27,6 +27,9 @@ let package = Package(
         .library(name: "APNsCore", targets: ["APNsCore"]),
         .library(name: "APNsClient", targets: ["APNsClient"]),
         .library(name: "MockAPNs", targets: ["MockAPNs"]),
+        .library(name: "FCMCore", targets: ["FCMCore"]),
+        .library(name: "FCMClient", targets: ["FCMClient"]),
+        .library(name: "MockFCM", targets: ["MockFCM"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
@@ -234,6 +237,47 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Firebase Cloud Messaging (HTTP v1) model with no networking: service accounts, the RS256 assertion, messages
+        // and their mapping from an APNs payload, Google's error bodies and what each answer means.
+        .target(
+            name: "FCMCore",
+            dependencies: [
+                "Essentials",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The FCM sender: OAuth access tokens (cached, refreshed one at a time) and messages over HTTP/2 + TLS.
+        .target(
+            name: "FCMClient",
+            dependencies: [
+                "FCMCore",
+                "Essentials",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // A local FCM (HTTP/2 + TLS): the token endpoint and the send endpoint, checked as Google does, scriptable.
+        .target(
+            name: "MockFCM",
+            dependencies: [
+                "FCMCore",
+                "Essentials",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Benchmark driver for the places index (run by scripts/bench-places.sh, never by tests).
         .executableTarget(
             name: "places-bench",
@@ -390,6 +434,22 @@ let package = Package(
                 "TestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "FCMCoreTests",
+            dependencies: [
+                "FCMCore", "Essentials", .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "FCMClientTests",
+            dependencies: [
+                "FCMClient", "FCMCore", "MockFCM", "MockAPNs", "Essentials", "TestSupport",
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,0 +1,167 @@
+import Essentials
+import FCMCore
+
+/// The checks FCM's send endpoint makes on a request body, with Google's wording: the members the `Message`
+/// resource has (an unknown one is refused, as protobuf's JSON mapping does), exactly one target, a well-formed
+/// registration token, string data values and no reserved data keys, Android's priority and `ttl` (a duration of
+/// at most four weeks), and FCM's 4,096-byte payload (counted as `FCMMessage.payloadSize` counts it).
+enum MockFCMMessageRules {
+    struct Refusal: Error {
+        var message: String
+        var field: String?
+        var code: FCMErrorCode = .invalidArgument
+    }
+
+    static let messageMembers: Set<String> = [
+        "name", "data", "notification", "android", "webpush", "apns", "fcm_options", "token", "topic", "condition",
+    ]
+    static let notificationMembers: Set<String> = ["title", "body", "image"]
+    static let androidMembers: Set<String> = [
+        "collapse_key", "priority", "ttl", "restricted_package_name", "data", "notification", "fcm_options",
+        "direct_boot_ok", "bandwidth_constrained_ok", "restricted_satellite_ok",
+    ]
+    static let androidNotificationMembers: Set<String> = [
+        "title", "body", "icon", "color", "sound", "tag", "click_action", "body_loc_key", "body_loc_args",
+        "title_loc_key", "title_loc_args", "channel_id", "ticker", "sticky", "event_time", "local_only",
+        "notification_priority", "default_sound", "default_vibrate_timings", "default_light_settings",
+        "vibrate_timings", "visibility", "notification_count", "light_settings", "image",
+        "bypass_proxy_notification", "proxy",
+    ]
+
+    static func check(_ body: [UInt8]) -> Result<(message: JSONValue, validateOnly: Bool), Refusal> {
+        do { return .success(try checked(body)) } catch { return .failure(error) }
+    }
+
+    private static func unknown(_ name: String, at place: String) -> Refusal {
+        Refusal(message: "Invalid JSON payload received. Unknown name \"\(name)\" at '\(place)': Cannot find field.")
+    }
+
+    private static func checked(_ body: [UInt8]) throws(Refusal) -> (message: JSONValue, validateOnly: Bool) {
+        guard let document = try? JSONParser.parse(body, duplicateKeys: .lastWins),
+            case .object(let top) = document
+        else { throw Refusal(message: "Invalid JSON payload received. Expected an object.") }
+        for name in top.keys where name != "message" && name != "validate_only" {
+            throw Refusal(message: "Invalid JSON payload received. Unknown name \"\(name)\": Cannot find field.")
+        }
+        var validateOnly = false
+        if let flag = top["validate_only"] {
+            guard case .bool(let value) = flag else {
+                throw Refusal(message: "Invalid value at 'validate_only' (TYPE_BOOL)")
+            }
+            validateOnly = value
+        }
+        guard case .object(let message)? = top["message"] else {
+            throw Refusal(message: "Request contains an invalid argument.", field: "message")
+        }
+        for name in message.keys where !messageMembers.contains(name) { throw unknown(name, at: "message") }
+        let targets = ["token", "topic", "condition"].filter { message[$0] != nil }
+        guard targets.count == 1 else {
+            throw Refusal(
+                message: "Exactly one of message.token, message.topic or message.condition must be set.",
+                field: "message")
+        }
+        if let token = message["token"] {
+            guard case .string(let text) = token, isRegistrationToken(text) else {
+                throw Refusal(
+                    message: "The registration token is not a valid FCM registration token", field: "message.token")
+            }
+        }
+        if let data = message["data"] { try checkData(data, at: "message.data") }
+        if let notification = message["notification"] {
+            guard case .object(let members) = notification else {
+                throw Refusal(message: "Invalid value at 'message.notification' (type.googleapis.com/google.firebase.fcm.v1.Notification)")
+            }
+            for (name, value) in members {
+                guard notificationMembers.contains(name) else { throw unknown(name, at: "message.notification") }
+                guard case .string = value else {
+                    throw Refusal(message: "Invalid value at 'message.notification.\(name)' (TYPE_STRING)")
+                }
+            }
+        }
+        if let android = message["android"] { try checkAndroid(android) }
+        let size = FCMMessage.payloadSize(of: .object(message))
+        if size > FCMMessage.maximumPayloadSize {
+            throw Refusal(
+                message: "Message is too big: \(size) bytes; the maximum is \(FCMMessage.maximumPayloadSize).",
+                field: "message")
+        }
+        return (.object(message), validateOnly)
+    }
+
+    /// Registration tokens are URL-safe text (letters, digits, `-`, `_`, `:`); FCM refuses anything else as "not a
+    /// valid FCM registration token" and judges the rest by looking it up.
+    static func isRegistrationToken(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 4096
+            && text.utf8.allSatisfy { byte in
+                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                    || byte == 0x2D || byte == 0x5F || byte == 0x3A
+            }
+    }
+
+    private static func checkData(_ data: JSONValue, at place: String) throws(Refusal) {
+        guard case .object(let members) = data else { throw Refusal(message: "Invalid value at '\(place)'") }
+        for (index, (key, value)) in members.sorted(by: { $0.key < $1.key }).enumerated() {
+            guard case .string = value else {
+                throw Refusal(
+                    message: "Invalid value at '\(place)[\(index)].value' (TYPE_STRING), "
+                        + String(decoding: JSONWriter.bytes(value), as: UTF8.self), field: "\(place)[\(index)].value")
+            }
+            if FCMMessage.isReservedDataKey(key) {
+                throw Refusal(message: "Invalid data payload key: \(key)", field: place)
+            }
+        }
+    }
+
+    private static func checkAndroid(_ android: JSONValue) throws(Refusal) {
+        guard case .object(let members) = android else {
+            throw Refusal(message: "Invalid value at 'message.android'")
+        }
+        for name in members.keys where !androidMembers.contains(name) { throw unknown(name, at: "message.android") }
+        if let priority = members["priority"] {
+            switch priority {
+            case .string(let name) where name == "NORMAL" || name == "HIGH": break
+            case .int(let number) where (0...1).contains(number): break
+            default:
+                throw Refusal(
+                    message: "Invalid value at 'message.android.priority' (type.googleapis.com/google.firebase.fcm.v1."
+                        + "AndroidMessagePriority), \(String(decoding: JSONWriter.bytes(priority), as: UTF8.self))")
+            }
+        }
+        if let ttl = members["ttl"] {
+            guard case .string(let text) = ttl, let seconds = durationSeconds(text) else {
+                throw Refusal(message: "Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration)")
+            }
+            if seconds > Double(FCMMessage.maximumTTLSeconds) {
+                throw Refusal(message: "The TTL cannot be more than 4 weeks.", field: "message.android.ttl")
+            }
+        }
+        if let key = members["collapse_key"], key.stringValue == nil {
+            throw Refusal(message: "Invalid value at 'message.android.collapse_key' (TYPE_STRING)")
+        }
+        if let data = members["data"] { try checkData(data, at: "message.android.data") }
+        if let notification = members["notification"] {
+            guard case .object(let fields) = notification else {
+                throw Refusal(message: "Invalid value at 'message.android.notification'")
+            }
+            for name in fields.keys where !androidNotificationMembers.contains(name) {
+                throw unknown(name, at: "message.android.notification")
+            }
+        }
+    }
+
+    /// A protobuf JSON `Duration`: decimal seconds with up to nine fraction digits and an `s`.
+    static func durationSeconds(_ text: String) -> Double? {
+        guard text.hasSuffix("s") else { return nil }
+        let number = text.dropLast()
+        let parts = number.split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), !parts[0].isEmpty, parts[0].allSatisfy(\.isASCII),
+            parts[0].allSatisfy(\.isNumber)
+        else { return nil }
+        if parts.count == 2 {
+            guard (1...9).contains(parts[1].count), parts[1].allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                return nil
+            }
+        }
+        return Double(number)
+    }
+}

@@ -324,6 +324,9 @@ let package = Package(
             name: "TestSupport",
             dependencies: [
                 "APNsCore",
+                "FCMCore",
+                "MockFCM",
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 "EnrichmentPostgres",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 "APNsClient",
@@ -447,9 +450,10 @@ let package = Package(
         .testTarget(
             name: "FCMClientTests",
             dependencies: [
-                "FCMClient", "FCMCore", "MockFCM", "MockAPNs", "Essentials", "TestSupport",
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
+                "FCMClient", "FCMCore", "MockFCM", "Essentials", "TestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: swiftSettings
         ),

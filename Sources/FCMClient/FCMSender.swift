@@ -55,7 +55,8 @@ public final class FCMSender: Sendable {
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: settings)
         tokens = FCMAccessTokenProvider(
             account: account, exchange: HTTPTokenExchange(client: client), clock: clock)
-        let base = configuration.baseURL.hasSuffix("/") ? String(configuration.baseURL.dropLast()) : configuration.baseURL
+        let base =
+            configuration.baseURL.hasSuffix("/") ? String(configuration.baseURL.dropLast()) : configuration.baseURL
         sendURL = base + "/v1/projects/\(account.projectID)/messages:send"
     }
 

@@ -1,5 +1,5 @@
-import Essentials
 import Crypto
+import Essentials
 import Foundation
 public import _CryptoExtras
 
@@ -70,8 +70,12 @@ public enum FCMAssertion {
             let claimsData = Base64URL.decode(String(parts[1])), let signature = Base64URL.decode(String(parts[2])),
             let header = try? JSONParser.parse(headerData, duplicateKeys: .lastWins),
             let claims = try? JSONParser.parse(claimsData, duplicateKeys: .lastWins)
-        else { throw refuse("Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe.") }
-        guard header["alg"]?.stringValue == "RS256" else { throw refuse("Invalid JWT signing algorithm; expected RS256.") }
+        else {
+            throw refuse("Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe.")
+        }
+        guard header["alg"]?.stringValue == "RS256" else {
+            throw refuse("Invalid JWT signing algorithm; expected RS256.")
+        }
         let signed = Data((parts[0] + "." + parts[1]).utf8)
         guard
             publicKey.isValidSignature(

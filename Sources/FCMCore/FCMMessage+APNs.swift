@@ -70,8 +70,12 @@ extension FCMMessage {
             body = alert["body"]?.stringValue
             if let key = alert["title-loc-key"]?.stringValue { extras["title_loc_key"] = .string(key) }
             if let key = alert["loc-key"]?.stringValue { extras["body_loc_key"] = .string(key) }
-            if let arguments = alert["title-loc-args"] { extras["title_loc_args"] = try Self.strings(arguments, "aps.alert.title-loc-args") }
-            if let arguments = alert["loc-args"] { extras["body_loc_args"] = try Self.strings(arguments, "aps.alert.loc-args") }
+            if let arguments = alert["title-loc-args"] {
+                extras["title_loc_args"] = try Self.strings(arguments, "aps.alert.title-loc-args")
+            }
+            if let arguments = alert["loc-args"] {
+                extras["body_loc_args"] = try Self.strings(arguments, "aps.alert.loc-args")
+            }
         default: break
         }
         let hasAlert = title != nil || body != nil || extras["body_loc_key"] != nil || extras["title_loc_key"] != nil

@@ -19,7 +19,8 @@ public struct MockFCMAccount: Sendable {
     /// The account of a service-account key file.
     public init(_ account: FCMServiceAccount) throws(FCMCredentialProblem) {
         self.init(
-            clientEmail: account.clientEmail, projectID: account.projectID, publicKey: try account.signingKey().publicKey)
+            clientEmail: account.clientEmail, projectID: account.projectID,
+            publicKey: try account.signingKey().publicKey)
     }
 }
 
@@ -31,7 +32,8 @@ struct MockFCMReply {
     var delayMilliseconds = 0
 
     static func json(_ status: Int, _ body: [UInt8], headers: [(String, String)] = []) -> MockFCMReply {
-        MockFCMReply(status: status, headers: [("content-type", "application/json; charset=UTF-8")] + headers, body: body)
+        MockFCMReply(
+            status: status, headers: [("content-type", "application/json; charset=UTF-8")] + headers, body: body)
     }
 
     static func googleError(
@@ -99,7 +101,8 @@ struct MockFCMLogic: Sendable {
             let kv = pair.split(separator: "=", maxSplits: 1)
             let key = String(kv[0]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? ""
             let value =
-                kv.count > 1 ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "") : ""
+                kv.count > 1
+                ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "") : ""
             fields[key] = value
         }
         guard let grant = fields["grant_type"] else {

@@ -69,7 +69,10 @@ enum MockFCMMessageRules {
         if let data = message["data"] { try checkData(data, at: "message.data") }
         if let notification = message["notification"] {
             guard case .object(let members) = notification else {
-                throw Refusal(message: "Invalid value at 'message.notification' (type.googleapis.com/google.firebase.fcm.v1.Notification)")
+                throw Refusal(
+                    message:
+                        "Invalid value at 'message.notification' (type.googleapis.com/google.firebase.fcm.v1.Notification)"
+                )
             }
             for (name, value) in members {
                 guard notificationMembers.contains(name) else { throw unknown(name, at: "message.notification") }
@@ -129,7 +132,8 @@ enum MockFCMMessageRules {
         }
         if let ttl = members["ttl"] {
             guard case .string(let text) = ttl, let seconds = durationSeconds(text) else {
-                throw Refusal(message: "Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration)")
+                throw Refusal(
+                    message: "Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration)")
             }
             if seconds > Double(FCMMessage.maximumTTLSeconds) {
                 throw Refusal(message: "The TTL cannot be more than 4 weeks.", field: "message.android.ttl")

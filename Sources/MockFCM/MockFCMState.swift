@@ -168,7 +168,12 @@ public final class MockFCMState: Sendable {
         inner.withLock { inner in
             guard var script = inner.scripts[token] else { return nil }
             if let times = script.times {
-                if times <= 1 { inner.scripts[token] = nil } else { script.times = times - 1; inner.scripts[token] = script }
+                if times <= 1 {
+                    inner.scripts[token] = nil
+                } else {
+                    script.times = times - 1
+                    inner.scripts[token] = script
+                }
             }
             return script
         }

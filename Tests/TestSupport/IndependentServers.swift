@@ -21,13 +21,15 @@ public struct NginxAPNs: Sendable {
 
     /// Starts nginx on a free port with the throwaway server certificate; `keepaliveRequests` is how many requests
     /// a connection takes before nginx sends GOAWAY.
-    public static func start(keepaliveRequests: Int) async throws -> NginxAPNs {
+    public static func start(keepaliveRequests: Int, template: String = "nginx-apns.conf.template") async throws
+        -> NginxAPNs
+    {
         let binary = try installedServer("nginx", package: "nginx-light")
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("nginx-apns-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try writeServerCertificate(into: directory)
         let template = try String(
-            contentsOf: repositoryRoot.appendingPathComponent("scripts/nginx-apns.conf.template"), encoding: .utf8)
+            contentsOf: repositoryRoot.appendingPathComponent("scripts/" + template), encoding: .utf8)
         var lastError = ""
         for _ in 0..<5 {
             let port = try await freePort()
@@ -51,6 +53,13 @@ public struct NginxAPNs: Sendable {
     }
 
     public func stop() { stopServer(process, removing: directory) }
+}
+
+/// Runs `body` against nginx as an FCM-like endpoint (`scripts/nginx-fcm.conf.template`), then stops it.
+public func withNginxFCM<T: Sendable>(_ body: (String) async throws -> T) async throws -> T {
+    let nginx = try await NginxAPNs.start(keepaliveRequests: 1000, template: "nginx-fcm.conf.template")
+    defer { nginx.stop() }
+    return try await body(nginx.base)
 }
 
 /// The path of a Debian server binary (`/usr/sbin` or `/usr/bin`), or an error saying how to install it.

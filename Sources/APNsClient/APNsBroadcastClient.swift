@@ -28,9 +28,11 @@ public struct APNsBroadcastHosts: Sendable, Equatable {
             APNsBroadcastHosts(
                 managementURL: "https://api-manage-broadcast.sandbox.push.apple.com:2195",
                 broadcastURL: environment.baseURL)
-        case .production:
+        case .production, .fcm:
+            // FCM has no broadcast channels; callers only ask for APNs environments.
             APNsBroadcastHosts(
-                managementURL: "https://api-manage-broadcast.push.apple.com:2196", broadcastURL: environment.baseURL)
+                managementURL: "https://api-manage-broadcast.push.apple.com:2196",
+                broadcastURL: APNsEnvironmentName.production.baseURL)
         }
     }
 

@@ -49,6 +49,8 @@ public struct APNsSendResult: Sendable, Equatable {
     /// With a transport failure: true when the request was on a connection that died (or timed out) before the
     /// answer, so the peer may have received it; false when it never left (no connection, refused unprocessed).
     public var mayHaveReachedPeer = false
+    /// Seconds the peer asked to wait before the next attempt (`Retry-After`; FCM sends it, APNs does not).
+    public var retryAfter: Double?
 
     public init(
         deviceToken: String, status: Int?, reason: APNsReason?, apnsID: String?, timestamp: Int64?, attempts: Int,

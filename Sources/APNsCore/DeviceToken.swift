@@ -4,12 +4,23 @@ public enum APNsEnvironmentName: String, Sendable, CaseIterable {
     case sandbox
     /// `api.push.apple.com`: TestFlight and App Store builds.
     case production
+    /// Not APNs: a Firebase Cloud Messaging registration token (an Android device). Registrations and deliveries
+    /// say where their token is valid in one column, so an FCM one is stored with this value; the APNs rules
+    /// (token format, topics, environments) do not apply to it.
+    case fcm
+
+    /// The two APNs environments (what an APNs token may be registered for).
+    public static let apns: [APNsEnvironmentName] = [.sandbox, .production]
+
+    /// True for `sandbox` and `production`.
+    public var isAPNs: Bool { self != .fcm }
 
     /// Apple's base URL for this environment.
     public var baseURL: String {
         switch self {
         case .sandbox: "https://api.sandbox.push.apple.com"
         case .production: "https://api.push.apple.com"
+        case .fcm: "https://fcm.googleapis.com"
         }
     }
 }

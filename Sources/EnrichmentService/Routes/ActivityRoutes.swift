@@ -91,7 +91,7 @@ struct ActivityRoutes {
                 "topic", "is the app's bundle id, without '\(PushType.liveactivity.topicSuffix)' (the service adds it)")
         }
         try AppScope.current.requireOwnTopic(topic, field: "topic", apps: apps)
-        guard let environment = try body.choice("environment", APNsEnvironmentName.self) else {
+        guard let environment = try body.apnsEnvironment("environment") else {
             throw body.invalid(
                 "environment", "is required: sandbox (development builds) or production (TestFlight and App Store)")
         }

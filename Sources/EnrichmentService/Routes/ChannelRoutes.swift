@@ -117,7 +117,7 @@ struct ChannelRoutes {
             let bundle = try body.requiredString("bundle_id", "the app's bundle id")
             if let problem = Self.bundleProblem(bundle) { throw body.invalid("bundle_id", problem) }
             try AppScope.current.requireOwnTopic(bundle, field: "bundle_id", apps: state.configuration.delivery.apps)
-            guard let environment = try body.choice("environment", APNsEnvironmentName.self) else {
+            guard let environment = try body.apnsEnvironment("environment") else {
                 throw body.invalid("environment", "is required: sandbox or production (channels live in one)")
             }
             let policyName = try body.requiredString("storage_policy", "none or most-recent")
@@ -148,7 +148,7 @@ struct ChannelRoutes {
             let bundle = request.uri.queryParameters.get("bundle_id")
             var environment: APNsEnvironmentName?
             if let raw = request.uri.queryParameters.get("environment") {
-                guard let known = APNsEnvironmentName(rawValue: raw) else {
+                guard let known = APNsEnvironmentName(rawValue: raw), known.isAPNs else {
                     throw APIError.invalid(
                         .invalidRequest, "environment must be sandbox or production", field: "environment")
                 }

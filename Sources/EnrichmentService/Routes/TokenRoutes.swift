@@ -105,7 +105,7 @@ struct TokenRoutes {
         if let problem = APNsValidator.topicProblem(topic) { throw body.invalid("topic", problem) }
         try AppScope.current.requireOwnTopic(topic, field: "topic", apps: apps)
         guard
-            let environment = try body.choice("environment", APNsEnvironmentName.self)
+            let environment = try body.apnsEnvironment("environment")
         else {
             throw body.invalid(
                 "environment", "is required: sandbox (development builds) or production (TestFlight and App Store)")

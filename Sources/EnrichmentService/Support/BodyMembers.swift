@@ -1,3 +1,4 @@
+import APNsCore
 import EnrichmentCore
 import Essentials
 
@@ -99,6 +100,19 @@ struct BodyMembers {
         guard let chosen = T(rawValue: raw) else {
             let shown = raw.utf8.count <= 32 ? "'\(raw)'" : "(\(raw.utf8.count) bytes)"
             throw invalid(name, "\(shown) is unknown; use one of \(T.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return chosen
+    }
+
+    /// An APNs environment member: `sandbox` or `production` (`fcm` is not one: an FCM token has its own route).
+    func apnsEnvironment(_ name: String) throws -> APNsEnvironmentName? {
+        guard let raw = try string(name) else { return nil }
+        guard let chosen = APNsEnvironmentName(rawValue: raw), chosen.isAPNs else {
+            let shown = raw.utf8.count <= 32 ? "'\(raw)'" : "(\(raw.utf8.count) bytes)"
+            let fcm =
+                raw == APNsEnvironmentName.fcm.rawValue
+                ? " (an FCM registration token is registered at /v1/devices/{device_id}/fcm-tokens/{token})" : ""
+            throw invalid(name, "\(shown) is unknown; use one of sandbox, production\(fcm)")
         }
         return chosen
     }

@@ -78,7 +78,7 @@ let package = Package(
         // families meet: it stands on EnrichmentCore and APNsCore, and neither imports it.
         .target(
             name: "Delivery",
-            dependencies: ["APNsCore", "EnrichmentCore", "Essentials"],
+            dependencies: ["APNsCore", "EnrichmentCore", "Essentials", "FCMCore"],
             swiftSettings: swiftSettings
         ),
         // SQLite's process-wide settings that only C can make (`sqlite3_config` is variadic).

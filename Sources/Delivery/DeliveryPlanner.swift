@@ -34,9 +34,7 @@ public struct DeliveryPlanner: Sendable, Equatable {
         // A credential APNs refuses (a revoked or wrong .p8 key, a token it calls expired) stops every push sent
         // with it, and only those: they wait for the credential to be fixed, as for an outage, rather than fail
         // one by one; other apps' credentials keep sending.
-        if status == 403, result.reason == .invalidProviderToken || result.reason == .expiredProviderToken {
-            return true
-        }
+        if refusesCredential(result) { return true }
         return status == 500 || status == 503
     }
 
@@ -49,28 +47,30 @@ public struct DeliveryPlanner: Sendable, Equatable {
     ) -> DeliveryUpdate {
         let reached = result.map { $0.status != nil || $0.mayHaveReachedPeer } ?? false
         let attempts = claim.attempts + (reached ? 1 : 0)
-        let why = result.map { $0.transportError ?? "APNs answered \($0.status ?? 0) \($0.reason?.rawValue ?? "")" }
+        let peer = claim.delivery.environment == .fcm ? "FCM" : "APNs"
+        let why = result.map { $0.transportError ?? "\(peer) answered \($0.status ?? 0) \($0.reason?.rawValue ?? "")" }
         if retryAt >= deadline || now >= deadline {
             return DeliveryUpdate(
                 id: claim.id, state: .expired, attempts: attempts, status: result?.status,
                 reason: result?.reason?.rawValue,
-                error: "APNs was unreachable until the push's deadline passed"
+                error: "\(peer) was unreachable until the push's deadline passed"
                     + (why.map { " (last: \($0))" } ?? ""),
                 outcome: verdict?.outcome, rule: verdict?.rule, finishedAt: now)
         }
         return DeliveryUpdate(
             id: claim.id, state: .pending, attempts: attempts, nextAttemptAt: retryAt, status: result?.status,
             reason: result?.reason?.rawValue,
-            error: why.map { "\(Self.waitingPrefix): \($0)" } ?? Self.waitingPrefix,
+            error: why.map { "waiting for \(peer): \($0)" } ?? "waiting for \(peer)",
             outcome: verdict?.outcome, rule: verdict?.rule)
     }
 
-    /// How a waiting delivery's error begins.
+    /// How a waiting delivery's error begins (`waiting for FCM` for an Android registration's).
     public static let waitingPrefix = "waiting for APNs"
 
-    /// True for an update that puts a delivery back to wait for APNs (`wait`), not an attempt's result.
+    /// True for an update that puts a delivery back to wait for APNs or FCM (`wait`), not an attempt's result.
     public static func isWait(_ update: DeliveryUpdate) -> Bool {
-        update.state == .pending && update.error?.hasPrefix(waitingPrefix) == true
+        guard update.state == .pending, let error = update.error else { return false }
+        return error.hasPrefix(waitingPrefix) || error.hasPrefix("waiting for FCM")
     }
 
     /// A push and a device (hashed as two strings, without joining them into a third).
@@ -168,6 +168,9 @@ public struct DeliveryPlanner: Sendable, Equatable {
             topic: push.pushType.topic(forBundle: push.topic ?? claim.delivery.topic),
             pushType: push.pushType, priority: push.priority, expiration: push.expiration,
             collapseID: push.collapseId, apnsID: claim.delivery.apnsId, payload: payload)
+        // An FCM registration's request is turned into an FCM message by its sender, which checks FCM's rules
+        // (Apple's token format and header rules are not FCM's).
+        if claim.delivery.environment == .fcm { return .send(request) }
         // The payload was written from the enriched JSON object: its shape needs no second parse, only its size.
         if let violation = APNsValidator.sendViolation(of: request.wire, payloadIsObject: true) {
             return .settle(
@@ -188,6 +191,7 @@ public struct DeliveryPlanner: Sendable, Equatable {
     public func answer(
         _ claim: ClaimedDelivery, result: APNsSendResult, verdict: Verdict, at now: Double
     ) -> (update: DeliveryUpdate, deactivation: TokenDeactivation?) {
+        if claim.delivery.environment == .fcm { return answerFCM(claim, result: result, verdict: verdict, at: now) }
         // A request refused before the wire (0 attempts) still counts as one, so a delivery always ends.
         let attempts = claim.attempts + max(1, result.attempts)
         var update = DeliveryUpdate(

@@ -167,15 +167,13 @@ struct RecordStage: Sendable {
 
     /// True when APNs refused the credential itself (a revoked or wrong `.p8` key, a token it calls expired), not
     /// the way to it.
-    static func refusesCredential(_ result: APNsSendResult) -> Bool {
-        result.status == 403 && (result.reason == .invalidProviderToken || result.reason == .expiredProviderToken)
-    }
+    static func refusesCredential(_ result: APNsSendResult) -> Bool { DeliveryPlanner.refusesCredential(result) }
 
     /// Why a result opened `environment`'s circuit, in a phrase for readiness and the log.
     func cause(of result: APNsSendResult, environment: SenderKey) -> String {
         if Self.refusesCredential(result) {
             let who = identities[environment.credential].map { " (\($0))" } ?? ""
-            return "credential refused: 403 \(result.reason?.rawValue ?? "")\(who)"
+            return "credential refused: \(result.status ?? 0) \(result.reason?.rawValue ?? "")\(who)"
         }
         if let transportError = result.transportError { return "unreachable: \(transportError)" }
         return "unreachable: HTTP \(result.status ?? 0) \(result.reason?.rawValue ?? "")"

@@ -133,6 +133,8 @@ let package = Package(
                 "Delivery",
                 "APNsCore",
                 "APNsClient",
+                "FCMCore",
+                "FCMClient",
                 "EnrichmentCore",
                 "LocationCore",
                 "EnrichmentPostgres",
@@ -154,6 +156,7 @@ let package = Package(
             name: "EnrichmentService",
             dependencies: [
                 "Delivery",
+                "FCMCore",
                 "LocationCore",
                 "EnrichmentCore",
                 "EnrichmentRuntime",
@@ -398,6 +401,8 @@ let package = Package(
             name: "EnrichmentServiceTests",
             dependencies: [
                 "APNsCore",
+                "FCMCore",
+                "MockFCM",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 "Delivery",
                 "EnrichmentService",

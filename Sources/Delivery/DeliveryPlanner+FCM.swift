@@ -55,7 +55,8 @@ extension DeliveryPlanner {
             return (
                 update,
                 TokenDeactivation(
-                    deviceId: delivery.deviceId, token: delivery.token, reason: result.reason?.rawValue ?? "UNREGISTERED",
+                    deviceId: delivery.deviceId, token: delivery.token,
+                    reason: result.reason?.rawValue ?? "UNREGISTERED",
                     invalidatedAt: now, unlessRegisteredAfter: now)
             )
         case .misconfigured, .refused:

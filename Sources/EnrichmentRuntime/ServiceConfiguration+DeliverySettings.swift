@@ -71,6 +71,19 @@ extension ServiceConfiguration {
             "apns-ca", "ENRICH_APNS_CA", valueName: "path", help: "Extra CA certificate (PEM) to trust for APNs.",
             default: "unset", allowed: "a file path", parse: nonEmpty, store: { $0.delivery.caFile = $1 }),
         Setting(
+            "fcm-service-account-file", "ENRICH_FCM_SERVICE_ACCOUNT_FILE", valueName: "path",
+            help: "FCM HTTP v1 for Android registrations: the Firebase service-account key file (JSON).",
+            default: "unset (no Android delivery for the default app)", allowed: "a file path", parse: nonEmpty,
+            store: { $0.delivery.fcmServiceAccountFile = $1 }),
+        Setting(
+            "fcm-url", "ENRICH_FCM_URL", valueName: "url",
+            help: "Where FCM messages are sent (a local FCM's https://127.0.0.1:PORT in tests and demos).",
+            default: defaults.delivery.fcmURL, allowed: "an https:// base URL", parse: httpsURL,
+            store: { $0.delivery.fcmURL = $1 }),
+        Setting(
+            "fcm-ca", "ENRICH_FCM_CA", valueName: "path", help: "Extra CA certificate (PEM) to trust for FCM.",
+            default: "unset", allowed: "a file path", parse: nonEmpty, store: { $0.delivery.fcmCAFile = $1 }),
+        Setting(
             "apns-connections", "ENRICH_APNS_CONNECTIONS", valueName: "count",
             help: "HTTP/2 connections per APNs environment.", default: "\(defaults.delivery.connections)",
             allowed: "an integer 1-64", parse: integer(1...64), store: { $0.delivery.connections = $1 }),

@@ -263,6 +263,12 @@ public struct DeliverySettings: Sendable {
     public var productionURL = APNsEnvironmentName.production.baseURL
     /// An extra CA (PEM file) to trust, e.g. the mock's.
     public var caFile: String?
+    /// The `default` app's FCM service account (a Google key file); other apps name theirs in the apps file.
+    public var fcmServiceAccountFile: String?
+    /// FCM's base URL (a local FCM's in tests and demos).
+    public var fcmURL = APNsEnvironmentName.fcm.baseURL
+    /// An extra CA (PEM file) to trust for FCM, e.g. the local FCM's.
+    public var fcmCAFile: String?
     /// HTTP/2 connections per APNs environment.
     public var connections = 1
     /// Event loops the connections are spread over (0: one per core, never more than the connections).
@@ -317,7 +323,8 @@ public struct DeliverySettings: Sendable {
 
     /// True when credentials are configured, i.e. `POST /v1/push` can send.
     public var isConfigured: Bool {
-        keyFile != nil || certificateFile != nil || p12File != nil || apps.map { !$0.apps.isEmpty } ?? (appsFile != nil)
+        keyFile != nil || certificateFile != nil || p12File != nil || fcmServiceAccountFile != nil
+            || apps.map { !$0.apps.isEmpty } ?? (appsFile != nil)
     }
     /// True with a .p8 key (token authentication), which Live Activity pushes need.
     public var usesTokenAuthentication: Bool { keyFile != nil && keyID != nil && teamID != nil }
@@ -354,7 +361,7 @@ public struct DeliverySettings: Sendable {
     var redactedSummary: String {
         let auth = keyFile != nil ? "token" : (certificateFile != nil || p12File != nil) ? "certificate" : "off"
         return
-            "apns=\(auth) apps_file=\(appsFile ?? "none") apns_sandbox=\(sandboxURL) apns_production=\(productionURL) "
+            "apns=\(auth) fcm=\(fcmServiceAccountFile == nil ? "off" : "on") apps_file=\(appsFile ?? "none") apns_sandbox=\(sandboxURL) apns_production=\(productionURL) "
             + "apns_connections=\(connections) apns_concurrency=\(concurrency) apns_attempts=\(attempts) "
             + "feedback=\(feedbackURL == nil ? "off" : "on")"
     }

@@ -140,6 +140,7 @@ func buildRouter(_ state: ServiceState, table: RouteTable = RouteTable()) -> Rou
     POIRoutes(state: state).register(on: routes)
     EnrichRoutes(state: state).register(on: routes)
     TokenRoutes(state: state).register(on: routes)
+    FCMTokenRoutes(state: state).register(on: routes)
     ActivityRoutes(state: state).register(on: routes)
     ChannelRoutes(state: state).register(on: routes)
     PushRoutes(state: state).register(on: routes)

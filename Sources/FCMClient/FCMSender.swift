@@ -91,6 +91,8 @@ public final class FCMSender: Sendable {
                 result.status = status
                 result.transportError = nil
                 if status == 200 {
+                    result.googleStatus = nil
+                    result.retryAfter = nil
                     let document = try? JSONParser.parse(answer, duplicateKeys: .lastWins)
                     result.name = document?["name"]?.stringValue
                     result.errorCode = nil
@@ -100,6 +102,7 @@ public final class FCMSender: Sendable {
                 }
                 let error = FCMErrorBody(json: answer)
                 result.errorCode = error?.errorCode
+                result.googleStatus = error?.status
                 result.message = error?.message ?? String(decoding: answer.prefix(200), as: UTF8.self)
                 let kind = FCMAnswerKind.classify(status: status, body: error)
                 result.kind = kind
@@ -112,6 +115,7 @@ public final class FCMSender: Sendable {
                 case .retry:
                     retryAfter = FCMRetryPolicy.retryAfterSeconds(
                         response.headers.first(name: "retry-after"), now: clock.now().timeIntervalSince1970)
+                    result.retryAfter = retryAfter
                 default:
                     return result
                 }

@@ -181,6 +181,10 @@ public struct FCMSendResult: Sendable, Equatable {
     public var status: Int?
     /// FCM's error code, when the answer had one.
     public var errorCode: FCMErrorCode?
+    /// Google's `error.status` (`UNAUTHENTICATED`, `PERMISSION_DENIED`...), when the answer had one.
+    public var googleStatus: String?
+    /// `Retry-After` of the last answer, in seconds.
+    public var retryAfter: Double?
     /// Google's `error.message`, or a sentence of ours for a transport failure.
     public var message: String?
     /// The message's id (`projects/{project}/messages/{id}`) when FCM took it.

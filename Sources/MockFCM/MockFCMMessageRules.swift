@@ -93,13 +93,7 @@ enum MockFCMMessageRules {
 
     /// Registration tokens are URL-safe text (letters, digits, `-`, `_`, `:`); FCM refuses anything else as "not a
     /// valid FCM registration token" and judges the rest by looking it up.
-    static func isRegistrationToken(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 4096
-            && text.utf8.allSatisfy { byte in
-                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
-                    || byte == 0x2D || byte == 0x5F || byte == 0x3A
-            }
-    }
+    static func isRegistrationToken(_ text: String) -> Bool { FCMRegistrationToken.problem(text) == nil }
 
     private static func checkData(_ data: JSONValue, at place: String) throws(Refusal) {
         guard case .object(let members) = data else { throw Refusal(message: "Invalid value at '\(place)'") }

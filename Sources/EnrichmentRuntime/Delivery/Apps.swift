@@ -36,6 +36,14 @@ public struct AppCredential: Sendable, Equatable {
         case certificate(certificateFile: String, keyFile: String)
         /// A PKCS#12 file; its password is read from the named environment variable (the file holds no secret).
         case pkcs12(file: String, passwordVariable: String?)
+        /// A Google service-account key file (JSON): FCM HTTP v1 for the app's Android devices.
+        case firebase(serviceAccountFile: String)
+    }
+
+    /// True for a service account (FCM), false for an APNs credential.
+    public var isFirebase: Bool {
+        if case .firebase = method { return true }
+        return false
     }
 
     public var name: String
@@ -54,6 +62,8 @@ public struct AppDefinition: Sendable, Equatable {
     public var id: String
     public var bundleID: String
     public var credential: String
+    /// The service account its Android devices' FCM messages go out with (a credential of the file), if any.
+    public var fcmCredential: String? = nil
     public var enrichment: AppEnrichment? = nil
     /// The zone of a device without one, for a push that says `"missing_time_zone": "app_default"`.
     public var timeZone: String? = nil
@@ -136,6 +146,7 @@ public struct AppsConfiguration: Sendable, Equatable {
             }
             let allowed = [
                 "key_file", "key_id", "team_id", "cert_file", "cert_key_file", "p12_file", "p12_password_env",
+                "service_account_file",
             ]
             if let unknown = members.keys.sorted().first(where: { !allowed.contains($0) }) {
                 throw fail(
@@ -154,10 +165,12 @@ public struct AppsConfiguration: Sendable, Equatable {
                     throw fail("credential '\(name)': cert_file needs cert_key_file (its PEM private key)")
                 }
                 method = .certificate(certificateFile: resolve(certificate), keyFile: resolve(key))
+            } else if let account = try string("service_account_file") {
+                method = .firebase(serviceAccountFile: resolve(account))
             } else {
                 throw fail(
                     "credential '\(name)' has no method: give key_file, key_id and team_id (a .p8 key), "
-                        + "cert_file and cert_key_file, or p12_file")
+                        + "cert_file and cert_key_file, p12_file, or service_account_file (FCM)")
             }
             credentials[name] = AppCredential(name: name, method: method)
         }
@@ -173,7 +186,9 @@ public struct AppsConfiguration: Sendable, Equatable {
         var apps: [AppDefinition] = []
         for (index, item) in appItems.enumerated() {
             guard case .object(let members) = item else { throw fail("apps[\(index)] must be an object") }
-            let allowedMembers = ["id", "bundle_id", "credential", "enrichment", "time_zone", "frequency_cap"]
+            let allowedMembers = [
+                "id", "bundle_id", "credential", "fcm_credential", "enrichment", "time_zone", "frequency_cap",
+            ]
             if let unknown = members.keys.sorted().first(where: { !allowedMembers.contains($0) }) {
                 throw fail(
                     "apps[\(index)]: '\(unknown)' is unknown (allowed: \(allowedMembers.joined(separator: ", ")))")
@@ -191,10 +206,25 @@ public struct AppsConfiguration: Sendable, Equatable {
                 throw fail(
                     "app '\(id)': credential is required (one of \(credentials.keys.sorted().joined(separator: ", ")))")
             }
-            guard credentials[credential] != nil else {
+            guard let declared = credentials[credential] else {
                 throw fail(
                     "app '\(id)' names credential '\(credential)', which is not declared (declared: "
                         + "\(credentials.keys.sorted().joined(separator: ", ")))")
+            }
+            guard !declared.isFirebase else {
+                throw fail(
+                    "app '\(id)': credential '\(credential)' is a service account (FCM); name it as fcm_credential, "
+                        + "and an APNs credential (.p8 key or certificate) as credential")
+            }
+            var fcmCredential: String?
+            if let value = members["fcm_credential"] {
+                guard let name = value.stringValue, let named = credentials[name], named.isFirebase else {
+                    throw fail(
+                        "app '\(id)': fcm_credential must name a declared credential with service_account_file (declared: "
+                            + "\(credentials.values.filter(\.isFirebase).map(\.name).sorted().joined(separator: ", ")))"
+                    )
+                }
+                fcmCredential = name
             }
             if let twin = apps.first(where: { $0.id == id }) { throw fail("app id '\(twin.id)' is declared twice") }
             if let twin = apps.first(where: { $0.bundleID == bundle }) {
@@ -223,13 +253,12 @@ public struct AppsConfiguration: Sendable, Equatable {
             }
             apps.append(
                 AppDefinition(
-                    id: id, bundleID: bundle, credential: credential, enrichment: enrichment, timeZone: timeZone,
-                    frequencyCap: frequencyCap))
+                    id: id, bundleID: bundle, credential: credential, fcmCredential: fcmCredential,
+                    enrichment: enrichment, timeZone: timeZone, frequencyCap: frequencyCap))
         }
         let keys = try loadKeys(root["keys"], apps: apps, fail: fail)
         return AppsConfiguration(credentials: credentials, apps: apps, keys: keys, path: path)
     }
-
 
 }
 
@@ -237,6 +266,13 @@ extension DeliverySettings {
     /// The credential and environment that send to `topic`: its app's, else the default credential when the
     /// `ENRICH_APNS_*` settings are set; nil when neither.
     public func senderKey(topic: String, environment: APNsEnvironmentName) -> SenderKey? {
+        if environment == .fcm {
+            if let app = apps?.app(forTopic: topic) {
+                return app.fcmCredential.map { SenderKey(credential: $0, environment: .fcm) }
+            }
+            return fcmServiceAccountFile == nil
+                ? nil : SenderKey(credential: SenderKey.defaultCredential, environment: .fcm)
+        }
         if let app = apps?.app(forTopic: topic) {
             return SenderKey(credential: app.credential, environment: environment)
         }
@@ -244,8 +280,16 @@ extension DeliverySettings {
     }
 
     /// Why a delivery to `topic` has no credential.
-    public func noCredentialMessage(topic: String) -> String {
-        "no app in ENRICH_APPS_FILE has the bundle id of topic '\(topic)', and no default credentials "
+    public func noCredentialMessage(topic: String, environment: APNsEnvironmentName = .production) -> String {
+        if environment == .fcm {
+            if let app = apps?.app(forTopic: topic) {
+                return "app '\(app.id)' has no fcm_credential in ENRICH_APPS_FILE: declare its service account to "
+                    + "send to its Android devices"
+            }
+            return "no app in ENRICH_APPS_FILE has the bundle id of topic '\(topic)', and no default service account "
+                + "(ENRICH_FCM_SERVICE_ACCOUNT_FILE) is set: declare the app's fcm_credential"
+        }
+        return "no app in ENRICH_APPS_FILE has the bundle id of topic '\(topic)', and no default credentials "
             + "(ENRICH_APNS_KEY_FILE or a certificate) are set: declare the app"
     }
 

@@ -1,6 +1,7 @@
 import APNsClient
 import APNsCore
 import Essentials
+import FCMCore
 import Foundation
 import NIOCore
 
@@ -32,6 +33,16 @@ extension DeliverySettings {
                         setting: environment == .sandbox ? "ENRICH_APNS_SANDBOX_URL" : "ENRICH_APNS_PRODUCTION_URL",
                         value: url, allowed: "an https://host[:port] APNs base URL", problem: "\(error)")
                 }
+            }
+        }
+        for (name, account) in loaded.fcmAccounts {
+            do {
+                senders[SenderKey(credential: name, environment: .fcm)] = try FCMDeliverySender(
+                    account: account, baseURL: fcmURL, additionalTrustRootsPEM: loaded.fcmTrust,
+                    requestTimeout: requestTimeout)
+            } catch {
+                throw ConfigurationError(
+                    setting: "ENRICH_FCM_URL", value: fcmURL, allowed: "an https:// FCM base URL", problem: "\(error)")
             }
         }
         return senders
@@ -74,6 +85,7 @@ extension DeliverySettings {
             }
         }
         var credentials: [(String, APNsCredentials)] = []
+        let (fcmAccounts, fcmTrust) = try loadFCMAccounts()
         if hasDefaultCredential {
             do throws(APNsConfigurationError) {
                 if let keyFile, let keyID, let teamID {
@@ -109,8 +121,10 @@ extension DeliverySettings {
         }
         for credential in (apps?.credentials.values.sorted { $0.name < $1.name } ?? []) {
             let users = apps?.apps.filter { $0.credential == credential.name }.map(\.id) ?? []
+            if credential.isFirebase { continue }
             do throws(APNsConfigurationError) {
                 switch credential.method {
+                case .firebase: continue
                 case .token(let keyFile, let keyID, let teamID):
                     credentials.append(
                         (credential.name, try APNsCredentialFiles.token(keyFile: keyFile, keyID: keyID, teamID: teamID))
@@ -144,7 +158,7 @@ extension DeliverySettings {
                 )
             }
         }
-        return LoadedCredentials(credentials: credentials, trust: trust)
+        return LoadedCredentials(credentials: credentials, trust: trust, fcmAccounts: fcmAccounts, fcmTrust: fcmTrust)
     }
 }
 
@@ -152,6 +166,10 @@ extension DeliverySettings {
 struct LoadedCredentials {
     var credentials: [(String, APNsCredentials)]
     var trust: String?
+    /// FCM service accounts by credential name (`default`: ENRICH_FCM_SERVICE_ACCOUNT_FILE).
+    var fcmAccounts: [(String, FCMServiceAccount)] = []
+    /// Extra trust roots for FCM (PEM; ENRICH_FCM_CA).
+    var fcmTrust: String? = nil
 
     /// Who each credential is to APNs, by name: `team TEAM123456, key ABC1234567` for a `.p8` key, `certificate`
     /// otherwise (ids only, never the key).
@@ -163,6 +181,7 @@ struct LoadedCredentials {
             case .certificate: identities[name] = "certificate"
             }
         }
+        for (name, account) in fcmAccounts { identities[name] = "service account \(account.clientEmail)" }
         return identities
     }
 }

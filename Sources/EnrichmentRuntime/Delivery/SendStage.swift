@@ -160,7 +160,8 @@ final class SendStage: Sendable {
                         updates.append(
                             DeliveryUpdate(
                                 id: claim.id, state: .failed, attempts: claim.attempts,
-                                error: context.settings.noCredentialMessage(topic: topic),
+                                error: context.settings.noCredentialMessage(
+                                    topic: topic, environment: claim.delivery.environment),
                                 outcome: prepared.verdict.outcome,
                                 rule: prepared.verdict.rule, finishedAt: now))
                         continue

@@ -18,6 +18,7 @@ struct TokenRoutes {
             object.field("device_id", DeviceRoutes.shown(registration.deviceId))
             object.field("environment", registration.environment.rawValue)
             object.field("invalidated_at", registration.invalidatedAt)
+            object.field("platform", registration.environment == .fcm ? "android" : "ios")
             object.field("reason", registration.reason)
             object.field("registered_at", registration.registeredAt)
             object.field("token", registration.token)
@@ -137,7 +138,8 @@ struct TokenRoutes {
             let id = try DeviceRoutes.deviceId(context)
             return JSONIO.response(
                 ListView(
-                    deviceId: id, registrations: try await state.tokens.registrations(deviceId: id),
+                    deviceId: id,
+                    registrations: try await state.tokens.registrations(deviceId: id).filter(\.environment.isAPNs),
                     profile: try await state.tokens.profiles(deviceIds: [id])[id]))
         }
         devices.delete(":deviceId/apns-tokens/:token") { _, context in

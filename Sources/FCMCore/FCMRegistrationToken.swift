@@ -16,8 +16,8 @@ public enum FCMRegistrationToken {
         return wellFormed ? nil : "an FCM registration token holds only letters, digits, '-', '_' and ':'"
     }
 
-    /// The token shortened for logs and messages (its first 8 and last 4 characters).
+    /// The token shortened for logs and messages, as APNs tokens are: its first 8 characters and its length.
     public static func redacted(_ token: String) -> String {
-        token.count > 16 ? "\(token.prefix(8))…\(token.suffix(4))" : token
+        "\(token.prefix(8))…(\(token.utf8.count))"
     }
 }

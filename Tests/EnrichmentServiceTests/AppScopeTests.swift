@@ -119,6 +119,7 @@ struct AppScopeTests {
             // Reads, sends and deletes first; then the writes, which make the consumer's own (separate) data.
             Probe(method: "GET", pattern: "/v1/devices/:deviceId/location"),
             Probe(method: "GET", pattern: "/v1/devices/:deviceId/apns-tokens"),
+            Probe(method: "GET", pattern: "/v1/devices/:deviceId/fcm-tokens"),
             Probe(method: "GET", pattern: "/v1/devices/:deviceId/visits"),
             Probe(method: "GET", pattern: "/v1/devices/:deviceId/zois"),
             Probe(method: "GET", pattern: "/v1/devices/:deviceId/events"),
@@ -158,6 +159,7 @@ struct AppScopeTests {
             Probe(method: "POST", pattern: "/v1/push/:pushId/close"),
             Probe(method: "POST", pattern: "/v1/push/:pushId/cancel"),
             Probe(method: "DELETE", pattern: "/v1/devices/:deviceId/apns-tokens/:token"),
+            Probe(method: "DELETE", pattern: "/v1/devices/:deviceId/fcm-tokens/:token"),
             Probe(method: "DELETE", pattern: "/v1/devices/:deviceId/activity-types/:activityType/push-to-start-token"),
             Probe(method: "DELETE", pattern: "/v1/devices/:deviceId/activities/:activityId"),
             Probe(method: "DELETE", pattern: "/v1/regions/:regionId"),
@@ -170,6 +172,7 @@ struct AppScopeTests {
             Probe(
                 method: "PUT", pattern: "/v1/devices/:deviceId/apns-tokens/:token",
                 body: #"{"topic":"com.a","environment":"sandbox"}"#),
+            Probe(method: "PUT", pattern: "/v1/devices/:deviceId/fcm-tokens/:token", body: #"{"topic":"com.a"}"#),
             Probe(
                 method: "PUT", pattern: "/v1/devices/:deviceId/activity-types/:activityType/push-to-start-token",
                 body: #"{"token":"\#(deviceToken(0xA1))","topic":"com.a","environment":"sandbox"}"#),

@@ -18,9 +18,9 @@ enum ResultPrinter {
     }
 
     /// The results as aligned rows under a header.
-    static func rows(_ results: [APNsSendResult]) -> String {
+    static func rows(_ results: [APNsSendResult], idColumn: String = "APNS-ID") -> String {
         var lines = [String]()
-        let header = ["TOKEN", "STATUS", "REASON", "APNS-ID", "TRIES", "NOTE"]
+        let header = ["TOKEN", "STATUS", "REASON", idColumn, "TRIES", "NOTE"]
         var rows = [header]
         for result in results {
             var note = result.transportError ?? result.hint ?? ""
@@ -70,13 +70,17 @@ enum ResultPrinter {
         var dryRun: Bool
         /// The token's position in the input (0-based), so streamed lines can be matched to it.
         var index: Int?
+        /// The member of the service's id of the push: `apns_id`, or `name` (FCM's message name).
+        var idField = "apns_id"
 
         func writeJSON(into object: inout JSONObjectWriter) {
-            object.field("apns_id", result.apnsID)
+            let fcm = idField != "apns_id"
+            if !fcm { object.field("apns_id", result.apnsID) }
             object.field("attempts", result.attempts)
             object.field("error", result.transportError)
-            object.field("hint", result.hint)
+            if !fcm { object.field("hint", result.hint) }
             if let index { object.field("index", index) }
+            if fcm { object.field("name", result.apnsID) }
             if !dryRun { object.field("ok", result.succeeded) }
             object.field("reason", result.reason?.rawValue)
             object.field("status", result.status.map(Int64.init))
@@ -107,13 +111,17 @@ final class ResultOutput: Sendable {
     let json: Bool
     let failuresOnly: Bool
     let total: Int
+    /// The table's heading of the id a service gives each push (APNS-ID; MESSAGE for FCM's message name).
+    let idColumn: String
     private let state = Mutex(State())
-    private let lines = JSONLineWriter()
+    private let lines: JSONLineWriter
 
-    init(json: Bool, failuresOnly: Bool, total: Int) {
+    init(json: Bool, failuresOnly: Bool, total: Int, idColumn: String = "APNS-ID") {
         self.json = json
         self.failuresOnly = failuresOnly
         self.total = total
+        self.idColumn = idColumn
+        lines = JSONLineWriter(idField: idColumn == "APNS-ID" ? "apns_id" : "name")
     }
 
     var failed: Int { state.withLock { $0.failed } }
@@ -153,7 +161,7 @@ final class ResultOutput: Sendable {
     func flush() { lines.close() }
 
     /// The table (human output) and the summary line.
-    func finish(elapsed: Duration, statistics: APNsSenderStatistics, quiet: Bool) {
+    func finish(elapsed: Duration, statistics: APNsSenderStatistics?, quiet: Bool) {
         lines.close()
         let state = state.withLock { $0 }
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
@@ -162,19 +170,26 @@ final class ResultOutput: Sendable {
             + (state.failed > 0 ? ", \(state.failed) failed" : "")
         if state.retried > 0 { summary += ", \(state.retried) retried" }
         summary += String(format: " in %.2f s (%.0f pushes/s)", seconds, seconds > 0 ? Double(state.done) / seconds : 0)
-        var connections = "\(statistics.connectionsOpened) connection\(statistics.connectionsOpened == 1 ? "" : "s")"
-        if statistics.drained > 0 { connections += ", \(statistics.drained) drained (GOAWAY)" }
-        if statistics.resentUnprocessed > 0 { connections += ", \(statistics.resentUnprocessed) resent unprocessed" }
-        if statistics.lostWithConnection > 0 {
-            connections += ", \(statistics.lostWithConnection) in flight on lost connections"
+        if let statistics {
+            var connections =
+                "\(statistics.connectionsOpened) connection\(statistics.connectionsOpened == 1 ? "" : "s")"
+            if statistics.drained > 0 { connections += ", \(statistics.drained) drained (GOAWAY)" }
+            if statistics.resentUnprocessed > 0 {
+                connections += ", \(statistics.resentUnprocessed) resent unprocessed"
+            }
+            if statistics.lostWithConnection > 0 {
+                connections += ", \(statistics.lostWithConnection) in flight on lost connections"
+            }
+            summary += "; \(connections)."
+        } else {
+            summary += "."
         }
-        summary += "; \(connections)."
         if json {
             if !quiet { FileHandle.standardError.write(Data((summary + "\n").utf8)) }
             return
         }
         let rows = state.rows.sorted { $0.0 < $1.0 }.map(\.1)
-        var text = rows.isEmpty ? "" : ResultPrinter.rows(rows) + "\n"
+        var text = rows.isEmpty ? "" : ResultPrinter.rows(rows, idColumn: idColumn) + "\n"
         if state.unlisted > 0 {
             text +=
                 "\(state.unlisted) accepted pushes not listed: over \(Self.listLimit) pushes only the failures are "
@@ -228,6 +243,10 @@ final class JSONLineWriter: Sendable {
     private let wake = DispatchSemaphore(value: 0)
     private let done = DispatchSemaphore(value: 0)
     private let started = Mutex(false)
+    /// The member that carries the service's id of a push: `apns_id`, or `name` for FCM.
+    let idField: String
+
+    init(idField: String = "apns_id") { self.idField = idField }
 
     /// Queues one result's line.
     func add(_ index: Int, _ result: APNsSendResult, dryRun: Bool) {
@@ -275,7 +294,9 @@ final class JSONLineWriter: Sendable {
             }
             bytes.removeAll(keepingCapacity: true)
             for (index, result, dryRun) in batch {
-                bytes += ResultPrinter.ResultView(result: result, dryRun: dryRun, index: index).jsonBytes
+                bytes += ResultPrinter.ResultView(
+                    result: result, dryRun: dryRun, index: index, idField: idField
+                ).jsonBytes
                 bytes.append(UInt8(ascii: "\n"))
             }
             if !bytes.isEmpty { FileHandle.standardOutput.write(Data(bytes)) }

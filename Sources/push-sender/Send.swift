@@ -15,6 +15,9 @@ struct Send: AsyncParsableCommand {
             BadDeviceToken, Unregistered, ExpiredToken and PayloadTooLarge never are. Exit status 0 when every push \
             was accepted, 1 otherwise.
 
+            With --fcm the tokens are FCM registration tokens and each gets the payload's Android twin through FCM \
+            HTTP v1 (see docs/ANDROID.md): --service-account names the Firebase key file, --fcm-url a local FCM.
+
             Example (against the mock):
               push-sender send --host https://127.0.0.1:2197 --ca data/mock-apns/ca.pem \\
                 --key certs/AuthKey_TEST123456.p8 \\
@@ -27,6 +30,7 @@ struct Send: AsyncParsableCommand {
     @OptionGroup var headers: HeaderOptions
     @OptionGroup var tokens: TokenOptions
     @OptionGroup var connection: ConnectionOptions
+    @OptionGroup(title: "Android (FCM)") var fcm: FCMOptions
     @Flag(help: "Validate everything (JSON, size to the byte, header rules, tokens) without sending.") var dryRun =
         false
     @Flag(help: "Print results as JSON Lines (one object per push, as each finishes) and the summary on stderr.")
@@ -38,6 +42,7 @@ struct Send: AsyncParsableCommand {
     static let simulatorTargetKey = "Simulator Target Bundle"
 
     func run() async throws {
+        if fcm.fcm { return try await runFCM() }
         let now = Int64(Date().timeIntervalSince1970)
         var document: JSONValue?
         var simulatorTarget: String?

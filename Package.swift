@@ -500,7 +500,8 @@ let package = Package(
         .testTarget(
             name: "PushSenderTests",
             dependencies: [
-                "push-sender", "APNsCore", "APNsClient", "MockAPNs", "EnrichmentCore", "EnrichmentRuntime",
+                "push-sender", "APNsCore", "APNsClient", "MockAPNs", "MockFCM", "FCMCore", "EnrichmentCore",
+                "EnrichmentRuntime",
                 "Essentials",
                 "TestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

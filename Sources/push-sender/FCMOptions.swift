@@ -30,9 +30,10 @@ struct FCMOptions: ParsableArguments {
     }
 
     var accountFile: String? {
-        serviceAccount ?? ProcessInfo.processInfo.environment["GOOGLE_APPLICATION_CREDENTIALS"].flatMap {
-            $0.isEmpty ? nil : $0
-        }
+        serviceAccount
+            ?? ProcessInfo.processInfo.environment["GOOGLE_APPLICATION_CREDENTIALS"].flatMap {
+                $0.isEmpty ? nil : $0
+            }
     }
 
     /// The service account, read and checked (a problem names the file, never the key).

@@ -11,7 +11,8 @@ import _CryptoExtras
 struct MockFCMCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mock-fcm",
-        abstract: "Run a local FCM (HTTP/2 + TLS): the OAuth token endpoint and the HTTP v1 send endpoint, checked as Google does.",
+        abstract:
+            "Run a local FCM (HTTP/2 + TLS): the OAuth token endpoint and the HTTP v1 send endpoint, checked as Google does.",
         discussion: """
             Without --service-account a throwaway service account is made (a 2048-bit RSA key) and written to \
             --account-out with its token_uri pointing at this mock; an account already there is reused. Senders use \
@@ -57,7 +58,9 @@ struct MockFCMCommand: AsyncParsableCommand {
         if !(1...10_000).contains(maxConcurrentStreams) {
             throw ValidationError("--max-concurrent-streams must be 1 to 10000")
         }
-        if project.isEmpty || !project.utf8.allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }) {
+        if project.isEmpty
+            || !project.utf8.allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D })
+        {
             throw ValidationError("--project is a Firebase project id: lower-case letters, digits and '-'")
         }
     }
@@ -82,7 +85,8 @@ struct MockFCMCommand: AsyncParsableCommand {
                 }, nil
             )
         }
-        if let data = FileManager.default.contents(atPath: accountOut), let existing = try? FCMServiceAccount(json: data),
+        if let data = FileManager.default.contents(atPath: accountOut),
+            let existing = try? FCMServiceAccount(json: data),
             existing.projectID == project
         {
             return ([existing], existing)
@@ -90,7 +94,8 @@ struct MockFCMCommand: AsyncParsableCommand {
         let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         let account = FCMServiceAccount(
             projectID: project, clientEmail: "mock-fcm@\(project).iam.gserviceaccount.com",
-            privateKey: Secret(key.pkcs8PEMRepresentation), privateKeyID: "mock-\(UUID().uuidString.prefix(8).lowercased())")
+            privateKey: Secret(key.pkcs8PEMRepresentation),
+            privateKeyID: "mock-\(UUID().uuidString.prefix(8).lowercased())")
         return ([account], account)
     }
 
@@ -104,7 +109,8 @@ struct MockFCMCommand: AsyncParsableCommand {
             let caPath = directory.appendingPathComponent("ca.pem").path
             if let existing = LocalCertificateAuthority.existing(in: directory, hosts: hosts) {
                 pair = (existing.server, existing.serverKey)
-                FileHandle.standardOutput.write(Data("Reusing the throwaway CA: senders trust it with --ca \(caPath)\n".utf8))
+                FileHandle.standardOutput.write(
+                    Data("Reusing the throwaway CA: senders trust it with --ca \(caPath)\n".utf8))
             } else {
                 let authority = try LocalCertificateAuthority(hosts: hosts)
                 try authority.write(to: directory)
@@ -115,7 +121,8 @@ struct MockFCMCommand: AsyncParsableCommand {
         }
         let (accounts, throwaway) = try accounts()
         var configuration = MockFCMConfiguration(
-            certificateChainPEM: pair.chain, privateKeyPEM: pair.key, accounts: try accounts.map { try MockFCMAccount($0) })
+            certificateChainPEM: pair.chain, privateKeyPEM: pair.key,
+            accounts: try accounts.map { try MockFCMAccount($0) })
         configuration.host = host
         configuration.port = port
         configuration.maxConcurrentStreams = maxConcurrentStreams

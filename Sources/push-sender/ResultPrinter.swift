@@ -294,9 +294,10 @@ final class JSONLineWriter: Sendable {
             }
             bytes.removeAll(keepingCapacity: true)
             for (index, result, dryRun) in batch {
-                bytes += ResultPrinter.ResultView(
-                    result: result, dryRun: dryRun, index: index, idField: idField
-                ).jsonBytes
+                bytes +=
+                    ResultPrinter.ResultView(
+                        result: result, dryRun: dryRun, index: index, idField: idField
+                    ).jsonBytes
                 bytes.append(UInt8(ascii: "\n"))
             }
             if !bytes.isEmpty { FileHandle.standardOutput.write(Data(bytes)) }

@@ -4,6 +4,7 @@ import AsyncHTTPClient
 import EnrichmentCore
 import EnrichmentRuntime
 import Essentials
+import FCMCore
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -36,7 +37,9 @@ struct Simulate: AsyncParsableCommand {
     @Option(help: "A fix for this run only: longitude (with --lat).") var lng: Double?
     @Option(help: "The horizontal accuracy of the --lat/--lng fix, metres.") var accuracy: Double?
     @Flag(help: "Set aps.timestamp to now before simulating.") var stampNow = false
-    @Flag(help: "Print the service's full result as JSON.") var json = false
+    @Flag(help: "Print the service's full result as JSON (with --android: the FCM message).") var json = false
+    @Flag(help: "Also show what an Android device would get: its FCM HTTP v1 message (docs/ANDROID.md).")
+    var android = false
     @Option(help: "Also write the notification as an HTML page (the service's /preview): text and a local map.")
     var html: String?
 
@@ -94,7 +97,15 @@ struct Simulate: AsyncParsableCommand {
             answer = typed.encodedJSON()
             view = PreviewPage.View(typed)
         }
-        if json {
+        if android {
+            let message = try Self.androidMessage(answer, device: deviceId)
+            if json {
+                print(String(decoding: message.requestBody(), as: UTF8.self))
+            } else {
+                print(PhoneView.render(view))
+                print(Self.androidView(message))
+            }
+        } else if json {
             print(String(decoding: answer, as: UTF8.self))
         } else {
             print(PhoneView.render(view))
@@ -234,5 +245,40 @@ enum JSONWriterText {
         case .double(let d): String(format: "%.1f", d)
         default: String(decoding: JSONWriter.bytes(value), as: UTF8.self)
         }
+    }
+}
+
+extension Simulate {
+    /// The Android twin of the result's payload, as the service would send it to an FCM registration.
+    static func androidMessage(_ answer: [UInt8], device: String) throws -> FCMMessage {
+        guard case .object(var members)? = (try? JSONParser.parse(answer))?["payload"] else {
+            throw ValidationError("the result has no payload to turn into an FCM message")
+        }
+        let image = members.removeValue(forKey: Enricher.attachmentKey)?.stringValue
+        do {
+            return try FCMMessage.fromAPNs(
+                payload: .object(members), token: "<\(device)'s FCM registration token>",
+                options: FCMDeliveryOptions(image: image), now: Int64(Date().timeIntervalSince1970))
+        } catch {
+            printError("an Android device would get nothing: \(error.description)")
+            throw ExitCode(3)
+        }
+    }
+
+    /// What the Android notification shows, then the message as sent.
+    static func androidView(_ message: FCMMessage) -> String {
+        var lines = ["", "Android (FCM HTTP v1):"]
+        if let notification = message.notification {
+            if let title = notification.title { lines.append("  title: \(title)") }
+            if let body = notification.body {
+                lines.append("  body:  \(body.replacingOccurrences(of: "\n", with: "\n         "))")
+            }
+            if let image = notification.image { lines.append("  image: \(image)") }
+        } else {
+            lines.append("  a data-only message: nothing is shown until the app builds a notification")
+        }
+        for (key, value) in message.data.sorted(by: { $0.key < $1.key }) { lines.append("  data.\(key) = \(value)") }
+        lines.append("  " + String(decoding: message.requestBody(), as: UTF8.self))
+        return lines.joined(separator: "\n")
     }
 }

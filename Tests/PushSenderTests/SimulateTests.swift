@@ -1,3 +1,4 @@
+import Essentials
 import Foundation
 import TestSupport
 import Testing
@@ -94,5 +95,27 @@ struct SimulateTests {
         let nothing = try runPushSender(["simulate", payload], in: folder, environment: environment)
         #expect(nothing.status == 64)
         #expect(nothing.err.contains("--device"), "\(nothing.err)")
+    }
+
+    @Test("--android shows the FCM message an Android device would get: the iPhone's body and map, the rest as data")
+    func android() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("android-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let payload = repositoryRoot.appendingPathComponent("payloads/location.json").path
+        let environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("ENRICH_") }
+        let arguments = ["simulate", payload, "--lat", "48.8584", "--lng", "2.2945", "--stamp-now", "--json"]
+        let ios = try runPushSender(arguments, in: folder, environment: environment)
+        let android = try runPushSender(arguments + ["--android"], in: folder, environment: environment)
+        #expect(android.status == 0, "\(android.err)")
+        let result = try JSONParser.parse(Array(ios.out.utf8))
+        let message = try JSONParser.parse(Array(android.out.utf8))["message"]
+        #expect(message?["notification"]?["body"] == result["payload"]?["aps"]?["alert"]?["body"])
+        #expect(message?["notification"]?["title"] == result["payload"]?["aps"]?["alert"]?["title"])
+        #expect(message?["notification"]?["image"] == result["payload"]?["attachment-url"])
+        #expect(message?["data"]?["subtitle"] == result["payload"]?["aps"]?["alert"]?["subtitle"])
+        #expect(message?["data"]?["attachment-url"] == nil)
+        let shown = try runPushSender(Array(arguments.dropLast()) + ["--android"], in: folder, environment: environment)
+        #expect(shown.out.contains("Android (FCM HTTP v1):"))
     }
 }

@@ -123,9 +123,12 @@ struct AndroidDeliveryTests {
         }
     }
 
-    @Test("UNREGISTERED deactivates the Android registration; a background push is a data-only message")
-    func tokenHygieneAndDataOnly() async throws {
-        try await withAndroidDelivery { client, _, fcm in
+    @Test(
+        "UNREGISTERED deactivates the Android registration; a background push is a data-only message",
+        arguments: Backend.allCases)
+    func tokenHygieneAndDataOnly(backend: Backend) async throws {
+        let url = try await BigPushTests.databaseURL(backend)
+        try await withAndroidDelivery({ $0.databaseURL = url }) { client, _, fcm in
             fcm.script(fcmToken(2), MockFCMScript(errorCode: .unregistered))
             _ = try await registerFCM(client, "gone", fcmToken(2))
             _ = try await registerFCM(client, "quiet", fcmToken(3))
@@ -180,6 +183,33 @@ struct AndroidDeliveryTests {
             let done = try await client.get("/v1/push/\(id)?wait=20")
             #expect(done.json?["counts"]?["delivered"] == .int(2), "\(done.text)")
             #expect(fcm.counts.accepted == 1)
+        }
+    }
+
+    @Test("an audience reaches both platforms, and an Android phone's receipt confirms its push")
+    func audienceAndReceipt() async throws {
+        try await withAndroidDelivery { client, apns, fcm in
+            try await reportFix(client, "iphone", lat: 48.8584, lng: 2.2945)
+            try await reportFix(client, "pixel", lat: 48.8585, lng: 2.2946)
+            try await reportFix(client, "far", lat: 45.76, lng: 4.84)
+            _ = try await register(client, "iphone", deviceToken(21))
+            _ = try await registerFCM(client, "pixel", fcmToken(21))
+            _ = try await registerFCM(client, "far", fcmToken(22))
+            let now = Int64(Date().timeIntervalSince1970)
+            let reply = try await client.post(
+                "/v1/push",
+                json: #"{"audience":{"near":{"latitude":48.8584,"longitude":2.2945,"radius_m":1000}},"#
+                    + #""payload":\#(locationPayload(timestamp: String(now))),"wait":true}"#)
+            let id = try #require(reply.json?["push_id"]?.stringValue, "\(reply.text)")
+            let done = try await client.get("/v1/push/\(id)?wait=20")
+            #expect(done.json?["counts"]?["delivered"] == .int(2), "\(done.text)")
+            #expect(payloads(apns, token: deviceToken(21)).count == 1)
+            #expect(fcm.received.map(\.token) == [fcmToken(21)])
+            let receipt = try await client.post(
+                "/v1/receipts", json: #"{"push_id":"\#(id)","device_id":"pixel"}"#)
+            #expect(receipt.status == 201, "\(receipt.text)")
+            let report = try await client.get("/v1/push/\(id)")
+            #expect(report.json?["summary"]?["confirmed"] == .int(1), "\(report.text)")
         }
     }
 }

@@ -34,6 +34,7 @@ struct RecordStage: Sendable {
         var deactivations: [TokenDeactivation] = []
         var activityDeactivations: [TokenDeactivation] = []
         var waiting: [SenderKey: Int] = [:]
+        var mismatched: [SenderKey: Int] = [:]
         let answeredAt = context.now
         for (attempt, result, elapsed) in answers {
             context.observer?.apnsLatency(elapsed)
@@ -57,6 +58,9 @@ struct RecordStage: Sendable {
             let (update, deactivation) = planner.answer(
                 attempt.claim, result: result, verdict: attempt.verdict, at: answeredAt)
             updates.append(update)
+            if environment.environment == .fcm, result.reason?.rawValue == "SENDER_ID_MISMATCH" {
+                mismatched[environment, default: 0] += 1
+            }
             if let deactivation {
                 if attempt.request.pushType == .liveactivity {
                     activityDeactivations.append(deactivation)
@@ -67,6 +71,19 @@ struct RecordStage: Sendable {
         }
         for (environment, count) in waiting {
             context.observer?.waitingForAPNs(count, environment: environment.description)
+        }
+        for (environment, count) in mismatched {
+            // A configuration error of the app, not of the device: its tokens were issued for another Firebase
+            // project than its service account's. Said once per batch, naming the credential.
+            context.logger.error(
+                """
+                FCM answered SENDER_ID_MISMATCH: registration tokens belong to another Firebase project than the \
+                credential's; check the app's fcm_credential (or ENRICH_FCM_SERVICE_ACCOUNT_FILE)
+                """,
+                metadata: [
+                    "credential": "\(environment.credential)", "deliveries": "\(count)",
+                    "identity": "\(identities[environment.credential] ?? "")",
+                ])
         }
         try await spans.run("db.record_answers", kind: .client) { span in
             span?.attributes["delivery.updates"] = updates.count

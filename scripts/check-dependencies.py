@@ -36,7 +36,7 @@ for target in package["targets"]:
                         # Swift modules are capitalised, but for executables under test (`@testable import
                         # push_sender`); this skips `import sys` in Python held by a Swift string.
                         match = re.match(r"^\s*(@testable )?(?:@_spi\(\w+\) )?(?:public |package |internal )?import (\w+)\s*$", line)
-                        if match and (match.group(1) or match.group(2)[0].isupper()):
+                        if match and (match.group(1) or match.group(2).lstrip("_")[:1].isupper()):
                             imported.add(match.group(2))
     undeclared = sorted(imported - SYSTEM - declared)
     unused = sorted(declared - imported)

@@ -51,6 +51,9 @@ public struct APNsSendResult: Sendable, Equatable {
     public var mayHaveReachedPeer = false
     /// Seconds the peer asked to wait before the next attempt (`Retry-After`; FCM sends it, APNs does not).
     public var retryAfter: Double?
+    /// The peer said the token itself is not valid (FCM's INVALID_ARGUMENT about `message.token`), as opposed to
+    /// the message: its registration is deactivated. APNs says this with its reasons instead.
+    public var tokenInvalid = false
 
     public init(
         deviceToken: String, status: Int?, reason: APNsReason?, apnsID: String?, timestamp: Int64?, attempts: Int,

@@ -14,6 +14,9 @@ extension DeliveryPlanner {
         case (403?, APNsReason.invalidProviderToken.rawValue?), (403?, APNsReason.expiredProviderToken.rawValue?):
             true
         case (401?, "UNAUTHENTICATED"?), (403?, "PERMISSION_DENIED"?): true
+        // FCM's 404 without UNREGISTERED (Google's NOT_FOUND, or not Google's body at all): a wrong FCM URL or
+        // project, which every delivery with this credential would meet. (APNs's 404 always has its reason.)
+        case (404?, "NOT_FOUND"?), (404?, nil): true
         default: false
         }
     }
@@ -32,9 +35,12 @@ extension DeliveryPlanner {
             error: result.transportError, outcome: verdict.outcome, rule: verdict.rule, finishedAt: now)
         let kind: FCMAnswerKind
         if let status = result.status {
+            // The sender says when FCM called the token itself invalid (`tokenInvalid`); Google's message text is
+            // not read for it (a refusal's text may quote the payload).
             let body = FCMErrorBody(
-                code: status, message: result.transportError ?? "", status: result.reason?.rawValue ?? "",
-                errorCode: result.reason.map { FCMErrorCode(rawValue: $0.rawValue) })
+                code: status, message: "", status: result.reason?.rawValue ?? "",
+                errorCode: result.reason.map { FCMErrorCode(rawValue: $0.rawValue) },
+                fieldViolations: result.tokenInvalid ? ["message.token"] : [])
             kind = FCMAnswerKind.classify(status: status, body: body)
         } else {
             kind = .retry

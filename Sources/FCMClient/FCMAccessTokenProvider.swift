@@ -49,8 +49,8 @@ public actor FCMAccessTokenProvider {
     private let clock: any WallClock
     /// A token is replaced this many seconds before its expiry (Google's tokens live an hour).
     public let refreshMargin: Int64
-    private var current: (token: Secret, expiresAt: Int64)?
-    private var inflight: Task<(token: Secret, expiresAt: Int64), any Error>?
+    private var current: Issued?
+    private var inflight: Task<Issued, any Error>?
     /// Requests made to the token endpoint (for tests and statistics).
     public private(set) var refreshes = 0
 
@@ -67,15 +67,16 @@ public actor FCMAccessTokenProvider {
     /// A token valid for at least `refreshMargin` more seconds (by the token endpoint's `expires_in`).
     public func token() async throws(FCMAuthError) -> Secret {
         let now = Int64(clock.now().timeIntervalSince1970.rounded(.down))
-        if let current, now < current.expiresAt - refreshMargin { return current.token }
-        let task: Task<(token: Secret, expiresAt: Int64), any Error>
+        if let current, now < current.refreshAt { return current.token }
+        let task: Task<Issued, any Error>
         if let inflight {
             task = inflight
         } else {
             refreshes += 1
             let account = self.account
             let exchange = self.exchange
-            task = Task { try await Self.fetch(account: account, exchange: exchange, now: now) }
+            let margin = refreshMargin
+            task = Task { try await Self.fetch(account: account, exchange: exchange, now: now, margin: margin) }
             inflight = task
         }
         do {
@@ -85,8 +86,19 @@ public actor FCMAccessTokenProvider {
             return fresh.token
         } catch {
             if inflight == task { inflight = nil }
+            // A refresh that failed early (inside the margin) leaves the current token in use while it lasts:
+            // one blip at the token endpoint does not stop sending.
+            let now = Int64(clock.now().timeIntervalSince1970.rounded(.down))
+            if let current, now < current.expiresAt - 30 { return current.token }
             throw (error as? FCMAuthError) ?? .unavailable("\(error)")
         }
+    }
+
+    /// A token and when it expires; it is replaced from `refreshAt` on.
+    struct Issued: Sendable {
+        var token: Secret
+        var expiresAt: Int64
+        var refreshAt: Int64
     }
 
     /// Forgets `token` after FCM refused it (401), so the next call gets a new one; a newer token is kept.
@@ -95,8 +107,8 @@ public actor FCMAccessTokenProvider {
     }
 
     private static func fetch(
-        account: FCMServiceAccount, exchange: any FCMTokenExchanging, now: Int64
-    ) async throws -> (token: Secret, expiresAt: Int64) {
+        account: FCMServiceAccount, exchange: any FCMTokenExchanging, now: Int64, margin: Int64
+    ) async throws -> Issued {
         let assertion: String
         do { assertion = try FCMAssertion.sign(account, issuedAt: now) } catch {
             throw FCMAuthError.credential(error.message)
@@ -108,7 +120,9 @@ public actor FCMAccessTokenProvider {
         }
         let document = try? JSONParser.parse(answer.body, duplicateKeys: .lastWins)
         guard answer.status == 200 else {
-            if (400..<500).contains(answer.status), let error = document?["error"]?.stringValue {
+            // Only a refusal of the credential is one (400 invalid_grant and the like, 401, 403); 408, 429 and 5xx
+            // are the endpoint being busy or away.
+            if [400, 401, 403].contains(answer.status), let error = document?["error"]?.stringValue {
                 throw FCMAuthError.refused(
                     status: answer.status, error: error, detail: document?["error_description"]?.stringValue ?? "")
             }
@@ -117,7 +131,9 @@ public actor FCMAccessTokenProvider {
         guard let token = document?["access_token"]?.stringValue, !token.isEmpty,
             case .int(let lifetime)? = document?["expires_in"], lifetime > 0
         else { throw FCMAuthError.unavailable("the token endpoint's answer has no access_token and expires_in") }
-        return (Secret(token), now + lifetime)
+        // Replaced `margin` seconds before it expires, or halfway through a life shorter than twice that.
+        return Issued(
+            token: Secret(token), expiresAt: now + lifetime, refreshAt: now + lifetime - min(margin, lifetime / 2))
     }
 
     static func formEncode(_ text: String) -> String {

@@ -70,6 +70,13 @@ public final class FCMSender: Sendable {
         var reauthenticated = false
         while true {
             result.attempts += 1
+            // Each attempt's result is its own: nothing of an earlier answer is left on a later failure.
+            result.status = nil
+            result.errorCode = nil
+            result.googleStatus = nil
+            result.message = nil
+            result.retryAfter = nil
+            result.transportError = nil
             let retryAfter: Double?
             let token: Secret
             do { token = try await tokens.token() } catch {

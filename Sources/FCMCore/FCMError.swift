@@ -166,8 +166,8 @@ public enum FCMAnswerKind: Sendable, Equatable {
         }
         switch status {
         case 401: return .reauthenticate
-        case 403: return .misconfigured
-        case 404: return .deactivate
+        // A 404 without UNREGISTERED is a wrong URL or project, not a dead token: never a deactivation.
+        case 403, 404: return .misconfigured
         case 429, 500...599: return .retry
         default: return .refused
         }

@@ -37,10 +37,10 @@ public struct FCMMessageProblem: Error, Sendable, Equatable, CustomStringConvert
 }
 
 extension FCMMessage {
-    /// Keys FCM refuses in `data` ("from", "message_type", and any key starting with "google" or "gcm").
+    /// Keys FCM refuses in `data`, as the v1 reference of `Message.data` lists them: "from", "message_type", and
+    /// any key starting with "google." or "gcm.notification." (case-sensitive; `googleMapsUrl` is an ordinary key).
     public static func isReservedDataKey(_ key: String) -> Bool {
-        let lowered = key.lowercased()
-        return lowered == "from" || lowered == "message_type" || lowered.hasPrefix("google") || lowered.hasPrefix("gcm")
+        key == "from" || key == "message_type" || key.hasPrefix("google.") || key.hasPrefix("gcm.notification.")
     }
 
     /// The Android twin of an APNs payload: `aps.alert`'s title and body become `notification` (its subtitle, which
@@ -84,7 +84,7 @@ extension FCMMessage {
                 throw FCMMessageProblem(
                     field: key,
                     message: "FCM refuses this data key (reserved: from, message_type, and keys starting with "
-                        + "google or gcm); rename it")
+                        + "google. or gcm.notification.); rename it")
             }
             message.data[key] = value.stringValue ?? String(decoding: JSONWriter.bytes(value), as: UTF8.self)
         }

@@ -99,8 +99,9 @@ public struct FCMMessage: Sendable, Equatable {
         return JSONWriter.bytes(.object(body))
     }
 
-    /// The bytes counted against FCM's 4,096: what the device receives (`notification`, `data` and
-    /// `android.notification` as JSON), not the token or delivery options. The mock counts the same way.
+    /// The bytes counted against FCM's 4,096: what the device receives (`notification`, `data`, `android.data` and
+    /// `android.notification` as JSON), not the token or delivery options. Google says only "4096 bytes"; this
+    /// counts everything the device gets, so it is never looser. The mock counts the same way.
     public var payloadSize: Int { Self.payloadSize(of: messageJSON(includingToken: false)) }
 
     /// The payload size of a `message` object as received (see `payloadSize`).
@@ -109,6 +110,7 @@ public struct FCMMessage: Sendable, Equatable {
         if let notification = message["notification"] { counted["notification"] = notification }
         if let data = message["data"] { counted["data"] = data }
         if let notification = message["android"]?["notification"] { counted["android_notification"] = notification }
+        if let data = message["android"]?["data"] { counted["android_data"] = data }
         return counted.isEmpty ? 0 : JSONWriter.encodedLength(.object(counted))
     }
 }

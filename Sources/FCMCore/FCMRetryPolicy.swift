@@ -1,8 +1,8 @@
 import Foundation
 
-/// How long to wait before sending a message again, as Google asks: after `Retry-After` when FCM gives one, else
-/// exponential backoff from `initialBackoff` (QUOTA_EXCEEDED without `Retry-After` waits at least
-/// `quotaBackoff`, Google's one minute), never more than `maximumBackoff`, and at most `maximumAttempts` sends.
+/// How long to wait before sending a message again, as Google asks: at least `Retry-After` when FCM gives one (never
+/// shortened), else exponential backoff from `initialBackoff` (QUOTA_EXCEEDED without `Retry-After` waits at least
+/// `quotaBackoff`, Google's one minute) up to `maximumBackoff`, and at most `maximumAttempts` sends.
 public struct FCMRetryPolicy: Sendable, Equatable {
     public var maximumAttempts: Int
     /// Seconds before the second attempt; doubled for each one after.
@@ -24,7 +24,7 @@ public struct FCMRetryPolicy: Sendable, Equatable {
     /// left. `retryAfter` is the answer's `Retry-After` in seconds, when it had one.
     public func delay(afterAttempt attempt: Int, status: Int?, retryAfter: Double?) -> Double? {
         guard attempt < maximumAttempts else { return nil }
-        if let retryAfter, retryAfter >= 0 { return min(retryAfter, maximumBackoff) }
+        if let retryAfter, retryAfter >= 0 { return retryAfter }
         let exponential = initialBackoff * Double(1 << min(max(attempt - 1, 0), 20))
         let floor = status == 429 ? quotaBackoff : 0
         return min(max(exponential, floor), maximumBackoff)

@@ -58,7 +58,9 @@ public struct FCMServiceAccount: Sendable, Equatable, CustomStringConvertible {
             privateKey: Secret(try text("private_key")), privateKeyID: members["private_key_id"]?.stringValue,
             tokenURI: members["token_uri"]?.stringValue ?? Self.defaultTokenURI)
         guard OutboundTokenURI.isAcceptable(account.tokenURI) else {
-            throw FCMCredentialProblem("token_uri '\(account.tokenURI)' is not an http(s) URL")
+            throw FCMCredentialProblem(
+                "token_uri '\(account.tokenURI)' must be an https:// URL (http:// only on a loopback address): the "
+                    + "signed assertion and the access token go over it")
         }
         _ = try account.signingKey()
         self = account
@@ -97,10 +99,13 @@ public struct FCMCredentialProblem: Error, Sendable, Equatable, CustomStringConv
     public var description: String { message }
 }
 
-/// The token endpoint must be a URL a client can post to.
+/// The token endpoint must be an https URL (plain http only to this machine): an assertion and an access token
+/// travel over it.
 enum OutboundTokenURI {
     static func isAcceptable(_ text: String) -> Bool {
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), url.host != nil else { return false }
-        return scheme == "https" || scheme == "http"
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased()
+        else { return false }
+        if scheme == "https" { return true }
+        return scheme == "http" && (host == "127.0.0.1" || host == "localhost" || host == "::1" || host == "[::1]")
     }
 }

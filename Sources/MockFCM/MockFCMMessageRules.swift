@@ -28,6 +28,37 @@ enum MockFCMMessageRules {
         "bypass_proxy_notification", "proxy",
     ]
 
+    /// A resource's members as FCM reads them: protobuf's JSON mapping takes a field by its name or its
+    /// lowerCamelCase name (`collapse_key` or `collapseKey`), and `null` as the field left out.
+    static func fields(_ members: [String: JSONValue]) -> [String: JSONValue] {
+        var fields: [String: JSONValue] = [:]
+        for (name, value) in members where value != .null { fields[snakeCase(name)] = value }
+        return fields
+    }
+
+    static func snakeCase(_ name: String) -> String {
+        var result = ""
+        for character in name {
+            if character.isUppercase, character.isASCII {
+                result += "_" + character.lowercased()
+            } else {
+                result.append(character)
+            }
+        }
+        return result
+    }
+
+    /// The types of `android.notification`'s fields (the v1 reference's AndroidNotification).
+    static let androidNotificationStrings: Set<String> = [
+        "title", "body", "icon", "color", "sound", "tag", "click_action", "body_loc_key", "title_loc_key",
+        "channel_id", "ticker", "event_time", "image", "notification_priority", "visibility", "proxy",
+    ]
+    static let androidNotificationStringLists: Set<String> = ["body_loc_args", "title_loc_args", "vibrate_timings"]
+    static let androidNotificationBools: Set<String> = [
+        "sticky", "local_only", "default_sound", "default_vibrate_timings", "default_light_settings",
+        "bypass_proxy_notification",
+    ]
+
     static func check(_ body: [UInt8]) -> Result<(message: JSONValue, validateOnly: Bool), Refusal> {
         do { return .success(try checked(body)) } catch { return .failure(error) }
     }
@@ -38,8 +69,9 @@ enum MockFCMMessageRules {
 
     private static func checked(_ body: [UInt8]) throws(Refusal) -> (message: JSONValue, validateOnly: Bool) {
         guard let document = try? JSONParser.parse(body, duplicateKeys: .lastWins),
-            case .object(let top) = document
+            case .object(let members) = document
         else { throw Refusal(message: "Invalid JSON payload received. Expected an object.") }
+        let top = fields(members)
         for name in top.keys where name != "message" && name != "validate_only" {
             throw Refusal(message: "Invalid JSON payload received. Unknown name \"\(name)\": Cannot find field.")
         }
@@ -50,9 +82,10 @@ enum MockFCMMessageRules {
             }
             validateOnly = value
         }
-        guard case .object(let message)? = top["message"] else {
+        guard case .object(let given)? = top["message"] else {
             throw Refusal(message: "Request contains an invalid argument.", field: "message")
         }
+        var message = fields(given)
         for name in message.keys where !messageMembers.contains(name) { throw unknown(name, at: "message") }
         let targets = ["token", "topic", "condition"].filter { message[$0] != nil }
         guard targets.count == 1 else {
@@ -66,7 +99,21 @@ enum MockFCMMessageRules {
                     message: "The registration token is not a valid FCM registration token", field: "message.token")
             }
         }
+        for name in ["topic", "condition", "name"] where message[name] != nil && message[name]?.stringValue == nil {
+            throw Refusal(message: "Invalid value at 'message.\(name)' (TYPE_STRING)")
+        }
+        for name in ["webpush", "apns", "fcm_options"] where message[name] != nil && message[name]?.objectValue == nil {
+            throw Refusal(message: "Invalid value at 'message.\(name)'")
+        }
         if let data = message["data"] { try checkData(data, at: "message.data") }
+        if case .object(let members)? = message["notification"] { message["notification"] = .object(fields(members)) }
+        if case .object(let members)? = message["android"] {
+            var android = fields(members)
+            if case .object(let notification)? = android["notification"] {
+                android["notification"] = .object(fields(notification))
+            }
+            message["android"] = .object(android)
+        }
         if let notification = message["notification"] {
             guard case .object(let members) = notification else {
                 throw Refusal(
@@ -137,12 +184,44 @@ enum MockFCMMessageRules {
             throw Refusal(message: "Invalid value at 'message.android.collapse_key' (TYPE_STRING)")
         }
         if let data = members["data"] { try checkData(data, at: "message.android.data") }
+        if let name = members["restricted_package_name"], name.stringValue == nil {
+            throw Refusal(message: "Invalid value at 'message.android.restricted_package_name' (TYPE_STRING)")
+        }
+        for flag in ["direct_boot_ok", "bandwidth_constrained_ok", "restricted_satellite_ok"] {
+            if let value = members[flag], case .bool = value {
+            } else if members[flag] != nil {
+                throw Refusal(message: "Invalid value at 'message.android.\(flag)' (TYPE_BOOL)")
+            }
+        }
         if let notification = members["notification"] {
             guard case .object(let fields) = notification else {
                 throw Refusal(message: "Invalid value at 'message.android.notification'")
             }
-            for name in fields.keys where !androidNotificationMembers.contains(name) {
-                throw unknown(name, at: "message.android.notification")
+            for (name, value) in fields {
+                guard androidNotificationMembers.contains(name) else {
+                    throw unknown(name, at: "message.android.notification")
+                }
+                let place = "message.android.notification.\(name)"
+                if androidNotificationStrings.contains(name), value.stringValue == nil {
+                    throw Refusal(message: "Invalid value at '\(place)' (TYPE_STRING)")
+                }
+                if androidNotificationBools.contains(name), case .bool = value {
+                } else if androidNotificationBools.contains(name) {
+                    throw Refusal(message: "Invalid value at '\(place)' (TYPE_BOOL)")
+                }
+                if androidNotificationStringLists.contains(name) {
+                    guard case .array(let items) = value, items.allSatisfy({ $0.stringValue != nil }) else {
+                        throw Refusal(message: "Invalid value at '\(place)' (TYPE_STRING)")
+                    }
+                }
+                if name == "notification_count" {
+                    // An int32: a JSON number, or its decimal string (protobuf's JSON mapping takes both).
+                    switch value {
+                    case .int(let count) where Int64(Int32.min)...Int64(Int32.max) ~= count: break
+                    case .string(let text) where Int32(text) != nil: break
+                    default: throw Refusal(message: "Invalid value at '\(place)' (TYPE_INT32)")
+                    }
+                }
             }
         }
     }

@@ -130,7 +130,11 @@ struct AndroidDeliveryTests {
         let url = try await BigPushTests.databaseURL(backend)
         try await withAndroidDelivery({ $0.databaseURL = url }) { client, _, fcm in
             fcm.script(fcmToken(2), MockFCMScript(errorCode: .unregistered))
+            fcm.script(fcmToken(4), MockFCMScript(errorCode: .invalidArgument))
+            fcm.script(fcmToken(5), MockFCMScript(errorCode: .senderIDMismatch))
             _ = try await registerFCM(client, "gone", fcmToken(2))
+            _ = try await registerFCM(client, "broken", fcmToken(4))
+            _ = try await registerFCM(client, "elsewhere", fcmToken(5))
             _ = try await registerFCM(client, "quiet", fcmToken(3))
             let failed = try await client.post("/v1/push", json: pushBody(devices: ["gone"]))
             let delivery = firstDelivery(devices(failed)["gone"])
@@ -140,6 +144,15 @@ struct AndroidDeliveryTests {
             let listed = try await client.get("/v1/devices/gone/fcm-tokens")
             #expect(listed.json?["tokens"]?[0]?["active"] == .bool(false))
             #expect(listed.json?["tokens"]?[0]?["reason"] == .string("UNREGISTERED"))
+            // An INVALID_ARGUMENT about the token deactivates too; SENDER_ID_MISMATCH fails without deactivating.
+            let more = try await client.post("/v1/push", json: pushBody(devices: ["broken", "elsewhere"]))
+            #expect(firstDelivery(devices(more)["broken"])?["reason"] == .string("INVALID_ARGUMENT"), "\(more.text)")
+            #expect(firstDelivery(devices(more)["elsewhere"])?["state"] == .string("failed"))
+            #expect(firstDelivery(devices(more)["elsewhere"])?["reason"] == .string("SENDER_ID_MISMATCH"))
+            let broken = try await client.get("/v1/devices/broken/fcm-tokens")
+            #expect(broken.json?["tokens"]?[0]?["active"] == .bool(false))
+            let elsewhere = try await client.get("/v1/devices/elsewhere/fcm-tokens")
+            #expect(elsewhere.json?["tokens"]?[0]?["active"] == .bool(true))
 
             let background = try await client.post(
                 "/v1/push",
@@ -151,6 +164,24 @@ struct AndroidDeliveryTests {
             #expect(message["notification"] == nil)
             #expect(message["data"] == .object(["sync": .string("now")]))
             #expect(message["android"]?["priority"] == .string("NORMAL"))
+        }
+    }
+
+    @Test("an FCM URL that answers 404 (a wrong URL or project) deactivates nothing: the deliveries wait")
+    func wrongURLWaits() async throws {
+        try await withAndroidDelivery({ $0.delivery.fcmURL += "/nowhere" }) { client, _, _ in
+            _ = try await registerFCM(client, "pixel", fcmToken(31))
+            let reply = try await client.post("/v1/push", json: pushBody(devices: ["pixel"], extra: #""wait":false"#))
+            let id = try #require(reply.json?["push_id"]?.stringValue)
+            var report = try await client.get("/v1/push/\(id)?wait=2")
+            for _ in 0..<50 where report.json?["waiting"]?[0] == nil {
+                try await Task.sleep(for: .milliseconds(100))
+                report = try await client.get("/v1/push/\(id)")
+            }
+            #expect(report.json?["waiting"]?[0]?["status"] == .int(404), "\(report.text)")
+            #expect(report.json?["counts"]?["pending"] == .int(1))
+            let listed = try await client.get("/v1/devices/pixel/fcm-tokens")
+            #expect(listed.json?["tokens"]?[0]?["active"] == .bool(true))
         }
     }
 

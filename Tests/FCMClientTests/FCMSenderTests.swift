@@ -84,6 +84,23 @@ struct FCMSenderTests {
         }
     }
 
+    @Test("a refresh that fails inside the margin leaves the current token in use until it expires")
+    func refreshFailureKeepsCurrentToken() async throws {
+        let clock = ManualClock()
+        try await withMockFCM(clock: clock) { base, state in
+            let sender = try makeFCMSender(base, clock: clock)
+            #expect(await sender.send(notification(fcmToken(1))).succeeded)
+            state.setRefuseTokens(true)
+            // 3,400 s in: inside the 300 s margin, 199 s before the token expires.
+            clock.advance(3400)
+            let result = await sender.send(notification(fcmToken(2)))
+            try await sender.shutdown()
+            #expect(result.succeeded, "\(result)")
+            #expect(state.counts.tokenRequests == 2)
+            #expect(state.counts.accepted == 2)
+        }
+    }
+
     @Test("a refused service account is said as such and nothing is sent")
     func refusedCredential() async throws {
         try await withMockFCM { base, state in

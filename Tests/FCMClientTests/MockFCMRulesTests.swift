@@ -99,6 +99,38 @@ struct MockFCMRulesTests {
         }
     }
 
+    @Test("field names in lowerCamelCase and null members are read as protobuf's JSON mapping reads them")
+    func jsonMapping() async throws {
+        try await withMockFCM { base, state in
+            try await RawFCM.with(base) { fcm in
+                let body =
+                    #"{"message":{"token":"\#(token)","data":null,"android":{"collapseKey":"c","ttl":null,"#
+                    + #""notification":{"clickAction":"x","notificationCount":"3","bodyLocArgs":["a"]}}},"#
+                    + #""validateOnly":true}"#
+                let reply = try await fcm.post(body)
+                #expect(reply.status == 200, "\(reply.error?.message ?? "")")
+                #expect(state.received.last?.validateOnly == true)
+                #expect(state.received.last?.message["android"]?["collapse_key"] == .string("c"))
+            }
+        }
+    }
+
+    @Test(
+        "android.notification's fields have their types",
+        arguments: [
+            #""notification_count":"three""#, #""sticky":"yes""#, #""title_loc_args":"a""#, #""channel_id":7"#,
+        ])
+    func androidNotificationTypes(_ field: String) async throws {
+        try await withMockFCM { base, _ in
+            try await RawFCM.with(base) { fcm in
+                let reply = try await fcm.post(
+                    #"{"message":{"token":"\#(token)","android":{"notification":{\#(field)}}}}"#)
+                #expect(reply.status == 400)
+                #expect(reply.error?.message.contains("message.android.notification.") == true)
+            }
+        }
+    }
+
     @Test("4,096 payload bytes are accepted, 4,097 refused")
     func sizeBoundary() async throws {
         try await withMockFCM { base, _ in

@@ -94,7 +94,9 @@ struct FCMMessageTests {
         #expect(try ttl(now + 2_419_201) == 2_419_200)
     }
 
-    @Test("reserved data keys are refused before sending", arguments: ["from", "message_type", "google.x", "gcm_id"])
+    @Test(
+        "reserved data keys are refused before sending",
+        arguments: ["from", "message_type", "google.x", "gcm.notification.x"])
     func reservedKeys(_ key: String) {
         let payload = JSONValue.object(["aps": .object(["alert": .string("x")]), key: .string("v")])
         do {
@@ -103,6 +105,16 @@ struct FCMMessageTests {
         } catch {
             #expect(error.field == key)
         }
+    }
+
+    @Test("keys that only look reserved are sent (the rule is Google's, case-sensitive)")
+    func nearlyReservedKeys() throws {
+        let payload = JSONValue.object([
+            "aps": .object(["alert": .string("x")]), "googleMapsUrl": .string("u"), "FROM": .string("f"),
+            "gcm_id": .string("g"),
+        ])
+        let message = try FCMMessage.fromAPNs(payload: payload, token: "t", now: now)
+        #expect(message.data == ["googleMapsUrl": "u", "FROM": "f", "gcm_id": "g"])
     }
 
     @Test("4,096 payload bytes are sent; 4,097 are refused with the size")
@@ -167,6 +179,7 @@ struct FCMAnswerTests {
             (503, "UNAVAILABLE", nil, .retry),
             (500, "INTERNAL", nil, .retry),
             (502, nil, nil, .retry),
+            (404, nil, nil, .misconfigured),
             (400, nil, nil, .refused),
         ] as [(Int, String?, String?, FCMAnswerKind)])
     func classification(_ status: Int, _ code: String?, _ field: String?, _ kind: FCMAnswerKind) {
@@ -198,7 +211,8 @@ struct FCMAnswerTests {
         #expect(policy.delay(afterAttempt: 4, status: 500, retryAfter: nil) == nil)
         #expect(policy.delay(afterAttempt: 1, status: 429, retryAfter: nil) == 60)
         #expect(policy.delay(afterAttempt: 1, status: 429, retryAfter: 7) == 7)
-        #expect(policy.delay(afterAttempt: 1, status: 503, retryAfter: 600) == 60)
+        // Retry-After is never shortened, even past the backoff's ceiling.
+        #expect(policy.delay(afterAttempt: 1, status: 503, retryAfter: 600) == 600)
         #expect(FCMRetryPolicy.retryAfterSeconds("30", now: 0) == 30)
         // 784111777 is Sun, 06 Nov 1994 08:49:37 GMT (RFC 9110's example date).
         #expect(FCMRetryPolicy.retryAfterSeconds("Sun, 06 Nov 1994 08:49:37 GMT", now: 784_111_767) == 10)

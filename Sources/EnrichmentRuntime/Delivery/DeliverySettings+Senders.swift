@@ -166,6 +166,10 @@ extension DeliverySettings {
 struct LoadedCredentials {
     var credentials: [(String, APNsCredentials)]
     var trust: String?
+    /// Where a service account's identity is kept in `identities` (apart from an APNs credential of the same name:
+    /// both single-app credentials are called `default`).
+    static func fcmIdentityKey(_ name: String) -> String { "fcm:" + name }
+
     /// FCM service accounts by credential name (`default`: ENRICH_FCM_SERVICE_ACCOUNT_FILE).
     var fcmAccounts: [(String, FCMServiceAccount)] = []
     /// Extra trust roots for FCM (PEM; ENRICH_FCM_CA).
@@ -181,7 +185,9 @@ struct LoadedCredentials {
             case .certificate: identities[name] = "certificate"
             }
         }
-        for (name, account) in fcmAccounts { identities[name] = "service account \(account.clientEmail)" }
+        for (name, account) in fcmAccounts {
+            identities[Self.fcmIdentityKey(name)] = "service account \(account.clientEmail)"
+        }
         return identities
     }
 }

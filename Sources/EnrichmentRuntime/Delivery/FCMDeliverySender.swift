@@ -102,15 +102,11 @@ final class FCMDeliverySender: APNsBatchSending {
             reason = .unknown("UNAUTHENTICATED")
             message = result.transportError
         }
-        if result.kind == .deactivate, result.errorCode == .invalidArgument,
-            message?.lowercased().contains("registration token") != true
-        {
-            message = (message ?? "") + " (the registration token is not valid)"
-        }
         var converted = APNsSendResult(
             deviceToken: result.token, status: status, reason: reason, apnsID: apnsID, timestamp: nil,
             attempts: result.attempts, transportError: status == 200 ? nil : message)
         converted.retryAfter = result.retryAfter
+        converted.tokenInvalid = result.kind == .deactivate && result.errorCode != .unregistered
         // A request that got no answer may still have reached FCM (a timeout after the bytes left).
         converted.mayHaveReachedPeer = result.status == nil && result.transportError?.hasPrefix("no answer") == true
         return converted

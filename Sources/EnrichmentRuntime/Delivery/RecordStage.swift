@@ -45,14 +45,17 @@ struct RecordStage: Sendable {
                 {
                     report(change, environment: environment, cause: result)
                 }
+                // Not before the peer's Retry-After (FCM's 503 carries one), whatever the circuit's probe says.
                 updates.append(
                     planner.wait(
-                        attempt.claim, verdict: attempt.verdict, result: result, until: circuit.probeAt,
+                        attempt.claim, verdict: attempt.verdict, result: result,
+                        until: max(circuit.probeAt, answeredAt + (result.retryAfter ?? 0)),
                         deadline: attempt.deadline, at: answeredAt))
                 waiting[environment, default: 0] += 1
                 continue
             }
-            if result.transportError == nil, let change = circuits[environment]?.recordAnswer(at: answeredAt) {
+            // Any answer says the peer is there (an FCM error answer carries Google's message as its error).
+            if result.status != nil, let change = circuits[environment]?.recordAnswer(at: answeredAt) {
                 report(change, environment: environment, cause: result)
             }
             let (update, deactivation) = planner.answer(
@@ -82,7 +85,7 @@ struct RecordStage: Sendable {
                 """,
                 metadata: [
                     "credential": "\(environment.credential)", "deliveries": "\(count)",
-                    "identity": "\(identities[environment.credential] ?? "")",
+                    "identity": "\(identity(of: environment) ?? "")",
                 ])
         }
         try await spans.run("db.record_answers", kind: .client) { span in
@@ -186,10 +189,15 @@ struct RecordStage: Sendable {
     /// the way to it.
     static func refusesCredential(_ result: APNsSendResult) -> Bool { DeliveryPlanner.refusesCredential(result) }
 
+    /// Who a sender's credential is (a team and key, a certificate, a service account), never the secret.
+    func identity(of key: SenderKey) -> String? {
+        identities[key.environment == .fcm ? LoadedCredentials.fcmIdentityKey(key.credential) : key.credential]
+    }
+
     /// Why a result opened `environment`'s circuit, in a phrase for readiness and the log.
     func cause(of result: APNsSendResult, environment: SenderKey) -> String {
         if Self.refusesCredential(result) {
-            let who = identities[environment.credential].map { " (\($0))" } ?? ""
+            let who = identity(of: environment).map { " (\($0))" } ?? ""
             return "credential refused: \(result.status ?? 0) \(result.reason?.rawValue ?? "")\(who)"
         }
         if let transportError = result.transportError { return "unreachable: \(transportError)" }
@@ -211,7 +219,7 @@ struct RecordStage: Sendable {
             ]
             if Self.refusesCredential(cause) {
                 metadata["credential"] = "\(environment.credential)"
-                if let identity = identities[environment.credential] { metadata["identity"] = "\(identity)" }
+                if let identity = identity(of: environment) { metadata["identity"] = "\(identity)" }
                 let reason = cause.reason?.rawValue ?? ""
                 let message: Logger.Message =
                     failures == 1

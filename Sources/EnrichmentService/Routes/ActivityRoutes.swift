@@ -225,11 +225,12 @@ struct ActivityRoutes {
         let now = state.clock.now()
         var input = try LiveActivityRequest(document, event: event)
         if event == .start { input.attributesType = key }
-        guard state.configuration.delivery.isConfigured else {
+        guard state.configuration.delivery.hasAPNsCredentials else {
             throw APIError(
                 .serviceUnavailable, reason: .deliveryNotConfigured,
                 message:
-                    "no APNs credentials are configured: set ENRICH_APNS_KEY_FILE, ENRICH_APNS_KEY_ID and ENRICH_APNS_TEAM_ID"
+                    "no APNs credentials are configured (Live Activities are iOS-only; an FCM service account does not "
+                    + "send them): set ENRICH_APNS_KEY_FILE, ENRICH_APNS_KEY_ID and ENRICH_APNS_TEAM_ID"
             )
         }
         guard let registration = try await state.activities.registration(deviceId: deviceId, kind: kind, key: key)

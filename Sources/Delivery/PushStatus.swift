@@ -15,6 +15,24 @@ public struct PushCounts: Sendable, Equatable {
     public var scheduled: Int
     /// Devices that confirmed the push (`POST /v1/receipts`).
     public var confirmed: Int
+    /// The deliveries to Android registrations (FCM), by state; iOS's are the rest of `deliveries`.
+    public var androidDeliveries: [DeliveryState: Int] = [:]
+
+    /// The stored count of Android deliveries in `state` (kept beside each state's total).
+    public static func androidKey(_ state: DeliveryState) -> String { "android:" + state.rawValue }
+
+    /// The Android deliveries by state, from the stored counts (`androidKey`).
+    public static func android(_ stored: [String: Int]) -> [DeliveryState: Int] {
+        Dictionary(uniqueKeysWithValues: DeliveryState.allCases.map { ($0, stored[androidKey($0)] ?? 0) })
+    }
+
+    /// The deliveries to iOS registrations (APNs), by state.
+    public var iosDeliveries: [DeliveryState: Int] {
+        Dictionary(
+            uniqueKeysWithValues: DeliveryState.allCases.map {
+                ($0, (deliveries[$0] ?? 0) - (androidDeliveries[$0] ?? 0))
+            })
+    }
 
     public init(
         deliveries: [DeliveryState: Int] = [:], matched: Int = 0, notSent: [String: Int] = [:],

@@ -1,3 +1,4 @@
+import APNsCore
 public import Delivery
 import EnrichmentCore
 import Essentials
@@ -183,18 +184,21 @@ extension PostgresOutbox {
                     SELECT d.id FROM pushes p JOIN deliveries d ON d.push_id = p.id AND d.state = 'pending'
                     WHERE p.cancelled_at IS NOT NULL AND d.lease_owner IS NULL LIMIT \(limit)
                     FOR UPDATE OF d SKIP LOCKED)
-                RETURNING push_id
+                RETURNING push_id, environment
                 """, logger: logger)
-            var moved: [String: Int] = [:]
+            var moved: [String: [String: Int]] = [:]
             var total = 0
-            for try await pushId in rows.decode(String.self) {
-                moved[pushId, default: 0] += 1
+            for try await (pushId, environment) in rows.decode((String, String).self) {
+                moved[pushId, default: [:]][DeliveryState.pending.rawValue, default: 0] -= 1
+                moved[pushId, default: [:]][DeliveryState.cancelled.rawValue, default: 0] += 1
+                if environment == APNsEnvironmentName.fcm.rawValue {
+                    moved[pushId, default: [:]][PushCounts.androidKey(.pending), default: 0] -= 1
+                    moved[pushId, default: [:]][PushCounts.androidKey(.cancelled), default: 0] += 1
+                }
                 total += 1
             }
             for pushId in moved.keys.sorted() {
-                let n = moved[pushId] ?? 0
-                try await Self.bump(
-                    connection, pushId: pushId, [DeliveryState.pending.rawValue: -n, "cancelled": n], logger: logger)
+                try await Self.bump(connection, pushId: pushId, moved[pushId] ?? [:], logger: logger)
             }
             return total
         }
@@ -258,13 +262,16 @@ extension PostgresOutbox {
         let logger = database.logger
         return try await database.withTransaction { connection in
             var moved: [String: [String: Int]] = [:]
-            for try await (pushId, state, n) in try await connection.run(
+            for try await (pushId, state, android, n) in try await connection.run(
                 """
-                SELECT push_id, state, count(*)::int8 FROM deliveries WHERE device_id = \(deviceId)
-                GROUP BY push_id, state
+                SELECT push_id, state, environment = 'fcm', count(*)::int8 FROM deliveries
+                WHERE device_id = \(deviceId) GROUP BY push_id, state, environment = 'fcm'
                 """, logger: logger
-            ).decode((String, String, Int).self) {
+            ).decode((String, String, Bool, Int).self) {
                 moved[pushId, default: [:]][state, default: 0] -= n
+                if android, let known = DeliveryState(rawValue: state) {
+                    moved[pushId, default: [:]][PushCounts.androidKey(known), default: 0] -= n
+                }
             }
             for try await (pushId, rule, hasDelivery) in try await connection.run(
                 """

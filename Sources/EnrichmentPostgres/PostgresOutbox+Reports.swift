@@ -97,13 +97,14 @@ extension PostgresOutbox {
                     """
                 ).decode(Int.self).first { _ in true } ?? 0
         }
-        let counts = PushCounts(
+        var counts = PushCounts(
             deliveries: deliveries, matched: stored["matched"] ?? 0,
             notSent: stored.reduce(into: [:]) { found, entry in
                 if entry.key.hasPrefix("rule:") { found[String(entry.key.dropFirst(5))] = entry.value }
             },
             devices: PushCounts.devices(solo: solo, shared: Array(shared.values)), scheduled: scheduled,
             confirmed: stored["confirmed"] ?? 0)
+        counts.androidDeliveries = PushCounts.android(stored)
         return PushStatus(
             push: push, counts: counts, resolving: resolving, open: resolving && unaddressed, cancelledAt: cancelledAt,
             endsAt: resolving ? nil : paceNext.map { next in next - 1 / max(push.rate ?? 1, 1e-9) })

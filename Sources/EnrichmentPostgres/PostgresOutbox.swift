@@ -114,6 +114,9 @@ public struct PostgresOutbox: OutboxStore {
         for id in ids where perDevice[id] == nil { counts["rule:" + (known[id]?.rule ?? "unknown"), default: 0] += 1 }
         if !deliveries.isEmpty {
             counts[DeliveryState.pending.rawValue] = deliveries.count
+            // Android's share, kept beside the totals (the report's per-platform counts; iOS is the rest).
+            let android = deliveries.reduce(0) { $0 + ($1.environment == .fcm ? 1 : 0) }
+            if android > 0 { counts[PushCounts.androidKey(.pending)] = android }
             // NaN stands for "not scheduled" in the array (a float8[] cannot hold NULL through the binding).
             let range = try await connection.run(
                 """
@@ -242,15 +245,21 @@ public struct PostgresOutbox: OutboxStore {
                      AS u(id, state, attempts, next, hn, status, hs, reason, hr, ts, ht, error, he, outcome, ho,
                           rule, hru, finished, hf)
                 WHERE d.id = u.id AND d.lease_owner = \(owner) AND d.state = 'pending'
-                RETURNING d.push_id, d.state
+                RETURNING d.push_id, d.state, d.environment
                 """, logger: database.logger)
             // Each written delivery that leaves `pending` moves one count of its push.
             var moved: [String: [String: Int]] = [:]
-            for try await (pushId, state) in rows.decode((String, String).self) {
+            for try await (pushId, state, environment) in rows.decode((String, String, String).self) {
                 written += 1
-                guard state != DeliveryState.pending.rawValue else { continue }
+                guard state != DeliveryState.pending.rawValue, let final = DeliveryState(rawValue: state) else {
+                    continue
+                }
                 moved[pushId, default: [:]][DeliveryState.pending.rawValue, default: 0] -= 1
                 moved[pushId, default: [:]][state, default: 0] += 1
+                if environment == APNsEnvironmentName.fcm.rawValue {
+                    moved[pushId, default: [:]][PushCounts.androidKey(.pending), default: 0] -= 1
+                    moved[pushId, default: [:]][PushCounts.androidKey(final), default: 0] += 1
+                }
             }
             // In push order, so that two nodes' transactions take the counts' rows in the same order.
             for pushId in moved.keys.sorted() {

@@ -1,3 +1,4 @@
+import APNsCore
 public import Delivery
 import EnrichmentCore
 import Essentials
@@ -159,7 +160,7 @@ extension SQLiteOutbox {
 
     public func sweepCancelled(at: Double, limit: Int) async throws -> Int {
         try await database.pool.write { db in
-            let pushIds = try String.fetchAll(
+            let rows = try Row.fetchAll(
                 db,
                 sql: """
                     UPDATE deliveries SET state = 'cancelled', finished_at = ?, error = 'cancelled before it was sent'
@@ -167,14 +168,20 @@ extension SQLiteOutbox {
                         SELECT d.id FROM pushes p INDEXED BY pushes_cancelled
                         JOIN deliveries d INDEXED BY deliveries_push ON d.push_id = p.id AND d.state = 'pending'
                         WHERE p.cancelled_at IS NOT NULL AND d.lease_owner IS NULL LIMIT ?)
-                    RETURNING push_id
+                    RETURNING push_id, environment
                     """, arguments: [at, limit])
-            var moved: [String: Int] = [:]
-            for id in pushIds { moved[id, default: 0] += 1 }
-            for (pushId, n) in moved {
-                try Self.bump(db, pushId: pushId, [DeliveryState.pending.rawValue: -n, "cancelled": n])
+            var moved: [String: [String: Int]] = [:]
+            for row in rows {
+                let pushId: String = row[0]
+                moved[pushId, default: [:]][DeliveryState.pending.rawValue, default: 0] -= 1
+                moved[pushId, default: [:]][DeliveryState.cancelled.rawValue, default: 0] += 1
+                if (row[1] as String?) == APNsEnvironmentName.fcm.rawValue {
+                    moved[pushId, default: [:]][PushCounts.androidKey(.pending), default: 0] -= 1
+                    moved[pushId, default: [:]][PushCounts.androidKey(.cancelled), default: 0] += 1
+                }
             }
-            return pushIds.count
+            for (pushId, counts) in moved { try Self.bump(db, pushId: pushId, counts) }
+            return rows.count
         }
     }
 
@@ -229,10 +236,16 @@ extension SQLiteOutbox {
         try await database.pool.write { db in
             var moved: [String: [String: Int]] = [:]
             for row in try Row.fetchAll(
-                db, sql: "SELECT push_id, state, count(*) FROM deliveries WHERE device_id = ? GROUP BY push_id, state",
-                arguments: [deviceId])
+                db,
+                sql: """
+                    SELECT push_id, state, environment = 'fcm', count(*) FROM deliveries WHERE device_id = ?
+                    GROUP BY push_id, state, environment = 'fcm'
+                    """, arguments: [deviceId])
             {
-                moved[row[0], default: [:]][row[1], default: 0] -= row[2] as Int
+                moved[row[0], default: [:]][row[1], default: 0] -= row[3] as Int
+                if row[2] as Bool, let state = DeliveryState(rawValue: row[1]) {
+                    moved[row[0], default: [:]][PushCounts.androidKey(state), default: 0] -= row[3] as Int
+                }
             }
             for row in try Row.fetchAll(
                 db,

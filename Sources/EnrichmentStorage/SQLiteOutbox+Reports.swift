@@ -97,13 +97,14 @@ extension SQLiteOutbox {
                         WHERE push_id = ? AND state = 'pending' AND next_attempt_at > ?
                         """, arguments: [pushId, now]) ?? 0
         }
-        let counts = PushCounts(
+        var counts = PushCounts(
             deliveries: deliveries, matched: stored["matched"] ?? 0,
             notSent: stored.reduce(into: [:]) { found, entry in
                 if entry.key.hasPrefix("rule:") { found[String(entry.key.dropFirst(5))] = entry.value }
             },
             devices: PushCounts.devices(solo: solo, shared: Array(shared.values)), scheduled: scheduled,
             confirmed: stored["confirmed"] ?? 0)
+        counts.androidDeliveries = PushCounts.android(stored)
         let paceNext: Double? = row[17]
         return PushStatus(
             push: push, counts: counts, resolving: resolving, open: resolving && row[18] as Bool,

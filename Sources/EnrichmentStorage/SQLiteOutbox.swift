@@ -132,6 +132,9 @@ public struct SQLiteOutbox: OutboxStore {
         }
         if !deliveries.isEmpty {
             counts[DeliveryState.pending.rawValue] = deliveries.count
+            // Android's share, kept beside the totals (the report's per-platform counts; iOS is the rest).
+            let android = deliveries.reduce(0) { $0 + ($1.environment == .fcm ? 1 : 0) }
+            if android > 0 { counts[PushCounts.androidKey(.pending)] = android }
             // The push's deliveries are the ids from its first to its last (pages are read through that range).
             // A paced push: when the delivery after its last may be due (its `ends_at`).
             let last = db.lastInsertedRowID
@@ -205,7 +208,7 @@ public struct SQLiteOutbox: OutboxStore {
                         outcome = COALESCE(?, outcome),
                         rule = COALESCE(?, rule), finished_at = ?, lease_owner = NULL, lease_until = NULL
                     WHERE id = ? AND lease_owner = ? AND state = 'pending'
-                    RETURNING push_id
+                    RETURNING push_id, environment
                     """)
             // A batch's answers, one row each: bound and run through SQLite's C interface (`RawStatement`).
             let raw = RawStatement(update, in: db)
@@ -234,6 +237,10 @@ public struct SQLiteOutbox: OutboxStore {
                     guard item.state != .pending, let pushId = row.string(0) else { return }
                     moved[pushId, default: [:]][DeliveryState.pending.rawValue, default: 0] -= 1
                     moved[pushId, default: [:]][item.state.rawValue, default: 0] += 1
+                    if row.string(1) == APNsEnvironmentName.fcm.rawValue {
+                        moved[pushId, default: [:]][PushCounts.androidKey(.pending), default: 0] -= 1
+                        moved[pushId, default: [:]][PushCounts.androidKey(item.state), default: 0] += 1
+                    }
                 }
             }
             for (pushId, counts) in moved { try Self.bump(db, pushId: pushId, counts) }

@@ -141,6 +141,8 @@ struct AndroidDeliveryTests {
             #expect(delivery?["state"] == .string("failed"), "\(failed.text)")
             #expect(delivery?["status"] == .int(404))
             #expect(delivery?["reason"] == .string("UNREGISTERED"))
+            #expect(failed.json?["platforms"]?["android"]?["failed"] == .int(1), "\(failed.text)")
+            #expect(failed.json?["platforms"]?["ios"]?["failed"] == .int(0))
             let listed = try await client.get("/v1/devices/gone/fcm-tokens")
             #expect(listed.json?["tokens"]?[0]?["active"] == .bool(false))
             #expect(listed.json?["tokens"]?[0]?["reason"] == .string("UNREGISTERED"))
@@ -234,6 +236,9 @@ struct AndroidDeliveryTests {
             let id = try #require(reply.json?["push_id"]?.stringValue, "\(reply.text)")
             let done = try await client.get("/v1/push/\(id)?wait=20")
             #expect(done.json?["counts"]?["delivered"] == .int(2), "\(done.text)")
+            #expect(done.json?["platforms"]?["android"]?["delivered"] == .int(1), "\(done.text)")
+            #expect(done.json?["platforms"]?["ios"]?["delivered"] == .int(1))
+            #expect(done.json?["platforms"]?["android"]?["pending"] == .int(0))
             #expect(payloads(apns, token: deviceToken(21)).count == 1)
             #expect(fcm.received.map(\.token) == [fcmToken(21)])
             let receipt = try await client.post(
@@ -241,6 +246,38 @@ struct AndroidDeliveryTests {
             #expect(receipt.status == 201, "\(receipt.text)")
             let report = try await client.get("/v1/push/\(id)")
             #expect(report.json?["summary"]?["confirmed"] == .int(1), "\(report.text)")
+        }
+    }
+
+    @Test(
+        "per-platform counts follow a cancel and a device's deletion, on both stores", arguments: Backend.allCases)
+    func platformCountsMove(backend: Backend) async throws {
+        let url = try await BigPushTests.databaseURL(backend)
+        try await withAndroidDelivery({ $0.databaseURL = url }) { client, _, fcm in
+            _ = try await registerFCM(client, "pixel-a", fcmToken(41))
+            _ = try await registerFCM(client, "pixel-b", fcmToken(42))
+            _ = try await register(client, "iphone", deviceToken(41))
+            let later = Int64(Date().timeIntervalSince1970) + 3600
+            let reply = try await client.post(
+                "/v1/push",
+                json: pushBody(devices: ["pixel-a", "pixel-b", "iphone"], extra: #""send_at":\#(later)"#))
+            let id = try #require(reply.json?["push_id"]?.stringValue, "\(reply.text)")
+            let scheduled = try await client.get("/v1/push/\(id)")
+            #expect(scheduled.json?["platforms"]?["android"]?["pending"] == .int(2), "\(scheduled.text)")
+            #expect(scheduled.json?["platforms"]?["ios"]?["pending"] == .int(1))
+            #expect(try await client.delete("/v1/devices/pixel-b").status == 200)
+            let fewer = try await client.get("/v1/push/\(id)")
+            #expect(fewer.json?["platforms"]?["android"]?["pending"] == .int(1), "\(fewer.text)")
+            #expect(try await client.post("/v1/push/\(id)/cancel", json: "{}").status == 200)
+            var cancelled = try await client.get("/v1/push/\(id)")
+            for _ in 0..<100 where cancelled.json?["counts"]?["pending"] != .int(0) {
+                try await Task.sleep(for: .milliseconds(100))
+                cancelled = try await client.get("/v1/push/\(id)")
+            }
+            #expect(cancelled.json?["platforms"]?["android"]?["cancelled"] == .int(1), "\(cancelled.text)")
+            #expect(cancelled.json?["platforms"]?["ios"]?["cancelled"] == .int(1))
+            #expect(cancelled.json?["platforms"]?["android"]?["pending"] == .int(0))
+            #expect(fcm.counts.messages == 0)
         }
     }
 }

@@ -35,7 +35,8 @@ extension PushRoutes {
         }
     }
 
-    /// The figures every view of a push carries: `counts` (deliveries by state), `deliveries`, `summary` (its
+    /// The figures every view of a push carries: `counts` (deliveries by state; `platforms` splits them into
+    /// `android` and `ios` once the push has an Android delivery), `deliveries`, `summary` (its
     /// `matched` is the devices), `plan`, `rate` and `ends_at` (a paced push), `resolving` (and `open`: devices are still added by
     /// requests), `cancelled_at`.
     static func writeFigures(_ status: PushStatus, into object: inout JSONObjectWriter) {
@@ -48,6 +49,18 @@ extension PushRoutes {
         object.field("deliveries_url", "/v1/push/\(status.push.id)/deliveries")
         object.field("ends_at", status.endsAt)
         object.field("plan", object: status.push.plan.map(PlanView.init))
+        // Per platform, once the push has an Android delivery (a push to iPhones only reads as before).
+        if status.counts.androidDeliveries.values.contains(where: { $0 != 0 }) {
+            object.object("platforms") { platforms in
+                for (name, counts) in [
+                    ("android", status.counts.androidDeliveries), ("ios", status.counts.iosDeliveries),
+                ] {
+                    platforms.object(name) { c in
+                        for state in DeliveryState.allCases { c.field(state.rawValue, counts[state] ?? 0) }
+                    }
+                }
+            }
+        }
         if status.open { object.field("open", true) }
         object.field("push_id", status.push.id)
         object.field("rate", status.push.rate)

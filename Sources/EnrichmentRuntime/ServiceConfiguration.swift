@@ -326,10 +326,11 @@ public struct DeliverySettings: Sendable {
         keyFile != nil || certificateFile != nil || p12File != nil || fcmServiceAccountFile != nil
             || apps.map { !$0.apps.isEmpty } ?? (appsFile != nil)
     }
-    /// True when an APNs credential is configured (the `ENRICH_APNS_*` settings, or an app of the apps file: every
-    /// app has one); a service account alone sends to Android devices only.
+    /// True when an APNs credential is configured (the `ENRICH_APNS_*` settings, or an app of the apps file with a
+    /// `credential`); a service account alone sends to Android devices only.
     public var hasAPNsCredentials: Bool {
-        keyFile != nil || certificateFile != nil || p12File != nil || apps.map { !$0.apps.isEmpty } ?? (appsFile != nil)
+        keyFile != nil || certificateFile != nil || p12File != nil
+            || apps.map { $0.apps.contains { $0.credential != nil } } ?? (appsFile != nil)
     }
     /// True with a .p8 key (token authentication), which Live Activity pushes need.
     public var usesTokenAuthentication: Bool { keyFile != nil && keyID != nil && teamID != nil }

@@ -219,6 +219,39 @@ struct AndroidDeliveryTests {
         }
     }
 
+    @Test("an app of the apps file with only a service account sends to its Android devices; its iPhones say why not")
+    func androidOnlyApp() async throws {
+        try await withAndroidDelivery({ configuration in
+            // Beside the default app (ENRICH_APNS_* and ENRICH_FCM_SERVICE_ACCOUNT_FILE), an app with no APNs
+            // credential, its service account the same file under another name.
+            let account = configuration.delivery.fcmServiceAccountFile ?? ""
+            let appsFile = URL(fileURLWithPath: account).deletingLastPathComponent().appendingPathComponent("apps.json")
+            try? #"""
+            {"credentials": {"droid-firebase": {"service_account_file": "\#(account)"}},
+             "apps": [{"id": "droid", "bundle_id": "com.example.droid", "fcm_credential": "droid-firebase"}]}
+            """#.write(to: appsFile, atomically: true, encoding: .utf8)
+            configuration.delivery.appsFile = appsFile.path
+        }) { client, apns, fcm in
+            let droid = ["Enrich-App": "droid"]
+            let pixel = try await client.put(
+                "/v1/devices/pixel/fcm-tokens/\(fcmToken(41))", json: #"{"topic":"com.example.droid"}"#, headers: droid)
+            #expect(pixel.status == 201, "\(pixel.text)")
+            let iphone = try await register(
+                client, "iphone", deviceToken(41), topic: "com.example.droid", headers: droid)
+            #expect(iphone.status == 201, "\(iphone.text)")
+            let reply = try await client.post(
+                "/v1/push", json: pushBody(devices: ["pixel", "iphone"]), headers: droid)
+            #expect(reply.json?["counts"]?["delivered"] == .int(1), "\(reply.text)")
+            #expect(reply.json?["counts"]?["failed"] == .int(1), "\(reply.text)")
+            let byDevice = devices(reply)
+            #expect(firstDelivery(byDevice["pixel"])?["status"] == .int(200))
+            let refusal = firstDelivery(byDevice["iphone"])?["error"]?.stringValue ?? ""
+            #expect(refusal.contains("app 'droid' has no APNs credential"), "\(reply.text)")
+            #expect(fcm.received.map(\.message["token"]?.stringValue) == [fcmToken(41)])
+            #expect(payloads(apns, token: deviceToken(41)).isEmpty)
+        }
+    }
+
     @Test("an audience reaches both platforms, and an Android phone's receipt confirms its push")
     func audienceAndReceipt() async throws {
         try await withAndroidDelivery { client, apns, fcm in

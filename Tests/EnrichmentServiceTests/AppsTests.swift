@@ -148,6 +148,7 @@ struct AppsTests {
             (#",{"id": "twin", "bundle_id": "com.a", "credential": "team-a"}"#, "the same bundle_id 'com.a'"),
             (#",{"id": "default", "bundle_id": "com.d", "credential": "team-a"}"#, "app 'default'"),
             (#",{"id": "Bad Id", "bundle_id": "com.d", "credential": "team-a"}"#, "apps[2]: id is required"),
+            (#",{"id": "bare", "bundle_id": "com.d"}"#, "app 'bare': credential (APNs, for its iOS devices) or fcm"),
         ]
         // A credential may not take the ENRICH_APNS_* settings' name.
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

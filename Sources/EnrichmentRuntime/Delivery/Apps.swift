@@ -56,12 +56,13 @@ public struct AppCredential: Sendable, Equatable {
     }
 }
 
-/// One app the service sends for: its id, its bundle id, the credential it sends with, and its own enrichment
-/// settings when it has some.
+/// One app the service sends for: its id, its bundle id, the credentials it sends with, and its own enrichment
+/// settings when it has some. An app has an APNs credential, a service account (FCM), or both.
 public struct AppDefinition: Sendable, Equatable {
     public var id: String
     public var bundleID: String
-    public var credential: String
+    /// The APNs credential its iOS devices' pushes go out with; nil for an Android-only app.
+    public var credential: String?
     /// The service account its Android devices' FCM messages go out with (a credential of the file), if any.
     public var fcmCredential: String? = nil
     public var enrichment: AppEnrichment? = nil
@@ -202,19 +203,25 @@ public struct AppsConfiguration: Sendable, Equatable {
             guard let bundle = members["bundle_id"]?.stringValue, APNsValidator.topicProblem(bundle) == nil else {
                 throw fail("app '\(id)': bundle_id is required (the app's bundle id)")
             }
-            guard let credential = members["credential"]?.stringValue else {
-                throw fail(
-                    "app '\(id)': credential is required (one of \(credentials.keys.sorted().joined(separator: ", ")))")
-            }
-            guard let declared = credentials[credential] else {
-                throw fail(
-                    "app '\(id)' names credential '\(credential)', which is not declared (declared: "
-                        + "\(credentials.keys.sorted().joined(separator: ", ")))")
-            }
-            guard !declared.isFirebase else {
-                throw fail(
-                    "app '\(id)': credential '\(credential)' is a service account (FCM); name it as fcm_credential, "
-                        + "and an APNs credential (.p8 key or certificate) as credential")
+            var credential: String?
+            if let value = members["credential"] {
+                guard let name = value.stringValue else {
+                    throw fail(
+                        "app '\(id)': credential must be a string, the name of a declared APNs credential (declared: "
+                            + "\(credentials.values.filter { !$0.isFirebase }.map(\.name).sorted().joined(separator: ", ")))"
+                    )
+                }
+                guard let declared = credentials[name] else {
+                    throw fail(
+                        "app '\(id)' names credential '\(name)', which is not declared (declared: "
+                            + "\(credentials.keys.sorted().joined(separator: ", ")))")
+                }
+                guard !declared.isFirebase else {
+                    throw fail(
+                        "app '\(id)': credential '\(name)' is a service account (FCM); name it as fcm_credential, "
+                            + "and an APNs credential (.p8 key or certificate) as credential")
+                }
+                credential = name
             }
             var fcmCredential: String?
             if let value = members["fcm_credential"] {
@@ -225,6 +232,12 @@ public struct AppsConfiguration: Sendable, Equatable {
                     )
                 }
                 fcmCredential = name
+            }
+            guard credential != nil || fcmCredential != nil else {
+                throw fail(
+                    "app '\(id)': credential (APNs, for its iOS devices) or fcm_credential (a service account, for its "
+                        + "Android devices) is required, or both (declared: "
+                        + "\(credentials.keys.sorted().joined(separator: ", ")))")
             }
             if let twin = apps.first(where: { $0.id == id }) { throw fail("app id '\(twin.id)' is declared twice") }
             if let twin = apps.first(where: { $0.bundleID == bundle }) {
@@ -274,7 +287,7 @@ extension DeliverySettings {
                 ? nil : SenderKey(credential: SenderKey.defaultCredential, environment: .fcm)
         }
         if let app = apps?.app(forTopic: topic) {
-            return SenderKey(credential: app.credential, environment: environment)
+            return app.credential.map { SenderKey(credential: $0, environment: environment) }
         }
         return hasDefaultCredential ? SenderKey(credential: SenderKey.defaultCredential, environment: environment) : nil
     }
@@ -289,13 +302,19 @@ extension DeliverySettings {
             return "no app in ENRICH_APPS_FILE has the bundle id of topic '\(topic)', and no default service account "
                 + "(ENRICH_FCM_SERVICE_ACCOUNT_FILE) is set: declare the app's fcm_credential"
         }
+        if let app = apps?.app(forTopic: topic) {
+            return "app '\(app.id)' has no APNs credential in ENRICH_APPS_FILE (it sends to Android only): declare its "
+                + "credential (a .p8 key or a certificate) to send to its iOS devices"
+        }
         return "no app in ENRICH_APPS_FILE has the bundle id of topic '\(topic)', and no default credentials "
             + "(ENRICH_APNS_KEY_FILE or a certificate) are set: declare the app"
     }
 
     /// True when pushes to `topic` go out with a `.p8` key (Live Activities need one).
     public func usesTokenAuthentication(topic: String) -> Bool {
-        if let app = apps?.app(forTopic: topic) { return apps?.credentials[app.credential]?.usesToken ?? false }
+        if let app = apps?.app(forTopic: topic) {
+            return app.credential.flatMap { apps?.credentials[$0]?.usesToken } ?? false
+        }
         return usesTokenAuthentication
     }
 

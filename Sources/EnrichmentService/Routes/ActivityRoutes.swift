@@ -249,8 +249,10 @@ struct ActivityRoutes {
                 .conflict, reason: .liveActivityNeedsTokenAuth,
                 message:
                     "Live Activity pushes need token authentication: APNs takes them only with a .p8 key, and "
-                    + (app.map {
-                        "app '\($0.id)' sends with the certificate '\($0.credential)' (give it a .p8 key credential in ENRICH_APPS_FILE)"
+                    + (app.map { app in
+                        app.credential.map {
+                            "app '\(app.id)' sends with the certificate '\($0)' (give it a .p8 key credential in ENRICH_APPS_FILE)"
+                        } ?? "app '\(app.id)' has no APNs credential (give it a .p8 key credential in ENRICH_APPS_FILE)"
                     }
                         ?? "the service has a certificate (set ENRICH_APNS_KEY_FILE, ENRICH_APNS_KEY_ID, ENRICH_APNS_TEAM_ID)")
             )

@@ -6,7 +6,9 @@
 #   MODE=woosmap scripts/profile-enrich.sh       # the Woosmap-style body (ENRICH_MODE)
 #
 # Starts the server on the data bench-enrich.sh left, loads it with wrk (32 connections) first with enrichments,
-# then with /health, each under `perf record -g` for DURATION seconds, and prints the server's CPU per request
+# then with the same requests carrying a stale payload (answered without a fix, places or map: the HTTP and JSON
+# floor of the route), then with /health, each under `perf record -g` for DURATION seconds, and prints the
+# server's CPU per request
 # (from /proc, without perf) and the profile sorted into phases by scripts/enrich-phases.py.
 # Needs perf (Debian's linux-perf) and wrk.
 set -euo pipefail
@@ -29,12 +31,17 @@ for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null &&
 # A new process reads each device's last fix from SQLite once (then from its cache): every device first.
 wrk -t1 -c32 -d"${WARM:-12}s" -s "$DATA/enrich.lua" "http://127.0.0.1:$PORT" >/dev/null
 cpu() { awk '{print $14+$15}' "/proc/$SERVER/stat"; }
-for what in enrich health; do
+# The same enrichment requests with a payload an hour old: parsed, validated, judged stale and answered, with no
+# fix read, no places search, no template and no map. The floor of what a POST /v1/enrich costs in HTTP and JSON.
+sed 's/, now)$/, now - 3600)/' "$DATA/enrich.lua" > "$OUT/stale.lua"
+for what in enrich stale health; do
   perf record -F 1999 -g -p "$SERVER" -o "$OUT/$what.data" -- sleep "$DURATION" >/dev/null 2>&1 &
   PERF=$!
   before=$(cpu)
   if [ "$what" = enrich ]; then
     out=$(wrk -t1 -c32 -d"${DURATION}s" --latency -s "$DATA/enrich.lua" "http://127.0.0.1:$PORT")
+  elif [ "$what" = stale ]; then
+    out=$(wrk -t1 -c32 -d"${DURATION}s" --latency -s "$OUT/stale.lua" "http://127.0.0.1:$PORT")
   else
     out=$(wrk -t1 -c32 -d"${DURATION}s" --latency "http://127.0.0.1:$PORT/health")
   fi

@@ -102,14 +102,20 @@ public struct SQLiteFixStore: FixStore {
                          OR longitude IS NOT excluded.longitude
                          OR horizontal_accuracy IS NOT excluded.horizontal_accuracy)
                 """)
+        // Bound through SQLite's C interface (`RawStatement`): GRDB's arguments (an array of existentials per row)
+        // cost more than SQLite's own insert here, a batch being up to hundreds of fixes.
+        let insert = RawStatement(statement, in: db)
         var latest: [String: LocationFix] = Dictionary(minimumCapacity: newest.count)
         for fix in newest.values {
-            try statement.execute(arguments: [
-                fix.deviceId, fix.fixTime, fix.coordinate.latitude, fix.coordinate.longitude, fix.horizontalAccuracy,
-                LastFixCells.cell(latitude: fix.coordinate.latitude, longitude: fix.coordinate.longitude),
-            ])
+            try insert.bind(1, fix.deviceId)
+            try insert.bind(2, fix.fixTime)
+            try insert.bind(3, fix.coordinate.latitude)
+            try insert.bind(4, fix.coordinate.longitude)
+            try insert.bind(5, fix.horizontalAccuracy)
+            try insert.bind(
+                6, LastFixCells.cell(latitude: fix.coordinate.latitude, longitude: fix.coordinate.longitude))
             // Written: the position differs from the stored one's, so `fixes` gets this fix's row as given too.
-            if db.changesCount > 0 { latest[fix.deviceId] = fix }
+            if try insert.run() > 0 { latest[fix.deviceId] = fix }
         }
         return latest
     }
@@ -132,11 +138,17 @@ public struct SQLiteFixStore: FixStore {
                     OR horizontal_accuracy IS NOT excluded.horizontal_accuracy OR context IS NOT excluded.context
                     OR extras IS NOT excluded.extras
                 """)
+        let insert = RawStatement(statement, in: db)
         for fix in fixes {
-            try statement.execute(arguments: [
-                fix.deviceId, fix.fixTime, fix.coordinate.latitude, fix.coordinate.longitude,
-                fix.horizontalAccuracy, fix.context, fix.receivedAt, Self.encode(fix.extras),
-            ])
+            try insert.bind(1, fix.deviceId)
+            try insert.bind(2, fix.fixTime)
+            try insert.bind(3, fix.coordinate.latitude)
+            try insert.bind(4, fix.coordinate.longitude)
+            try insert.bind(5, fix.horizontalAccuracy)
+            try insert.bind(6, fix.context)
+            try insert.bind(7, fix.receivedAt)
+            try insert.bind(8, Self.encode(fix.extras))
+            try insert.run()
         }
         return latest
     }

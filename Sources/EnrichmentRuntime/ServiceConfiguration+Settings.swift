@@ -241,8 +241,8 @@ extension ServiceConfiguration {
         Setting(
             "apps-file", "ENRICH_APPS_FILE", valueName: "path",
             help:
-                "Several apps: a JSON file of credentials (.p8 keys, certificates) and apps naming the one they "
-                + "send with (docs/APPS.md); the ENRICH_APNS_* settings stay the default app's.",
+                "Several apps: a JSON file of credentials (.p8 keys, certificates, FCM service accounts) and apps "
+                + "naming the ones they send with (docs/APPS.md); the ENRICH_APNS_* settings stay the default app's.",
             default: "unset (one app)", allowed: "a file path", parse: nonEmpty,
             store: { $0.delivery.appsFile = $1 }),
     ]

@@ -179,7 +179,9 @@ public struct AppsConfiguration: Sendable, Equatable {
         switch root["apps"] {
         case nil: appItems = []
         case .array(let items)?: appItems = items
-        default: throw fail("\"apps\" must be an array of {\"id\", \"bundle_id\", \"credential\"}")
+        default:
+            throw fail(
+                "\"apps\" must be an array of {\"id\", \"bundle_id\", \"credential\" and/or \"fcm_credential\"}")
         }
         if appItems.isEmpty, root["keys"] == nil {
             throw fail("the file declares nothing: give \"apps\" (with their \"credentials\") or \"keys\"")
@@ -213,8 +215,9 @@ public struct AppsConfiguration: Sendable, Equatable {
                 }
                 guard let declared = credentials[name] else {
                     throw fail(
-                        "app '\(id)' names credential '\(name)', which is not declared (declared: "
-                            + "\(credentials.keys.sorted().joined(separator: ", ")))")
+                        "app '\(id)' names credential '\(name)', which is not declared (declared APNs credentials: "
+                            + "\(credentials.values.filter { !$0.isFirebase }.map(\.name).sorted().joined(separator: ", ")))"
+                    )
                 }
                 guard !declared.isFirebase else {
                     throw fail(

@@ -230,7 +230,8 @@ struct ActivityRoutes {
                 .serviceUnavailable, reason: .deliveryNotConfigured,
                 message:
                     "no APNs credentials are configured (Live Activities are iOS-only; an FCM service account does not "
-                    + "send them): set ENRICH_APNS_KEY_FILE, ENRICH_APNS_KEY_ID and ENRICH_APNS_TEAM_ID"
+                    + "send them): set ENRICH_APNS_KEY_FILE, ENRICH_APNS_KEY_ID and ENRICH_APNS_TEAM_ID, or give the "
+                    + "app a .p8 key credential in ENRICH_APPS_FILE"
             )
         }
         guard let registration = try await state.activities.registration(deviceId: deviceId, kind: kind, key: key)

@@ -80,7 +80,9 @@ struct ChannelRoutes {
         guard state.channels.isConfigured else {
             throw APIError(
                 .serviceUnavailable, reason: .deliveryNotConfigured,
-                message: "no APNs credentials are configured: set ENRICH_APNS_KEY_FILE (or ENRICH_APPS_FILE)")
+                message:
+                    "no APNs credentials are configured: set ENRICH_APNS_KEY_FILE, or give an app of ENRICH_APPS_FILE "
+                    + "a credential (a .p8 key or a certificate)")
         }
         guard let client = state.channels.client(bundleID: bundleID, environment: environment) else {
             throw APIError(

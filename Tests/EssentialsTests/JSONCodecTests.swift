@@ -112,4 +112,38 @@ struct JSONCodecTests {
             }
         }
     }
+
+    @Test("duplicates are found in objects of every size, before the second value is read; nesting keeps them apart")
+    func duplicateKeysAtEverySize() throws {
+        for count in [2, 15, 16, 17, 40] {
+            let keys = (0..<count).map { "k\($0)" }
+            let members = keys.enumerated().map { #""\#($1)":\#($0)"# }
+            for twin in [0, count / 2, count - 1] {
+                // The repeated key is followed by a value that is not JSON: the duplicate is what is reported, at
+                // the offset after its colon.
+                let head = "{" + members.joined(separator: ",") + #","\#(keys[twin])":"#
+                let text = head + "nonsense}"
+                do {
+                    _ = try JSONParser.parse(Array(text.utf8))
+                    Issue.record("accepted \(text)")
+                } catch {
+                    #expect(error.message.contains("'\(keys[twin])' appears twice"), "\(error.message)")
+                    #expect(error.offset == head.utf8.count)
+                }
+                let lenient = try JSONParser.parse(Array((head + "true}").utf8), duplicateKeys: .lastWins)
+                guard case .object(let object) = lenient else {
+                    Issue.record("not an object: \(lenient)")
+                    continue
+                }
+                #expect(object.count == count)
+                #expect(object[keys[twin]] == .bool(true))
+                #expect(object[keys[(twin + 1) % count]] == .int(Int64((twin + 1) % count)))
+            }
+            // The same keys one level down are another object's: no duplicate.
+            let nested = "{" + members.joined(separator: ",") + #","inner":{"# + members.joined(separator: ",") + "}}"
+            let parsed = try JSONParser.parse(Array(nested.utf8))
+            #expect(parsed["inner"]?[keys[count - 1]] == .int(Int64(count - 1)))
+            #expect(parsed[keys[0]] == .int(0))
+        }
+    }
 }

@@ -4,6 +4,7 @@
 #   scripts/bench-enrich.sh                      # once: imports the places and seeds the devices (.cache/bench)
 #   scripts/profile-enrich.sh                    # the release build; BIN=... for another
 #   MODE=woosmap scripts/profile-enrich.sh       # the Woosmap-style body (ENRICH_MODE)
+#   LOADS="ingest health" scripts/profile-enrich.sh   # fix reports (100 fixes a request) instead; per request below
 #
 # Starts the server on the data bench-enrich.sh left, loads it with wrk (32 connections) first with enrichments,
 # then with the same requests carrying a stale payload (answered without a fix, places or map: the HTTP and JSON
@@ -34,12 +35,14 @@ cpu() { awk '{print $14+$15}' "/proc/$SERVER/stat"; }
 # The same enrichment requests with a payload an hour old: parsed, validated, judged stale and answered, with no
 # fix read, no places search, no template and no map. The floor of what a POST /v1/enrich costs in HTTP and JSON.
 sed 's/, now)$/, now - 3600)/' "$DATA/enrich.lua" > "$OUT/stale.lua"
-for what in enrich stale health; do
+for what in ${LOADS:-enrich stale health}; do
   perf record -F 1999 -g -p "$SERVER" -o "$OUT/$what.data" -- sleep "$DURATION" >/dev/null 2>&1 &
   PERF=$!
   before=$(cpu)
   if [ "$what" = enrich ]; then
     out=$(wrk -t1 -c32 -d"${DURATION}s" --latency -s "$DATA/enrich.lua" "http://127.0.0.1:$PORT")
+  elif [ "$what" = ingest ]; then
+    out=$(wrk -t1 -c32 -d"${DURATION}s" --latency -s "$DATA/ingest.lua" "http://127.0.0.1:$PORT")
   elif [ "$what" = stale ]; then
     out=$(wrk -t1 -c32 -d"${DURATION}s" --latency -s "$OUT/stale.lua" "http://127.0.0.1:$PORT")
   else

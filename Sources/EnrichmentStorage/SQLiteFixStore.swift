@@ -22,9 +22,7 @@ public struct SQLiteFixStore: FixStore {
     /// One indexed read per device inside the insert's own transaction (no extra trip to the database).
     public func insertReportingPrior(_ fixes: [LocationFix]) async throws -> PriorFixes? {
         guard !fixes.isEmpty else { return PriorFixes() }
-        var first: [String: Double] = [:]
-        for fix in fixes { first[fix.deviceId] = min(first[fix.deviceId] ?? .infinity, fix.fixTime) }
-        let firsts = first
+        let firsts = fixes.earliestTimeByDevice()
         return try await database.pool.write { db in
             let statement = try db.cachedStatement(
                 sql: """
@@ -86,10 +84,7 @@ public struct SQLiteFixStore: FixStore {
     /// with another position): their newest stored fix is that one, every column as given.
     @discardableResult
     static func writeLastFixes(_ db: Database, _ fixes: [LocationFix]) throws -> [String: LocationFix] {
-        var newest: [String: LocationFix] = [:]
-        for fix in fixes where fix.fixTime >= (newest[fix.deviceId]?.fixTime ?? -Double.infinity) {
-            newest[fix.deviceId] = fix
-        }
+        let newest = fixes.newestByDevice()
         let statement = try db.cachedStatement(
             sql: """
                 INSERT INTO last_fixes (device_id, fix_time, latitude, longitude, horizontal_accuracy, cell)

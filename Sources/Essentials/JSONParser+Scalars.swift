@@ -108,44 +108,95 @@ extension JSONParser {
 
     mutating func parseNumber() throws(JSONParseError) -> JSONValue {
         let start = index
+        let negative = bytes[index] == UInt8(ascii: "-")
         var isInteger = true
-        if bytes[index] == UInt8(ascii: "-") { index += 1 }
-        guard index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) else {
-            throw error("invalid number")
+        // The digits as they are read (integer part and fraction, up to 19 significant ones), and the power of ten
+        // the fraction and exponent give them: what the exact fast paths below need, without making a string.
+        var significand: UInt64 = 0
+        var significant = 0
+        var scale = 0
+        func isDigit(_ byte: UInt8) -> Bool { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) }
+        func take(_ byte: UInt8) {
+            if significand != 0 || byte != UInt8(ascii: "0") { significant += 1 }
+            if significant <= 19 { significand = significand &* 10 &+ UInt64(byte &- UInt8(ascii: "0")) }
         }
+        if negative { index += 1 }
+        guard index < bytes.count, isDigit(bytes[index]) else { throw error("invalid number") }
         if bytes[index] == UInt8(ascii: "0") {
             index += 1
-            if index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) {
+            if index < bytes.count, isDigit(bytes[index]) {
                 throw error("leading zeros are not allowed in numbers")
             }
         } else {
-            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            while index < bytes.count, isDigit(bytes[index]) {
+                take(bytes[index])
+                index += 1
+            }
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
             isInteger = false
             index += 1
-            guard index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) else {
+            guard index < bytes.count, isDigit(bytes[index]) else {
                 throw error("a decimal point must be followed by digits")
             }
-            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            while index < bytes.count, isDigit(bytes[index]) {
+                take(bytes[index])
+                scale -= 1
+                index += 1
+            }
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
             isInteger = false
             index += 1
+            var exponentNegative = false
             if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+                exponentNegative = bytes[index] == UInt8(ascii: "-")
                 index += 1
             }
-            guard index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) else {
+            guard index < bytes.count, isDigit(bytes[index]) else {
                 throw error("an exponent must have digits")
             }
-            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            var exponent = 0
+            while index < bytes.count, isDigit(bytes[index]) {
+                // Past this the fast paths do not apply anyway; the text says the rest.
+                if exponent < 100_000 { exponent = exponent * 10 + Int(bytes[index] - UInt8(ascii: "0")) }
+                index += 1
+            }
+            scale += exponentNegative ? -exponent : exponent
+        }
+        if significant <= 19 {
+            if isInteger {
+                if !negative, significand <= UInt64(Int64.max) { return .int(Int64(significand)) }
+                if negative, significand <= UInt64(Int64.max) + 1 {
+                    return .int(Int64(truncatingIfNeeded: 0 &- significand))
+                }
+            } else if significand <= 1 << 53, (-22...22).contains(scale) {
+                // Clinger's fast path: the significand and the power of ten are both exact doubles, so one division
+                // or multiplication rounds once, correctly: the same double strtod gives for the text.
+                var double = Double(significand)
+                double = scale < 0 ? double / Self.powersOfTen[-scale] : double * Self.powersOfTen[scale]
+                if negative { double = -double }
+                return Self.number(double)
+            }
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
         if isInteger, let value = Int64(text) { return .int(value) }
         guard let double = Double(text), double.isFinite else { throw error("number out of range") }
+        return Self.number(double)
+    }
+
+    /// A number read with a fraction or an exponent: an integral value within ±2^53 is an `.int`, as `NSNumber`
+    /// bridging makes it on iOS.
+    private static func number(_ double: Double) -> JSONValue {
         if double == double.rounded(), abs(double) <= 9_007_199_254_740_992 { return .int(Int64(double)) }
         return .double(double)
     }
+
+    /// 10^0 through 10^22: the powers of ten a double holds exactly.
+    private static let powersOfTen: [Double] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
+        1e20, 1e21, 1e22,
+    ]
 }
 
 /// UTF-8 well-formedness as RFC 3629 defines it: no overlong forms, no surrogates, nothing above U+10FFFF.

@@ -72,6 +72,30 @@ public struct JSONParser {
     public static func parseObject(
         _ data: some ContiguousBytes, streaming name: String, each: (Int, JSONValue) -> Bool
     ) throws(JSONParseError) -> StreamedObject {
+        try parseObject(data, streamingElements: name) { index, element in each(index, element.value) }
+    }
+
+    /// One element of an array handed out by `parseObject(_:streamingElements:each:)`.
+    public enum StreamedElement {
+        /// An object, as its members (for a reader that looks up a few known keys, cheaper than a dictionary).
+        case object(JSONMembers)
+        /// Any other value.
+        case value(JSONValue)
+
+        /// The element as a `JSONValue` (an object's members made into its dictionary).
+        public var value: JSONValue {
+            switch self {
+            case .object(let members): .object(members.dictionary)
+            case .value(let value): value
+            }
+        }
+    }
+
+    /// `parseObject(_:streaming:each:)`, handing out an element that is an object as its members, without making
+    /// a dictionary of them: a fix report is a hundred objects of four or five members, each read once by key.
+    public static func parseObject(
+        _ data: some ContiguousBytes, streamingElements name: String, each: (Int, StreamedElement) -> Bool
+    ) throws(JSONParseError) -> StreamedObject {
         let result: Result<StreamedObject, JSONParseError> = data.withUnsafeBytes { raw in
             var parser = JSONParser(raw.bindMemory(to: UInt8.self))
             do throws(JSONParseError) {
@@ -92,7 +116,7 @@ public struct JSONParser {
         return try result.get()
     }
 
-    private mutating func parseStreamingObject(member name: String, each: (Int, JSONValue) -> Bool)
+    private mutating func parseStreamingObject(member name: String, each: (Int, StreamedElement) -> Bool)
         throws(JSONParseError) -> StreamedObject
     {
         index += 1
@@ -137,7 +161,7 @@ public struct JSONParser {
         }
     }
 
-    private mutating func streamArray(each: (Int, JSONValue) -> Bool) throws(JSONParseError) {
+    private mutating func streamArray(each: (Int, StreamedElement) -> Bool) throws(JSONParseError) {
         index += 1
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
@@ -147,8 +171,17 @@ public struct JSONParser {
         var count = 0
         while true {
             skipWhitespace()
-            let element = try parseValue(depth: 2)
-            guard each(count, element) else { throw error("stopped by the reader") }
+            let kept: Bool
+            if index < bytes.count, bytes[index] == UInt8(ascii: "{") {
+                // An object's members go to the reader as they lie on the stack: no dictionary made of them.
+                let base = members.count
+                defer { members.removeSubrange(base...) }
+                try parseMembers(depth: 3)
+                kept = each(count, .object(JSONMembers(members: members[base...])))
+            } else {
+                kept = each(count, .value(try parseValue(depth: 2)))
+            }
+            guard kept else { throw error("stopped by the reader") }
             count += 1
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input in an array") }
@@ -212,16 +245,27 @@ public struct JSONParser {
     }
 
     private mutating func parseObject(depth: Int) throws(JSONParseError) -> JSONValue {
+        let base = members.count
+        // The nested objects have taken their members off by the time this one closes; on an error this one's go.
+        defer { members.removeSubrange(base...) }
+        try parseMembers(depth: depth)
+        // In order, so that with `.lastWins` the last of a key's members is the one kept.
+        var object = [String: JSONValue](minimumCapacity: members.count - base)
+        for member in members[base...] { object[member.key] = member.value }
+        return .object(object)
+    }
+
+    /// Parses the object at `index` (its `{`), leaving its members on `members` in document order; what it added is
+    /// the caller's to remove, on an error too.
+    private mutating func parseMembers(depth: Int) throws(JSONParseError) {
         guard depth <= Self.maximumDepth else { throw error("nesting deeper than \(Self.maximumDepth) levels") }
         index += 1
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
-            return .object([:])
+            return
         }
         let base = members.count
-        // The nested objects have taken their members off by the time this one closes; on an error this one's go.
-        defer { members.removeSubrange(base...) }
         // The keys seen, once the object has more than `linearDuplicateCheck` members (refusing duplicates only).
         var seen: Set<String>?
         while true {
@@ -252,10 +296,7 @@ public struct JSONParser {
             }
             if bytes[index] == UInt8(ascii: "}") {
                 index += 1
-                // In order, so that with `.lastWins` the last of a key's members is the one kept.
-                var object = [String: JSONValue](minimumCapacity: members.count - base)
-                for member in members[base...] { object[member.key] = member.value }
-                return .object(object)
+                return
             }
             throw error("expected ',' or '}' in an object")
         }
@@ -285,5 +326,28 @@ public struct JSONParser {
             }
             throw error("expected ',' or ']' in an array")
         }
+    }
+}
+
+/// An object's members in document order, each key once (the parser refuses a key twice), read by key without a
+/// dictionary: for an object of a few members each looked up once, comparing keys costs less than hashing them into
+/// a table and hashing them again to look them up. Valid while the parser's callback runs (it is a copy otherwise).
+public struct JSONMembers {
+    let members: ArraySlice<(key: String, value: JSONValue)>
+
+    /// How many members the object has.
+    public var count: Int { members.count }
+
+    /// The value of the member `key`, or nil.
+    public subscript(key: String) -> JSONValue? {
+        for member in members where member.key == key { return member.value }
+        return nil
+    }
+
+    /// The members as a dictionary (what `JSONValue.object` holds).
+    public var dictionary: [String: JSONValue] {
+        var object = [String: JSONValue](minimumCapacity: members.count)
+        for member in members { object[member.key] = member.value }
+        return object
     }
 }

@@ -7,8 +7,23 @@ import Testing
 struct OpenLocateBatchTests {
     let now = 1_700_000_000.0
 
+    /// The batch from the decoded document; the route's reading straight from the bytes must give the same batch,
+    /// or the same error.
     func parse(_ json: String) throws -> OpenLocateBatch {
-        try OpenLocateBatch.parse(JSONValue.decode(Data(json.utf8)), deviceId: "d1", receivedAt: now)
+        let streamed = Result { try OpenLocateBatch.parse(json: Data(json.utf8), deviceId: "d1", receivedAt: now) }
+        let decoded = Result {
+            try OpenLocateBatch.parse(JSONValue.decode(Data(json.utf8)), deviceId: "d1", receivedAt: now)
+        }
+        switch (streamed, decoded) {
+        case (.success(let a), .success(let b)):
+            #expect(a.accepted == b.accepted, "\(json)")
+            #expect(a.rejected == b.rejected, "\(json)")
+        case (.failure(let a), .failure(let b)):
+            #expect(String(describing: a) == String(describing: b), "\(json)")
+        default:
+            Issue.record("the two readings disagree on \(json): \(streamed) against \(decoded)")
+        }
+        return try decoded.get()
     }
 
     @Test("numbers and numeric strings are both accepted")
@@ -58,5 +73,34 @@ struct OpenLocateBatchTests {
         #expect(throws: OpenLocateError.missingLocations) { try parse(#"{"fixes":[]}"#) }
         #expect(throws: OpenLocateError.locationsNotArray(found: "object")) { try parse(#"{"locations":{}}"#) }
         #expect(throws: OpenLocateError.notAnObject(found: "array")) { try parse(#"[]"#) }
+    }
+
+    @Test("the body read item by item gives what the decoded document gives, errors included")
+    func readFromBytes() throws {
+        let item = #"{"latitude":48.8,"longitude":2.3,"utc_timestamp":1699999990}"#
+        let bodies = [
+            #"{"locations":[]}"#, #" {"locations" : [ ] } "#, #"{"locations":[\#(item)],"app":"x"}"#,
+            #"{"app":{"nested":[1,2]},"locations":[\#(item),\#(item)]}"#,
+            // OpenLocate's other fields, typed and ill-typed; unknown fields ignored.
+            #"{"locations":[{"latitude":1,"longitude":2,"utc_timestamp":1699999990,"speed":"3.5","is_charging":"true","wifi_bssid":"A4:2B:B0:12:34:56","x":{"y":[]}}]}"#,
+            #"{"locations":[{"latitude":1,"longitude":2,"utc_timestamp":1699999990,"course":400}]}"#,
+            #"{"locations":[{"latitude":1,"longitude":2,"utc_timestamp":1699999990,"location_context":null,"horizontal_accuracy":null}]}"#,
+            #"{"locations":[{"latitude":1,"longitude":2,"utc_timestamp":1699999990,"location_context":"a\u0001"}]}"#,
+            #"{"locations":[{}, [], 1, null, "x", {"latitude":1e400}]}"#,
+            // Not JSON, or not the batch's shape.
+            #"{"locations":[{"latitude":1,"latitude":2}]}"#, #"{"locations":[],"locations":[]}"#,
+            #"{"locations":1,"locations":[]}"#, #"{"locations":[\#(item)]"#, #"{"locations":[\#(item)]} x"#,
+            #"{"locations":[{"latitude":01}]}"#, #"{"locations":[\#(item),]}"#, #"[1,"#, #"nul"#, #""x""#, "42",
+            #"{"locations":"many"}"#, #"{"locations":null}"#, #"{}"#,
+            #"{"locations":[\#(String(repeating: "[", count: 200))]}"#,
+        ]
+        for body in bodies { _ = try? parse(body) }
+        // More items than a batch takes: refused with their count, a JSON error after them still first.
+        let many =
+            "{\"locations\":[" + Array(repeating: item, count: OpenLocateBatch.maximumItems + 2).joined(separator: ",")
+        #expect(throws: OpenLocateError.tooManyItems(count: OpenLocateBatch.maximumItems + 2, limit: 10_000)) {
+            try parse(many + "]}")
+        }
+        #expect(throws: JSONParseError.self) { try parse(many + "]") }
     }
 }

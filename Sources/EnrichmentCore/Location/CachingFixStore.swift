@@ -54,7 +54,8 @@ public final class CachingFixStore: FixStore {
 
     /// The deletes so far of each stripe the fixes' devices fall in, taken before they are stored.
     private func deleteCounts(of fixes: [LocationFix]) -> [Int: UInt64] {
-        let stripes = Set(fixes.map { Self.stripe($0.deviceId) })
+        var stripes: Set<Int> = []
+        fixes.forEachDeviceRun { device, _ in stripes.insert(Self.stripe(device)) }
         return state.withLock { state in
             Dictionary(uniqueKeysWithValues: stripes.map { ($0, state.deletes[$0]) })
         }
@@ -67,10 +68,7 @@ public final class CachingFixStore: FixStore {
     /// not stop a fill: the fix times order them. Within `capacity`, like any other entry.
     private func remember(_ fixes: [LocationFix], latest: [String: LocationFix], before: [Int: UInt64]) {
         // Of fixes with the same time the last one stands, as in the store.
-        var newest: [String: LocationFix] = [:]
-        for fix in fixes where fix.fixTime >= (newest[fix.deviceId]?.fixTime ?? -.infinity) {
-            newest[fix.deviceId] = fix
-        }
+        let newest = fixes.newestByDevice()
         state.withLock { state in
             let untouched = Set(before.compactMap { state.deletes[$0.key] == $0.value ? $0.key : nil })
             for (device, sent) in newest {

@@ -169,3 +169,39 @@ public struct PrefetchedFixes: FixStore {
         fixes[deviceId].map { $0.fixTime > after && $0.fixTime < before ? [$0] : [] } ?? []
     }
 }
+/// A batch of fixes holds each report's fixes one after another: a pass over it that needs each device once can
+/// look a device up once per run of its fixes rather than once per fix (a report of 100 fixes: one hash, not 100).
+extension Collection where Element == LocationFix {
+    /// Calls `body` with each run of consecutive fixes of one device, in order (a device may have several runs).
+    public func forEachDeviceRun(_ body: (_ deviceId: String, _ fixes: SubSequence) throws -> Void) rethrows {
+        var start = startIndex
+        while start != endIndex {
+            let device = self[start].deviceId
+            var end = index(after: start)
+            while end != endIndex, self[end].deviceId == device { formIndex(after: &end) }
+            try body(device, self[start..<end])
+            start = end
+        }
+    }
+
+    /// Each device's newest fix; of its fixes with the same time, the last one (as a store keeps it).
+    public func newestByDevice() -> [String: LocationFix] {
+        var newest: [String: LocationFix] = [:]
+        forEachDeviceRun { device, fixes in
+            var best = fixes[fixes.startIndex]
+            for fix in fixes.dropFirst() where fix.fixTime >= best.fixTime { best = fix }
+            if best.fixTime >= (newest[device]?.fixTime ?? -.infinity) { newest[device] = best }
+        }
+        return newest
+    }
+
+    /// Each device's earliest fix time.
+    public func earliestTimeByDevice() -> [String: Double] {
+        var earliest: [String: Double] = [:]
+        forEachDeviceRun { device, fixes in
+            let time = fixes.lazy.map(\.fixTime).min() ?? .infinity
+            earliest[device] = Swift.min(earliest[device] ?? .infinity, time)
+        }
+        return earliest
+    }
+}

@@ -1,5 +1,5 @@
 public import Essentials
-import Foundation
+public import Foundation
 
 /// Parses an OpenLocate batch (`{"locations": [...]}`) into fixes, with a reason for every rejected item.
 public struct OpenLocateBatch: Sendable {
@@ -43,6 +43,60 @@ public struct OpenLocateBatch: Sendable {
         return batch
     }
 
+    /// Parses and validates a batch's body straight from its bytes: the `locations` array is read item by item, each
+    /// item's members looked up where they lie (no `JSONValue` tree, no dictionary per item). The same batch, the
+    /// same rejections and the same errors as `parse(_:deviceId:receivedAt:maxFutureSeconds:)` of the decoded
+    /// document; a body that is not valid JSON throws the parser's `JSONParseError`, anything else
+    /// `OpenLocateError`.
+    public static func parse(
+        json data: Data, deviceId: String, receivedAt: Double, maxFutureSeconds: Double = 86_400
+    ) throws -> OpenLocateBatch {
+        let read: (object: JSONParser.StreamedObject, batch: OpenLocateBatch, items: Int)
+        do {
+            read = try stream(data, deviceId: deviceId, receivedAt: receivedAt, maxFutureSeconds: maxFutureSeconds)
+        } catch let error as JSONParseError where error.message == JSONParser.StreamedObject.notAnObject {
+            // Not an object at all: decoded whole, which names what it is (or where it is not JSON).
+            return try parse(
+                JSONValue.decode(data), deviceId: deviceId, receivedAt: receivedAt, maxFutureSeconds: maxFutureSeconds)
+        }
+        guard read.object.streamed else {
+            guard let value = read.object.members["locations"] else { throw OpenLocateError.missingLocations }
+            throw OpenLocateError.locationsNotArray(found: value.typeName)
+        }
+        guard read.items <= maximumItems else {
+            throw OpenLocateError.tooManyItems(count: read.items, limit: maximumItems)
+        }
+        return read.batch
+    }
+
+    /// The body's `locations` read item by item; the count of items past `maximumItems` only counted.
+    private static func stream(_ data: Data, deviceId: String, receivedAt: Double, maxFutureSeconds: Double)
+        throws(JSONParseError) -> (object: JSONParser.StreamedObject, batch: OpenLocateBatch, items: Int)
+    {
+        var batch = OpenLocateBatch(accepted: [], rejected: [])
+        var items = 0
+        let object = try JSONParser.parseObject(data, streamingElements: "locations") { index, element in
+            items += 1
+            // Past the limit the rest is only counted (and parsed: a JSON error still comes first).
+            guard items <= maximumItems else { return true }
+            let result: Result<LocationFix, ItemProblem>
+            switch element {
+            case .object(let fields):
+                result = parseItem(
+                    fields: .members(fields), deviceId: deviceId, receivedAt: receivedAt,
+                    maxFutureSeconds: maxFutureSeconds)
+            case .value(let other):
+                result = .failure(ItemProblem(message: "item must be an object, found \(other.typeName)"))
+            }
+            switch result {
+            case .success(let fix): batch.accepted.append(fix)
+            case .failure(let reason): batch.rejected.append(Rejection(index: index, reason: reason.message))
+            }
+            return true
+        }
+        return (object, batch, items)
+    }
+
     struct ItemProblem: Error { var message: String }
 
     static func parseItem(
@@ -52,6 +106,13 @@ public struct OpenLocateBatch: Sendable {
         guard case .object(let fields) = item else {
             return .failure(ItemProblem(message: "item must be an object, found \(item.typeName)"))
         }
+        return parseItem(
+            fields: .dictionary(fields), deviceId: deviceId, receivedAt: receivedAt, maxFutureSeconds: maxFutureSeconds)
+    }
+
+    static func parseItem(
+        fields: ItemFields, deviceId: String, receivedAt: Double, maxFutureSeconds: Double
+    ) -> Result<LocationFix, ItemProblem> {
         func number(_ key: String) -> Result<Double, ItemProblem> {
             guard let raw = fields[key] else { return .failure(ItemProblem(message: "\(key) is missing")) }
             guard let value = raw.lenientDouble else {
@@ -110,7 +171,7 @@ public struct OpenLocateBatch: Sendable {
         let core = 3 + (fields["horizontal_accuracy"] == nil ? 0 : 1) + (fields["location_context"] == nil ? 0 : 1)
         var extras: JSONValue?
         if fields.count > core {
-            switch openLocateExtras(fields) {
+            switch openLocateExtras(fields.dictionary) {
             case .success(let value): extras = value
             case .failure(let problem): return .failure(problem)
             }
@@ -165,6 +226,33 @@ public struct OpenLocateBatch: Sendable {
             }
         }
         return .success(extras.isEmpty ? nil : .object(extras))
+    }
+}
+
+/// An item's members, looked up by key: a decoded object's dictionary, or the members of one streamed from the body.
+enum ItemFields {
+    case dictionary([String: JSONValue])
+    case members(JSONMembers)
+
+    subscript(key: String) -> JSONValue? {
+        switch self {
+        case .dictionary(let fields): fields[key]
+        case .members(let fields): fields[key]
+        }
+    }
+
+    var count: Int {
+        switch self {
+        case .dictionary(let fields): fields.count
+        case .members(let fields): fields.count
+        }
+    }
+
+    var dictionary: [String: JSONValue] {
+        switch self {
+        case .dictionary(let fields): fields
+        case .members(let fields): fields.dictionary
+        }
     }
 }
 

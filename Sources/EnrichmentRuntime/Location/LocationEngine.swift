@@ -170,7 +170,7 @@ public final class LocationEngine: Sendable {
     public func evaluate(ingested batch: [LocationFix], prior: PriorFixes? = nil) async throws -> IngestEvaluation {
         guard !batch.isEmpty, settings.regionsEnabled || settings.detectVisits else { return IngestEvaluation() }
         var byDevice: [String: [LocationFix]] = [:]
-        for fix in batch { byDevice[fix.deviceId, default: []].append(fix) }
+        batch.forEachDeviceRun { device, fixes in byDevice[device, default: []].append(contentsOf: fixes) }
         let regionsOn = settings.regionsEnabled
         let evaluator = self.evaluator
         let zoneRadius = settings.classifiedZOIRadius
@@ -181,11 +181,14 @@ public final class LocationEngine: Sendable {
         var reach: [Coordinate: Double] = [:]
         var appReach: [String: [Coordinate: Double]] = [:]
         if regionsOn {
-            for fix in batch {
-                let accuracy = fix.horizontalAccuracy ?? 0
-                reach[fix.coordinate] = max(reach[fix.coordinate] ?? 0, accuracy)
-                appReach[AppNamespace.app(of: fix.deviceId), default: [:]][fix.coordinate, default: 0] = max(
-                    appReach[AppNamespace.app(of: fix.deviceId)]?[fix.coordinate] ?? 0, accuracy)
+            batch.forEachDeviceRun { device, fixes in
+                func widen(_ points: inout [Coordinate: Double]) {
+                    for fix in fixes {
+                        points[fix.coordinate] = max(points[fix.coordinate] ?? 0, fix.horizontalAccuracy ?? 0)
+                    }
+                }
+                widen(&reach)
+                widen(&appReach[AppNamespace.app(of: device), default: [:]])
             }
         }
         let customSets = custom.withLock { $0 }
@@ -353,64 +356,5 @@ public final class LocationEngine: Sendable {
     func publish(_ events: [LocationEvent]) {
         guard let webhook else { return }
         for event in events { webhook.post(JSONWriter.bytes(event.webhookJSON)) }
-    }
-
-    // MARK: Retention
-
-    /// What one retention pass removed.
-    public struct RetentionReport: Sendable, Equatable {
-        public var visits: Int
-        public var events: Int
-        public var fixes: Int
-    }
-
-    /// Removes fixes, visits and events captured at or before `now − retention_days` (docs/LOCATION-RULES.md §5,
-    /// with the intended per-visit ZOI update).
-    public func runRetention(now: Double) async throws -> RetentionReport {
-        let cutoff = now - Double(settings.retentionDays) * 86_400
-        let (visits, events) = try await store.expire(recordedAtOrBefore: cutoff) { zois, expiring, remaining in
-            FIGMM.removeVisits(expiring, from: zois, remaining: remaining)
-        }
-        let fixes = try await self.fixes.expireFixes(takenAtOrBefore: cutoff)
-        contexts.forgetAll()
-        return RetentionReport(visits: visits, events: events, fixes: fixes)
-    }
-
-    /// Runs retention once a day until cancelled (the first pass one day after start, as the SDK's first
-    /// activation cleans nothing); sends queued webhook events meanwhile.
-    /// `followRegions`: other nodes change regions too (PostgreSQL); they are read again when the signal says so, and
-    /// at least every `interval`.
-    public func runBackgroundWork(followRegions: ChangeSignal?, interval: Duration = .seconds(1)) async {
-        await withTaskGroup(of: Void.self) { group in
-            if let webhook { group.addTask { await webhook.run() } }
-            if let signal = followRegions {
-                group.addTask {
-                    while !Task.isCancelled {
-                        let seen = signal.generation
-                        await signal.wait(since: seen, timeout: interval)
-                        if Task.isCancelled { break }
-                        try? await self.reloadRegions()
-                    }
-                }
-            }
-            group.addTask {
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: .seconds(86_400))
-                    if Task.isCancelled { break }
-                    do {
-                        let report = try await self.runRetention(now: self.clock.now().timeIntervalSince1970)
-                        self.logger.info(
-                            "location retention ran",
-                            metadata: [
-                                "visits": "\(report.visits)", "events": "\(report.events)", "fixes": "\(report.fixes)",
-                            ])
-                    } catch {
-                        self.logger.error(
-                            "location retention failed; retrying tomorrow", metadata: ["error": "\(error)"])
-                    }
-                }
-            }
-            await group.waitForAll()
-        }
     }
 }

@@ -87,9 +87,15 @@ struct DeviceRoutes {
         let devices = router.group("/v1/devices")
         devices.post(":deviceId/locations") { request, context in
             let id = try Self.deviceId(context)
-            let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
-            let batch = try OpenLocateBatch.parse(
-                document, deviceId: id, receivedAt: state.clock.now().timeIntervalSince1970)
+            let body = try await JSONIO.readJSONBody(request, limit: state.maxBodyBytes)
+            let batch: OpenLocateBatch
+            do {
+                // Read from the bytes, item by item: no JSON tree of a hundred fixes made and thrown away.
+                batch = try OpenLocateBatch.parse(
+                    json: body, deviceId: id, receivedAt: state.clock.now().timeIntervalSince1970)
+            } catch let error as JSONParseError {
+                throw JSONIO.invalidJSON(error)
+            }
             // Stored (and committed) before we acknowledge: an accepted fix is never lost. Reports arriving
             // together are stored in one statement and evaluated in one transaction (`FixIntake`).
             var outcome = FixIntake.Outcome(events: 0)

@@ -8,16 +8,28 @@ import NIOCore
 enum JSONIO {
     /// Collects the body (at most `limit` bytes) and parses it as a JSON document.
     static func readJSON(_ request: Request, limit: Int) async throws -> JSONValue {
-        try requireJSONContentType(request)
-        let data = try await readBody(request, limit: limit)
-        guard !data.isEmpty else { throw APIError.invalid(.emptyBody, "request body is empty; send a JSON document") }
+        let data = try await readJSONBody(request, limit: limit)
         do {
             return try JSONValue.decode(data)
         } catch {
-            throw APIError(
-                .badRequest, reason: .invalidJSON, message: "request body is not valid JSON: \(error.description)",
-                details: ["byte_offset": .int(Int64(error.offset))])
+            throw invalidJSON(error)
         }
+    }
+
+    /// The body of a request that must carry a JSON document, not parsed yet: its Content-Type checked, its size
+    /// bounded, an empty one refused.
+    static func readJSONBody(_ request: Request, limit: Int) async throws -> Data {
+        try requireJSONContentType(request)
+        let data = try await readBody(request, limit: limit)
+        guard !data.isEmpty else { throw APIError.invalid(.emptyBody, "request body is empty; send a JSON document") }
+        return data
+    }
+
+    /// The answer to a body that is not JSON: where and why.
+    static func invalidJSON(_ error: JSONParseError) -> APIError {
+        APIError(
+            .badRequest, reason: .invalidJSON, message: "request body is not valid JSON: \(error.description)",
+            details: ["byte_offset": .int(Int64(error.offset))])
     }
 
     /// Refuses a body declared as anything but JSON (`application/json`, `application/*+json`); no

@@ -115,10 +115,11 @@ extension JSONParser {
         var significand: UInt64 = 0
         var significant = 0
         var scale = 0
+        var exponentCut = false
         func isDigit(_ byte: UInt8) -> Bool { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) }
         func take(_ byte: UInt8) {
             if significand != 0 || byte != UInt8(ascii: "0") { significant += 1 }
-            if significant <= 19 { significand = significand &* 10 &+ UInt64(byte &- UInt8(ascii: "0")) }
+            if significant <= 19, !exponentCut { significand = significand &* 10 &+ UInt64(byte &- UInt8(ascii: "0")) }
         }
         if negative { index += 1 }
         guard index < bytes.count, isDigit(bytes[index]) else { throw error("invalid number") }
@@ -158,13 +159,18 @@ extension JSONParser {
             }
             var exponent = 0
             while index < bytes.count, isDigit(bytes[index]) {
-                // Past this the fast paths do not apply anyway; the text says the rest.
-                if exponent < 100_000 { exponent = exponent * 10 + Int(bytes[index] - UInt8(ascii: "0")) }
+                if exponent < 100_000 {
+                    exponent = exponent * 10 + Int(bytes[index] - UInt8(ascii: "0"))
+                } else {
+                    // An exponent this long is not read to its end: the fast paths must not apply (a fraction's
+                    // leading zeros could bring the scale back within them); the text says the rest.
+                    exponentCut = true
+                }
                 index += 1
             }
             scale += exponentNegative ? -exponent : exponent
         }
-        if significant <= 19 {
+        if significant <= 19, !exponentCut {
             if isInteger {
                 if !negative, significand <= UInt64(Int64.max) { return .int(Int64(significand)) }
                 if negative, significand <= UInt64(Int64.max) + 1 {

@@ -80,5 +80,16 @@ struct JSONNumberTests {
     @Test("out-of-range numbers are refused as before", arguments: ["1e309", "-1e400", "1e100000000"])
     func outOfRange(_ text: String) {
         #expect(throws: JSONParseError.self) { try JSONValue.decode(Data(text.utf8)) }
+        #expect(Self.reference(text) == nil)
+    }
+
+    @Test("a fraction's leading zeros do not bring an exponent too long to read back within the fast path")
+    func longExponent() {
+        // 0.000…01e1000000 with 99,999 zeros is 10^900,000: out of range, however the exponent is read.
+        for digits in ["1", "15"] {
+            let text = "0." + String(repeating: "0", count: 99_999) + digits + "e1000000"
+            #expect(throws: JSONParseError.self) { try JSONValue.decode(Data(text.utf8)) }
+            #expect(Self.reference(text) == nil)
+        }
     }
 }

@@ -174,10 +174,7 @@ public struct JSONParser {
             let kept: Bool
             if index < bytes.count, bytes[index] == UInt8(ascii: "{") {
                 // An object's members go to the reader as they lie on the stack: no dictionary made of them.
-                let base = members.count
-                defer { members.removeSubrange(base...) }
-                try parseMembers(depth: 3)
-                kept = each(count, .object(JSONMembers(members: members[base...])))
+                kept = try withObjectMembers(depth: 3) { each(count, .object($0)) }
             } else {
                 kept = each(count, .value(try parseValue(depth: 2)))
             }
@@ -245,14 +242,16 @@ public struct JSONParser {
     }
 
     private mutating func parseObject(depth: Int) throws(JSONParseError) -> JSONValue {
+        try withObjectMembers(depth: depth) { .object($0.dictionary) }
+    }
+
+    /// Parses the object at `index` and gives `body` its members, then takes them off the stack.
+    private mutating func withObjectMembers<T>(depth: Int, _ body: (JSONMembers) -> T) throws(JSONParseError) -> T {
         let base = members.count
         // The nested objects have taken their members off by the time this one closes; on an error this one's go.
         defer { members.removeSubrange(base...) }
         try parseMembers(depth: depth)
-        // In order, so that with `.lastWins` the last of a key's members is the one kept.
-        var object = [String: JSONValue](minimumCapacity: members.count - base)
-        for member in members[base...] { object[member.key] = member.value }
-        return .object(object)
+        return body(JSONMembers(members: members[base...]))
     }
 
     /// Parses the object at `index` (its `{`), leaving its members on `members` in document order; what it added is
@@ -329,7 +328,7 @@ public struct JSONParser {
     }
 }
 
-/// An object's members in document order, each key once (the parser refuses a key twice), read by key without a
+/// An object's members in document order (each key once, unless parsed with `.lastWins`), read by key without a
 /// dictionary: for an object of a few members each looked up once, comparing keys costs less than hashing them into
 /// a table and hashing them again to look them up. Valid while the parser's callback runs (it is a copy otherwise).
 public struct JSONMembers {
@@ -338,13 +337,13 @@ public struct JSONMembers {
     /// How many members the object has.
     public var count: Int { members.count }
 
-    /// The value of the member `key`, or nil.
+    /// The value of the member `key`, or nil (the last one of a key given twice).
     public subscript(key: String) -> JSONValue? {
-        for member in members where member.key == key { return member.value }
-        return nil
+        members.last { $0.key == key }?.value
     }
 
-    /// The members as a dictionary (what `JSONValue.object` holds).
+    /// The members as a dictionary (what `JSONValue.object` holds), made at its final size. In order, so that with
+    /// `.lastWins` the last of a key's members is the one kept.
     public var dictionary: [String: JSONValue] {
         var object = [String: JSONValue](minimumCapacity: members.count)
         for member in members { object[member.key] = member.value }

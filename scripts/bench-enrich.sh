@@ -5,6 +5,7 @@
 #   scripts/bench-enrich.sh                 # defaults: 15 s per phase, 32 connections, 10k devices
 #   DURATION=30 CONNS=64 scripts/bench-enrich.sh
 #   ENRICH_MODE=woosmap scripts/bench-enrich.sh   # the Woosmap-style body (the map URL is on in both modes)
+#   ENRICH_ON_EVENT_LOOP=false scripts/bench-enrich.sh   # every enrichment through the router (the reference)
 #   scripts/profile-enrich.sh                     # then: where each request's CPU goes, by phase
 #
 # Needs wrk (Debian package, installed if missing) and a release build (built if missing, ~20 min first time).
@@ -75,7 +76,7 @@ HU=$(cpu_per_request "$DATA/health.txt" "$T0" "$T1"); EU=$(cpu_per_request "$DAT
 echo "== POST /v1/devices/{id}/locations, 100 fixes per request, $CONNS connections, ${DURATION}s"
 run -s "$DATA/ingest.lua" "http://127.0.0.1:$PORT" | tee "$DATA/ingest.txt"
 
-curl -s "http://127.0.0.1:$PORT/metrics" | grep '^enrichment_outcomes_total' > "$DATA/outcomes.txt" || true
+curl -s "http://127.0.0.1:$PORT/metrics" | grep -E '^enrichment_(outcomes|event_loop_answers)_total' > "$DATA/outcomes.txt" || true
 H=$(rps "$DATA/health.txt"); E=$(rps "$DATA/enrich.txt"); I=$(rps "$DATA/ingest.txt")
 echo
 echo "== summary"

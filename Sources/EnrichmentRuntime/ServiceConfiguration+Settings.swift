@@ -95,6 +95,12 @@ extension ServiceConfiguration {
             allowed: "true or false",
             parse: boolean, store: { $0.loadSamplePOIs = $1 }),
         Setting(
+            "enrich-on-event-loop", "ENRICH_ON_EVENT_LOOP", valueName: "true|false",
+            help:
+                "Answer POST /v1/enrich on the connection's event loop when the device's fix is in memory (the same answer, less CPU); false sends every request through the router.",
+            default: "\(defaults.enrichOnEventLoop)", allowed: "true or false",
+            parse: boolean, store: { $0.enrichOnEventLoop = $1 }),
+        Setting(
             "mode", "ENRICH_MODE", valueName: "default|woosmap",
             help: "Body mode: default (human template) or woosmap (SDK-exact strings).",
             default: defaults.mode.rawValue,

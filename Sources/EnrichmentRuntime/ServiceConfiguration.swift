@@ -52,6 +52,9 @@ public struct ServiceConfiguration: Sendable {
     public var durability: SQLiteDatabase.Durability = .normal
     /// Load the bundled sample POIs when the POI table is empty.
     public var loadSamplePOIs = true
+    /// Answer `POST /v1/enrich` on the connection's event loop when it can be answered from memory (the same
+    /// answer as the router's, for less CPU); false sends every request through the router.
+    public var enrichOnEventLoop = true
     public var mode: BodyMode = .default
     public var stalenessWindow: Int64 = 300
     public var maxFutureSkew: Int64?

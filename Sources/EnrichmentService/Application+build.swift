@@ -93,14 +93,16 @@ public func buildApplication(
     let state = ServiceState(runtime: runtime, metrics: metrics, logger: logger)
 
     let router = buildRouter(state)
+    let serverName = "enrichment-server"
+    let answerer = EnrichAnswerer(state: state, serverName: serverName, enabled: configuration.enrichOnEventLoop)
     let runningLogger = logger
     logger.info("configuration", metadata: ["settings": "\(configuration.redactedSummary)"])
     return Application(
         router: router,
-        server: .guardedHTTP1(limits: configuration.connections, logger: logger),
+        server: .guardedHTTP1(limits: configuration.connections, enrich: answerer, logger: logger),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port),
-            serverName: "enrichment-server"),
+            serverName: serverName),
         // Listed before the server, so on graceful shutdown the server stops first and the workers then finish.
         services: [EngineService(runtime: runtime)] + additionalServices,
         onServerRunning: { channel in

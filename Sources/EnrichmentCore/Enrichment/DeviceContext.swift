@@ -33,9 +33,14 @@ public protocol DeviceContextProvider: Sendable {
     func context(deviceId: String) async throws -> DeviceContext?
     /// The known contexts of many devices at once (a batch of deliveries); a device without one is left out.
     func contexts(deviceIds: [String]) async throws -> [String: DeviceContext]
+    /// What `context` would answer without a read (`.some(nil)`: known to have none), nil when it is not known.
+    func cachedContext(deviceId: String) -> DeviceContext??
 }
 
 extension DeviceContextProvider {
+    /// A provider without a cache knows nothing without a read.
+    public func cachedContext(deviceId: String) -> DeviceContext?? { nil }
+
     /// One device after another.
     public func contexts(deviceIds: [String]) async throws -> [String: DeviceContext] {
         var found: [String: DeviceContext] = [:]
@@ -52,6 +57,8 @@ public struct PrefetchedContexts: DeviceContextProvider {
     public init(_ contexts: [String: DeviceContext]) { self.contexts = contexts }
 
     public func context(deviceId: String) async throws -> DeviceContext? { contexts[deviceId] }
+
+    public func cachedContext(deviceId: String) -> DeviceContext?? { .some(contexts[deviceId]) }
 }
 
 /// A device's last fix and its context, read together.

@@ -112,40 +112,11 @@ public struct Enricher: Sendable {
         deviceId: String, payload: NotificationPayload, at: Date?, mode modeOverride: BodyMode?,
         staleness stalenessOverride: StalenessPolicy?, fix fixOverride: LocationFix?
     ) async throws -> EnrichmentResult {
-        let now = at ?? clock.now()
-        let mode = modeOverride ?? settings.mode
-        let policy = stalenessOverride ?? settings.staleness
-        let inputSize = payload.encodedSize
-        if inputSize > NotificationPayload.maximumSize {
-            throw PayloadError.tooLarge(bytes: inputSize, limit: NotificationPayload.maximumSize)
+        var draft: Draft
+        switch try begin(payload: payload, at: at, mode: modeOverride, staleness: stalenessOverride) {
+        case .finished(let result): return result
+        case .wantsFix(let pending): draft = pending
         }
-        var draft = Draft(mode: mode, payload: payload, now: now)
-        draft.rules = policy
-
-        // iOS runs an extension only for a mutable push with a visible alert.
-        guard payload.isMutable else { return try draft.finish(.unchanged, rule: "mutable_content_missing") }
-        guard payload.hasVisibleAlert else { return try draft.finish(.unchanged, rule: "no_visible_alert") }
-
-        // The timestamp is checked first, for any category.
-        let verdict = policy.evaluate(payload.readTimestamp(mode: mode), now: now)
-        draft.staleness = verdict
-        draft.hints += verdict.hints
-        draft.legacyShape = verdict.source == .legacyTopLevel
-        switch verdict.state {
-        case .noTimestamp:
-            if mode == .woosmap { draft.body = WoosmapBody.noTimestamp }
-            return try draft.finish(.noTimestamp, rule: verdict.rule.rawValue)
-        case .stale:
-            if mode == .woosmap { draft.body = WoosmapBody.outOfTime }
-            return try draft.finish(.stale, rule: verdict.rule.rawValue)
-        case .fresh:
-            break
-        }
-
-        let request = payload.locationRequest(mode: mode)
-        draft.legacyShape = draft.legacyShape || request.legacy
-        guard request.wanted else { return try draft.finish(.unchanged, rule: "category_not_location") }
-
         // The fix and the device's context (used only with the fix): one read where each read is a round trip
         // (a shared database), else the context is read once the fix is known to be usable. A fix given for this
         // evaluation only (QA) stands in for the stored one.
@@ -164,10 +135,114 @@ public struct Enricher: Sendable {
                 try await fixes.latestFix(deviceId: deviceId)
             }
         }
+        if let result = try located(&draft, fix: stored) { return result }
+        let context = snapshot != nil ? snapshot?.context : await readContext(deviceId)
+        guard let places else { return try placeless(&draft, context: context) }
+        draft.deviceContext = context
+        draft.placesProvider = places.name
+        let started = ContinuousClock.now
+        let searched = await spans.run("places.search") { span in
+            span?.attributes["places.provider"] = places.name
+            return await search(places, near: draft.user)
+        }
+        draft.placesMilliseconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1000
+        return try placed(draft, searched)
+    }
+
+    /// Enriches as `enrich` does when every read it needs is already in memory (the device's last fix and context
+    /// cached, the places searched in memory) and no span is to be made; nil when one is not, so the caller runs
+    /// `enrich` instead. The same steps as `enrich` give the same result: the server answers a `POST /v1/enrich`
+    /// with this on its event loop, with no task (`EnrichOnEventLoop`).
+    public func enrichNow(
+        deviceId: String, payload: NotificationPayload, at: Date? = nil,
+        mode modeOverride: BodyMode? = nil, staleness stalenessOverride: StalenessPolicy? = nil,
+        fix fixOverride: LocationFix? = nil
+    ) throws -> EnrichmentResult? {
+        guard spans.tracer == nil else { return nil }
+        var draft: Draft
+        switch try begin(payload: payload, at: at, mode: modeOverride, staleness: stalenessOverride) {
+        case .finished(let result): return result
+        case .wantsFix(let pending): draft = pending
+        }
+        let stored: LocationFix?
+        if let fixOverride {
+            stored = fixOverride
+        } else {
+            // A shared database is read each time (no cache there can be trusted across nodes).
+            guard snapshots == nil, let cached = fixes.cachedLatestFix(deviceId: deviceId) else { return nil }
+            stored = cached
+        }
+        if let result = try located(&draft, fix: stored) { return result }
+        var context: DeviceContext?
+        if let contexts {
+            guard let cached = contexts.cachedContext(deviceId: deviceId) else { return nil }
+            context = cached
+        }
+        guard let places else { return try placeless(&draft, context: context) }
+        let started = ContinuousClock.now
+        guard let searched = places.nearestNow(to: draft.user, query: settings.placesQuery.withoutDetails) else {
+            return nil
+        }
+        draft.deviceContext = context
+        draft.placesProvider = places.name
+        draft.placesMilliseconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1000
+        return try placed(draft, searched)
+    }
+
+    /// Where an evaluation stands after the checks that need no read: finished, or wanting the device's fix.
+    private enum Begun {
+        case finished(EnrichmentResult)
+        case wantsFix(Draft)
+    }
+
+    /// The payload's size, the extension's preconditions, the timestamp's verdict and the category: no read.
+    private func begin(
+        payload: NotificationPayload, at: Date?, mode modeOverride: BodyMode?,
+        staleness stalenessOverride: StalenessPolicy?
+    ) throws -> Begun {
+        let now = at ?? clock.now()
+        let mode = modeOverride ?? settings.mode
+        let policy = stalenessOverride ?? settings.staleness
+        let inputSize = payload.encodedSize
+        if inputSize > NotificationPayload.maximumSize {
+            throw PayloadError.tooLarge(bytes: inputSize, limit: NotificationPayload.maximumSize)
+        }
+        var draft = Draft(mode: mode, payload: payload, now: now)
+        draft.rules = policy
+
+        // iOS runs an extension only for a mutable push with a visible alert.
+        guard payload.isMutable else { return .finished(try draft.finish(.unchanged, rule: "mutable_content_missing")) }
+        guard payload.hasVisibleAlert else { return .finished(try draft.finish(.unchanged, rule: "no_visible_alert")) }
+
+        // The timestamp is checked first, for any category.
+        let verdict = policy.evaluate(payload.readTimestamp(mode: mode), now: now)
+        draft.staleness = verdict
+        draft.hints += verdict.hints
+        draft.legacyShape = verdict.source == .legacyTopLevel
+        switch verdict.state {
+        case .noTimestamp:
+            if mode == .woosmap { draft.body = WoosmapBody.noTimestamp }
+            return .finished(try draft.finish(.noTimestamp, rule: verdict.rule.rawValue))
+        case .stale:
+            if mode == .woosmap { draft.body = WoosmapBody.outOfTime }
+            return .finished(try draft.finish(.stale, rule: verdict.rule.rawValue))
+        case .fresh:
+            break
+        }
+
+        let request = payload.locationRequest(mode: mode)
+        draft.legacyShape = draft.legacyShape || request.legacy
+        guard request.wanted else { return .finished(try draft.finish(.unchanged, rule: "category_not_location")) }
+        return .wantsFix(draft)
+    }
+
+    /// The device's fix judged: the result when there is none or it is too old, else nil with the draft's fix and
+    /// user position set.
+    private func located(_ draft: inout Draft, fix stored: LocationFix?) throws -> EnrichmentResult? {
         guard let fix = stored else {
             return try draft.finish(.noFix, rule: "no_fix_reported")
         }
-        let age = now.timeIntervalSince1970 - fix.fixTime
+        let age = draft.now.timeIntervalSince1970 - fix.fixTime
         if age < 0 {
             // The rules are unchanged (the newest fix is the last fix); the caller should know.
             draft.hints.append(
@@ -178,25 +253,24 @@ public struct Enricher: Sendable {
             latitude: fix.coordinate.latitude, longitude: fix.coordinate.longitude, fixTime: fix.fixTime,
             ageSeconds: age, horizontalAccuracy: fix.horizontalAccuracy, context: fix.context)
         guard age <= settings.fixMaxAge else { return try draft.finish(.noFix, rule: "fix_too_old") }
-        let user = fix.coordinate
-        let context = snapshot != nil ? snapshot?.context : await readContext(deviceId)
+        draft.user = fix.coordinate
+        return nil
+    }
+
+    /// Map-only or neither (no places provider): the SDK writes the location lines.
+    private func placeless(_ draft: inout Draft, context: DeviceContext?) throws -> EnrichmentResult {
+        let user = draft.user
         draft.deviceContext = context
+        draft.body =
+            draft.mode == .woosmap ? WoosmapBody.location(user) : template.render(location: user, context: context)
+        draft.mapURL = map?.url(user: user, poi: nil)
+        return try draft.finish(.enriched, rule: map == nil ? "location_only" : "location_and_map")
+    }
 
-        guard let places else {
-            // Map-only or neither: the SDK writes the location lines.
-            draft.body =
-                mode == .woosmap ? WoosmapBody.location(user) : template.render(location: user, context: context)
-            draft.mapURL = map?.url(user: user, poi: nil)
-            return try draft.finish(.enriched, rule: map == nil ? "location_only" : "location_and_map")
-        }
-        draft.placesProvider = places.name
-
-        let started = ContinuousClock.now
-        let searched = await spans.run("places.search") { span in
-            span?.attributes["places.provider"] = places.name
-            return await search(places, near: user)
-        }
-        draft.placesMilliseconds = Double((ContinuousClock.now - started) / .microseconds(1)) / 1000
+    /// The result from the places search's answer.
+    private func placed(_ draft: Draft, _ searched: Result<[PlaceMatch], PlacesError>) throws -> EnrichmentResult {
+        var draft = draft
+        let (user, mode, context) = (draft.user, draft.mode, draft.deviceContext)
         switch searched {
         case .failure(let error):
             draft.degraded = EnrichmentResult.Degradation(reason: error.reason, message: error.description)
@@ -262,71 +336,5 @@ public struct Enricher: Sendable {
             group.cancelAll()
             return answer
         }
-    }
-}
-
-/// The result being assembled; `finish` writes the body and attachment and enforces the size limit.
-struct Draft {
-    let mode: BodyMode
-    let payload: NotificationPayload
-    let now: Date
-    var body: String?
-    var mapURL: String?
-    var staleness: StalenessVerdict?
-    var legacyShape = false
-    var fix: EnrichmentResult.FixUsed?
-    var pois: [EnrichmentResult.POIUsed] = []
-    var placesProvider: String?
-    var degraded: EnrichmentResult.Degradation?
-    var placesMilliseconds: Double?
-    var deviceContext: DeviceContext?
-    var rules: StalenessPolicy?
-    var hints: [String] = []
-
-    init(mode: BodyMode, payload: NotificationPayload, now: Date) {
-        self.mode = mode
-        self.payload = payload
-        self.now = now
-    }
-
-    func finish(_ outcome: EnrichmentResult.Outcome, rule: String) throws -> EnrichmentResult {
-        // A push's payload with its stencil (a delivery): the document is the stencil's pieces around this body and
-        // map URL, when they fit; else it is written in full below (and the body shortened).
-        if let body, let stencil = payload.stencil,
-            let encoded = stencil.render(body: body, attachment: mapURL, limit: NotificationPayload.maximumSize)
-        {
-            let alert = payload.alert
-            return EnrichmentResult(
-                outcome: outcome, rule: rule, mode: mode, staleness: staleness, legacyShape: legacyShape,
-                payloadSource: .edited(payload, body: body, attachment: mapURL), payloadBytes: encoded.count,
-                encoded: encoded, bodyTruncated: false,
-                // The body replaces the alert's (or becomes the alert, when it was a string): the title and
-                // subtitle are the push's own.
-                notification: .init(
-                    title: alert.title, subtitle: alert.subtitle, body: body, attachmentURL: mapURL),
-                fix: fix, pois: pois, staticMapURL: mapURL, placesProvider: placesProvider, degraded: degraded,
-                evaluatedAt: now.timeIntervalSince1970, placesMilliseconds: placesMilliseconds,
-                deviceContext: deviceContext, rules: rules, hints: hints)
-        }
-        var output = payload
-        if let mapURL { output = output.setting(Enricher.attachmentKey, to: .string(mapURL)) }
-        var truncated = false
-        let encoded: [UInt8]
-        if let body {
-            (output, truncated, encoded) = try PayloadFitter.fitEncoded(body: body, into: output)
-        } else {
-            encoded = JSONWriter.bytes(output.json)
-        }
-        let alert = output.alert
-        return EnrichmentResult(
-            outcome: outcome, rule: rule, mode: mode, staleness: staleness, legacyShape: legacyShape,
-            payloadSource: .document(output.json), payloadBytes: encoded.count, encoded: encoded,
-            bodyTruncated: truncated,
-            notification: .init(
-                title: alert.title, subtitle: alert.subtitle, body: alert.body,
-                attachmentURL: mapURL),
-            fix: fix, pois: pois, staticMapURL: mapURL, placesProvider: placesProvider, degraded: degraded,
-            evaluatedAt: now.timeIntervalSince1970, placesMilliseconds: placesMilliseconds,
-            deviceContext: deviceContext, rules: rules, hints: hints)
     }
 }

@@ -97,6 +97,11 @@ public final class CachingFixStore: FixStore {
         }
     }
 
+    /// What `latestFix` would answer without reading the store, counting as a use as it does; nil on a miss.
+    public func cachedLatestFix(deviceId: String) -> LocationFix?? {
+        state.withLock { $0.entries[deviceId] }
+    }
+
     public func latestFix(deviceId: String) async throws -> LocationFix? {
         let stripe = Self.stripe(deviceId)
         let (cached, generation): (LocationFix??, UInt64) = state.withLock {

@@ -62,6 +62,8 @@ public protocol FixStore: Sendable {
     func lastPositions(
         inCells ranges: [ClosedRange<Int64>], fixedSince oldest: Double, accuracyAtMost maxAccuracy: Double
     ) async throws -> [DevicePosition]
+    /// The device's last fix when it is known without a read (`.some(nil)`: known to have none), nil when it is not.
+    func cachedLatestFix(deviceId: String) -> LocationFix??
 }
 
 /// Where a device was at its last fix (audiences).
@@ -131,6 +133,9 @@ extension LocationFix {
 }
 
 extension FixStore {
+    /// A store without a cache knows nothing without a read.
+    public func cachedLatestFix(deviceId: String) -> LocationFix?? { nil }
+
     /// One lookup per device (for stores that have nothing better).
     public func latestFixes(deviceIds: [String]) async throws -> [String: LocationFix] {
         var found: [String: LocationFix] = [:]

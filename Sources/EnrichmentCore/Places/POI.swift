@@ -101,10 +101,13 @@ public protocol PlacesProvider: Sendable {
     func nearest(to point: Coordinate, query: PlacesQuery) async throws(PlacesError) -> [PlaceMatch]
     /// True when answers come from memory without waiting, so no deadline timer is needed.
     var answersImmediately: Bool { get }
+    /// What `nearest` answers, when it can be answered without waiting (from memory); nil when it cannot.
+    func nearestNow(to point: Coordinate, query: PlacesQuery) -> Result<[PlaceMatch], PlacesError>?
 }
 
 extension PlacesProvider {
     public var answersImmediately: Bool { false }
+    public func nearestNow(to point: Coordinate, query: PlacesQuery) -> Result<[PlaceMatch], PlacesError>? { nil }
 }
 
 /// Why a places search failed.

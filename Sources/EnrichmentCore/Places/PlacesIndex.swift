@@ -290,4 +290,8 @@ public struct LocalPlacesProvider: PlacesProvider {
     public func nearest(to point: Coordinate, query: PlacesQuery) async throws(PlacesError) -> [PlaceMatch] {
         index.nearest(to: point, query: query)
     }
+
+    public func nearestNow(to point: Coordinate, query: PlacesQuery) -> Result<[PlaceMatch], PlacesError>? {
+        .success(index.nearest(to: point, query: query))
+    }
 }

@@ -90,6 +90,12 @@ public final class DeviceContexts: DeviceContextProvider, Sendable {
         return found
     }
 
+    /// A context cached within `ttl`, as `context` would answer it; nil when it would read the store.
+    public func cachedContext(deviceId: String) -> DeviceContext?? {
+        guard let cached = cache.withLock({ $0[deviceId] }), ContinuousClock.now - cached.at < ttl else { return nil }
+        return .some(cached.context.isEmpty ? nil : cached.context)
+    }
+
     public func context(deviceId: String) async throws -> DeviceContext? {
         let ttl = ttl
         if let cached = cache.withLock({ $0[deviceId] }), ContinuousClock.now - cached.at < ttl {

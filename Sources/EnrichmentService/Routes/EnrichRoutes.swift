@@ -9,31 +9,50 @@ struct EnrichRoutes {
     let state: ServiceState
 
     func register(on router: RouteRecorder) {
-        router.post("/v1/enrich", permission: .readOrSend) { request, _ in
+        router.post("/v1/enrich", permission: Self.permission) { request, _ in
             let document = try await JSONIO.readJSON(request, limit: state.maxBodyBytes)
             let input = try EnrichRequest(document)
             let started = ContinuousClock.now
-            let rules = state.enricher.settings.staleness
-            let policy =
-                input.window == nil && input.maxFutureSkew == nil
-                ? nil
-                : StalenessPolicy(
-                    window: input.window ?? rules.window,
-                    maxFutureSkew: input.maxFutureSkew.map { $0 } ?? rules.maxFutureSkew)
             let result = try await state.enricher(forDevice: input.deviceId).enrich(
-                deviceId: input.deviceId, payload: input.payload,
-                at: input.at, mode: input.mode, staleness: policy,
-                fix: input.fix.map { fix in
-                    LocationFix(
-                        deviceId: input.deviceId, coordinate: fix.coordinate,
-                        fixTime: fix.time ?? (input.at ?? state.clock.now()).timeIntervalSince1970,
-                        horizontalAccuracy: fix.accuracy, context: "request",
-                        receivedAt: state.clock.now().timeIntervalSince1970)
-                })
-            state.metrics.enrichDuration(ContinuousClock.now - started)
-            if let ms = result.placesMilliseconds { state.metrics.placesDuration(.microseconds(Int64(ms * 1000))) }
-            state.metrics.outcome(result.outcome.rawValue, provider: result.placesProvider ?? "none")
-            return JSONIO.response(bytes: result.encodedJSON())
+                deviceId: input.deviceId, payload: input.payload, at: input.at, mode: input.mode,
+                staleness: input.policy(state.enricher.settings.staleness), fix: input.givenFix(clock: state.clock))
+            return answer(result, started: started)
+        }
+    }
+
+    /// Who may enrich: keys that read and keys that send (it changes nothing).
+    static let permission = AppScope.Permission.readOrSend
+
+    /// The enrichment's metrics recorded, and its answer.
+    func answer(_ result: EnrichmentResult, started: ContinuousClock.Instant) -> Response {
+        record(result, started: started)
+        return JSONIO.response(bytes: result.encodedJSON())
+    }
+
+    /// The enrichment's duration, its places search's and its outcome, in the metrics.
+    func record(_ result: EnrichmentResult, started: ContinuousClock.Instant) {
+        state.metrics.enrichDuration(ContinuousClock.now - started)
+        if let ms = result.placesMilliseconds { state.metrics.placesDuration(.microseconds(Int64(ms * 1000))) }
+        state.metrics.outcome(result.outcome.rawValue, provider: result.placesProvider ?? "none")
+    }
+}
+
+extension EnrichRequest {
+    /// This request's staleness rules over the service's `rules`; nil when it sets none.
+    func policy(_ rules: StalenessPolicy) -> StalenessPolicy? {
+        window == nil && maxFutureSkew == nil
+            ? nil
+            : StalenessPolicy(
+                window: window ?? rules.window, maxFutureSkew: maxFutureSkew.map { $0 } ?? rules.maxFutureSkew)
+    }
+
+    /// The fix given for this evaluation only, as the enricher takes it.
+    func givenFix(clock: any WallClock) -> LocationFix? {
+        fix.map { fix in
+            LocationFix(
+                deviceId: deviceId, coordinate: fix.coordinate,
+                fixTime: fix.time ?? (at ?? clock.now()).timeIntervalSince1970,
+                horizontalAccuracy: fix.accuracy, context: "request", receivedAt: clock.now().timeIntervalSince1970)
         }
     }
 }

@@ -26,12 +26,18 @@ struct GuardedHTTP1Channel: ServerChildChannel {
     let inner: HTTP1Channel
     let registry: ConnectionRegistry
 
-    init(responder: @escaping HTTPChannelHandler.Responder, limits: ConnectionLimits, logger: Logger) {
+    init(
+        responder: @escaping HTTPChannelHandler.Responder, limits: ConnectionLimits, enrich: EnrichAnswerer?,
+        logger: Logger
+    ) {
         let registry = ConnectionRegistry(limits: limits, logger: logger)
         self.registry = registry
+        // After the observer, so that it sees the requests answered on the event loop and their answers too.
         self.inner = HTTP1Channel(
             responder: responder,
-            configuration: .init(additionalChannelHandlers: [RequestPartObserver()]))
+            configuration: .init(
+                additionalChannelHandlers: [RequestPartObserver()]
+                    + (enrich.map { [EnrichOnEventLoop(answerer: $0)] } ?? [])))
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
@@ -51,9 +57,12 @@ struct GuardedHTTP1Channel: ServerChildChannel {
 }
 
 extension HTTPServerBuilder {
-    /// HTTP/1.1 with the service's connection limits.
-    static func guardedHTTP1(limits: ConnectionLimits, logger: Logger) -> HTTPServerBuilder {
-        HTTPServerBuilder { responder in GuardedHTTP1Channel(responder: responder, limits: limits, logger: logger) }
+    /// HTTP/1.1 with the service's connection limits, and `POST /v1/enrich` answered on the event loop where it
+    /// can be (`EnrichOnEventLoop`) unless `enrich` is nil.
+    static func guardedHTTP1(limits: ConnectionLimits, enrich: EnrichAnswerer?, logger: Logger) -> HTTPServerBuilder {
+        HTTPServerBuilder { responder in
+            GuardedHTTP1Channel(responder: responder, limits: limits, enrich: enrich, logger: logger)
+        }
     }
 }
 

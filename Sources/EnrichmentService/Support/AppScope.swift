@@ -153,6 +153,23 @@ struct APIKeyRing: Sendable {
         return found
     }
 
+    /// The key of `Authorization: Bearer <key>` (the scheme in any case), nil without one.
+    static func bearer(_ headers: HTTPFields) -> String? {
+        guard let header = headers[.authorization] else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        return String(parts[1])
+    }
+
+    /// The scope of a request to a route that takes a key from `Authorization` only (every `/v1` route), as
+    /// `AuthMiddleware` gives it; nil when the request has none or one that is refused (the middleware says why).
+    func scope(of headers: HTTPFields) -> AppScope? {
+        let requested = headers[AppScope.headerName]
+        if keys.isEmpty { return try? scope(key: nil, requested: requested) }
+        guard let presented = Self.bearer(headers), let key = match(presented) else { return nil }
+        return try? scope(key: key, requested: requested)
+    }
+
     /// The scope of a request made with `key` (nil: no keys configured) naming `requested` in `Enrich-App`.
     func scope(key: APIKeyDefinition?, requested: String?) throws -> AppScope {
         let access = key?.access ?? .admin

@@ -43,11 +43,7 @@ struct AuthMiddleware<Context: RequestContext>: RouterMiddleware {
         if path == PreviewRoutes.signInPath || (isPreview && previewSession?.isSignedIn(request, now: now()) == true) {
             return try await next(request, context)
         }
-        var presented: String?
-        if let header = request.headers[.authorization] {
-            let parts = header.split(separator: " ", maxSplits: 1)
-            if parts.count == 2, parts[0].lowercased() == "bearer" { presented = String(parts[1]) }
-        }
+        var presented = APIKeyRing.bearer(request.headers)
         if presented == nil, path.hasPrefix("/stores/search") {
             // Read as the search itself reads its query string (form encoding).
             let parameters = (try? request.formQuery()) ?? [:]

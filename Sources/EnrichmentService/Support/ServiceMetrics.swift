@@ -75,6 +75,17 @@ public final class ServiceMetrics: DeliveryObserver {
         self.outcome(outcome, provider: provider, source: "push", count: count)
     }
 
+    /// A `POST /v1/enrich` answered on the event loop, from memory (`EnrichOnEventLoop`); the others went through
+    /// the router (a fix or context read from the store, an error to answer, the answering turned off).
+    func answeredOnEventLoop() {
+        counter(["event-loop"]) {
+            registry.makeCounter(
+                descriptor: MetricNameDescriptor(
+                    metricName: "enrichment_event_loop_answers", unitName: "total",
+                    helpText: "POST /v1/enrich requests answered on the event loop from memory (the rest: the router)"))
+        }.increment()
+    }
+
     func placesDuration(_ duration: Duration) { upstreamLatency.record(duration) }
     func enrichDuration(_ duration: Duration) { enrichLatency.record(duration) }
 

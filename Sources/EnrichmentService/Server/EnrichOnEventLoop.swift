@@ -1,0 +1,234 @@
+import EnrichmentCore
+import EnrichmentRuntime
+import Essentials
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import NIOHTTPTypes
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `POST /v1/enrich` answered on the connection's event loop, in the channel pipeline: no task, no async stream,
+/// no middleware chain. It answers only what it can answer exactly as the route would, and passes every other
+/// request on, unchanged, to Hummingbird's responder (the routes and their middlewares):
+///
+/// - the request: `POST /v1/enrich` (no query, no `Connection` or `Expect` header, a `Content-Length` within the
+///   body limit, a JSON Content-Type or none), with no other request of the connection still being answered (a
+///   pipelined request is answered in order by the responder);
+/// - the service: the places index in, no tracing and no request log (a span or a log line per request is the
+///   middlewares'), SQLite (with PostgreSQL the last fix is read from the shared database each time);
+/// - the key: one the route accepts (`APIKeyRing.scope(of:)`, the route's permission);
+/// - the body: a valid enrichment request (`EnrichRequest`), and the enrichment finished from memory
+///   (`Enricher.enrichNow`: the device's last fix and context cached, the places searched in the index).
+///
+/// Anything else (an error to answer, a fix to read from the store) goes to the responder, which answers it as it
+/// answers every request: the enrichment changes nothing, so trying it first and passing the request on loses
+/// nothing. The answer is the route's: the same body, status and headers (`Content-Type`, `Content-Length`, `Date`,
+/// `Server`), and the same metrics (`http_requests_total`, the enrichment's duration, places time and outcome).
+/// docs/ARCHITECTURE.md, "Enrichment on the event loop"; `EnrichOnEventLoopTests` compares both ways.
+final class EnrichOnEventLoop: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    private enum State {
+        /// Between requests.
+        case idle
+        /// A candidate's head and the body so far: answered here at its end, or passed on.
+        case collecting(HTTPRequest, ByteBuffer?)
+        /// A request passed on to the responder: its remaining parts follow it.
+        case passing
+    }
+
+    let answerer: EnrichAnswerer
+    private var state = State.idle
+    /// Requests passed on whose response has not ended: while there is one, every request is passed on.
+    private var unanswered = 0
+    /// A graceful shutdown's notice that came while a request was being collected here, passed on after it.
+    private var heldQuiesce: Any?
+    private var needsFlush = false
+    private var dates = HTTPDateCache()
+
+    init(answerer: EnrichAnswerer) { self.answerer = answerer }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let part = unwrapInboundIn(data)
+        switch (state, part) {
+        case (.idle, .head(let head)):
+            if unanswered == 0, answerer.mayAnswer(head) {
+                state = .collecting(head, nil)
+            } else {
+                passOn(context, data)
+            }
+        case (.collecting(let head, var body), .body(let more)):
+            let size = (body?.readableBytes ?? 0) + more.readableBytes
+            guard size <= answerer.maxBodyBytes else {
+                // More than declared: the responder says so.
+                passOn(context, head: head, body: body)
+                context.fireChannelRead(data)
+                return
+            }
+            if body == nil {
+                body = more
+            } else {
+                body!.writeImmutableBuffer(more)
+            }
+            state = .collecting(head, body)
+        case (.collecting(let head, let body), .end(let trailers)):
+            let empty = ByteBuffer()
+            if trailers == nil, let (head, answer) = answerer.answer(head, body: body ?? empty, date: dates.now()) {
+                state = .idle
+                context.write(wrapOutboundOut(.head(head)), promise: nil)
+                context.write(wrapOutboundOut(.body(answer)), promise: nil)
+                context.write(wrapOutboundOut(.end(nil)), promise: nil)
+                needsFlush = true
+            } else {
+                passOn(context, head: head, body: body)
+                context.fireChannelRead(data)
+                state = .idle
+            }
+            if let notice = heldQuiesce {
+                heldQuiesce = nil
+                if needsFlush {
+                    needsFlush = false
+                    context.flush()
+                }
+                context.fireUserInboundEventTriggered(notice)
+            }
+        case (.passing, .end):
+            state = .idle
+            context.fireChannelRead(data)
+        default:
+            // The rest of a request passed on (or a part out of order: the responder judges it).
+            context.fireChannelRead(data)
+        }
+    }
+
+    /// Passes a request's head on to the responder; its other parts follow it.
+    private func passOn(_ context: ChannelHandlerContext, _ head: NIOAny) {
+        unanswered += 1
+        state = .passing
+        context.fireChannelRead(head)
+    }
+
+    /// Passes a collected candidate on, as it arrived.
+    private func passOn(_ context: ChannelHandlerContext, head: HTTPRequest, body: ByteBuffer?) {
+        passOn(context, wrapInboundOut(.head(head)))
+        if let body { context.fireChannelRead(wrapInboundOut(.body(body))) }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if needsFlush {
+            needsFlush = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data) { unanswered = max(0, unanswered - 1) }
+        context.write(data, promise: promise)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent, case .collecting = state {
+            // The connection handler closes an idle connection at once: this one is not idle.
+            heldQuiesce = event
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+}
+
+/// What `EnrichOnEventLoop` needs of the service, shared by every connection.
+struct EnrichAnswerer: Sendable {
+    let state: ServiceState
+    let route: EnrichRoutes
+    let serverName: String?
+    /// False when the service's set-up rules it out (see `EnrichOnEventLoop`): every request is passed on.
+    let enabled: Bool
+    var maxBodyBytes: Int { state.maxBodyBytes }
+
+    static let path = "/v1/enrich"
+
+    init(state: ServiceState, serverName: String?, enabled: Bool = true) {
+        self.state = state
+        route = EnrichRoutes(state: state)
+        self.serverName = serverName
+        self.enabled =
+            enabled && state.enricher.spans.tracer == nil && state.configuration.logLevel > .debug
+            && state.configuration.databaseURL == nil
+    }
+
+    /// Whether a request's head makes it a candidate (the body is judged at its end).
+    func mayAnswer(_ head: HTTPRequest) -> Bool {
+        guard enabled, head.method == .post, head.path == Self.path, state.placesLoading.isLoaded else { return false }
+        let fields = head.headerFields
+        guard fields[.connection] == nil, fields[.expect] == nil, fields[.transferEncoding] == nil,
+            let length = fields[.contentLength].flatMap(Int.init), length > 0, length <= maxBodyBytes
+        else { return false }
+        if let declared = fields[.contentType], !JSONIO.isJSONMediaType(declared) { return false }
+        return true
+    }
+
+    /// The route's answer to a candidate, or nil when the responder is to answer it.
+    func answer(_ head: HTTPRequest, body: ByteBuffer, date: String) -> (HTTPResponse, ByteBuffer)? {
+        guard let scope = state.keys.scope(of: head.headerFields), scope.allows(EnrichRoutes.permission),
+            let document = body.withUnsafeReadableBytes({ try? JSONParser.parse($0) })
+        else { return nil }
+        let started = ContinuousClock.now
+        let result: EnrichmentResult? = AppScope.$current.withValue(scope) {
+            guard let input = try? EnrichRequest(document) else { return nil }
+            return try? state.enricher(forDevice: input.deviceId).enrichNow(
+                deviceId: input.deviceId, payload: input.payload, at: input.at, mode: input.mode,
+                staleness: input.policy(state.enricher.settings.staleness), fix: input.givenFix(clock: state.clock))
+        }
+        guard let result else { return nil }
+        route.record(result, started: started)
+        state.metrics.request(method: "POST", route: Self.path, status: 200)
+        state.metrics.answeredOnEventLoop()
+        let bytes = result.encodedJSON()
+        var response = HTTPResponse(status: .ok)
+        response.headerFields.reserveCapacity(4)
+        response.headerFields[.contentType] = "application/json; charset=utf-8"
+        response.headerFields[.contentLength] = String(bytes.count)
+        response.headerFields[.date] = date
+        if let serverName { response.headerFields[.server] = serverName }
+        return (response, ByteBuffer(bytes: bytes))
+    }
+}
+
+/// The `Date` header's value (RFC 9110's IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`), made once a second.
+struct HTTPDateCache {
+    private var second = Int.min
+    private var value = ""
+
+    mutating func now() -> String {
+        let now = Int(time(nil))
+        if now != second {
+            second = now
+            value = Self.format(epochSeconds: now)
+        }
+        return value
+    }
+
+    static func format(epochSeconds: Int) -> String {
+        var seconds = time_t(epochSeconds)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return
+            "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
+    }
+}

@@ -1,0 +1,213 @@
+import EnrichmentCore
+import EnrichmentRuntime
+import Essentials
+import Foundation
+import TestSupport
+import Testing
+
+@testable import EnrichmentService
+
+/// `POST /v1/enrich` answered on the event loop (`EnrichOnEventLoop`) must be the router's answer: the same status,
+/// body and headers, the same metrics, in the same order on a connection.
+@Suite("Enrichment answered on the event loop")
+struct EnrichOnEventLoopTests {
+    static let now: Int64 = 1_767_225_600
+    static let clock = FixedWallClock(epochSeconds: Double(now))
+
+    /// The event loop's answers counted so far (`enrichment_event_loop_answers_total`).
+    static func answered(_ client: ServiceClient) async throws -> Int {
+        let text = try await client.get("/metrics").text
+        for line in text.split(separator: "\n") where line.hasPrefix("enrichment_event_loop_answers_total ") {
+            return Int(Double(line.split(separator: " ").last!)!)
+        }
+        return 0
+    }
+
+    static let admin = ["Authorization": "Bearer admin-key-0123456789"]
+
+    /// What both services are sent before the requests compared: fixes for two devices and one enrichment each,
+    /// so that their fixes and contexts are in memory.
+    static func prepare(_ client: ServiceClient) async throws {
+        for device in ["phone", "tablet"] {
+            let posted = try await client.post(
+                "/v1/devices/\(device)/locations",
+                json: #"{"locations":[{"latitude":43.6047,"longitude":3.8805,"utc_timestamp":\#(now - 30)}]}"#,
+                headers: admin)
+            #expect(posted.status == 200, "\(posted.text)")
+            let enriched = try await client.post(
+                "/v1/enrich", json: enrichBody(device: device, payload: locationPayload(timestamp: "\(now)")),
+                headers: admin)
+            #expect(enriched.json?["outcome"] == .string("enriched"), "\(enriched.text)")
+        }
+    }
+
+    /// The requests compared: each kind of answer the route gives (enriched, stale, no timestamp, the woosmap
+    /// mode, a request's own fix and window, an unknown device, refusals of every kind). Apps' own keys and
+    /// enrichment settings are `AppEnrichmentTests`' and `AppScopeTests`', which run with the answering on.
+    static let requests: [(body: String, headers: [String: String])] = {
+        let fresh = locationPayload(timestamp: "\(now)")
+        return [
+            (enrichBody(device: "phone", payload: fresh), admin),
+            (enrichBody(device: "phone", payload: fresh, at: now + 300), admin),
+            (enrichBody(device: "phone", payload: fresh, at: now + 301), admin),
+            (enrichBody(device: "phone", payload: fresh, mode: "woosmap"), admin),
+            (enrichBody(device: "phone", payload: locationPayload(timestamp: "\"\(now)\"")), admin),
+            (enrichBody(device: "phone", payload: #"{"aps":{"alert":"hi","mutable-content":1}}"#), admin),
+            (enrichBody(device: "phone", payload: locationPayload(timestamp: "\(now)", category: "news")), admin),
+            (
+                #"{"device_id":"phone","payload":\#(fresh),"window":10,"max_future_skew":null,"#
+                    + #""fix":{"latitude":48.8566,"longitude":2.3522,"horizontal_accuracy":12}}"#, admin
+            ),
+            (enrichBody(device: "nobody", payload: fresh), admin),
+            (enrichBody(device: "tablet", payload: fresh), admin.merging(["Enrich-App": "default"]) { a, _ in a }),
+            (enrichBody(device: "phone", payload: fresh), ["Authorization": "Bearer wrong-key"]),
+            (enrichBody(device: "phone", payload: fresh), [:]),
+            (enrichBody(device: "phone", payload: fresh), admin.merging(["Enrich-App": "nowhere"]) { a, _ in a }),
+            (#"{"device_id":"phone","payload":\#(fresh),"colour":"red"}"#, admin),
+            (#"{"device_id":"phone","payload":\#(fresh),"device_id":"other"}"#, admin),
+            (#"{"device_id":"","payload":\#(fresh)}"#, admin),
+            (#"{"device_id":"phone","payload":\#(fresh),"at":"soon"}"#, admin),
+            (#"{"device_id":"phone","payload":\#(fresh)"#, admin),
+            (#"[1,2]"#, admin),
+        ]
+    }()
+
+    static func configure(_ configuration: inout ServiceConfiguration, onEventLoop: Bool) {
+        configuration.apiKey = Secret("admin-key-0123456789")
+        configuration.enrichOnEventLoop = onEventLoop
+        configuration.mapKey = "MAPKEY"
+    }
+
+    @Test(
+        "every request is answered as the router answers it: status, body and headers; the ones it can are answered on the event loop"
+    )
+    func sameAnswers() async throws {
+        let router = try await withService({ Self.configure(&$0, onEventLoop: false) }, clock: Self.clock) { client in
+            try await Self.prepare(client)
+            var replies: [ServiceClient.Reply] = []
+            for request in Self.requests {
+                replies.append(try await client.post("/v1/enrich", json: request.body, headers: request.headers))
+            }
+            #expect(try await Self.answered(client) == 0)
+            return replies
+        }
+        try await withService({ Self.configure(&$0, onEventLoop: true) }, clock: Self.clock) { client in
+            try await Self.prepare(client)
+            var onLoop = 0
+            for (index, request) in Self.requests.enumerated() {
+                let before = try await Self.answered(client)
+                let reply = try await client.post("/v1/enrich", json: request.body, headers: request.headers)
+                let expected = router[index]
+                #expect(reply.status == expected.status, "request \(index): \(reply.text)")
+                #expect(Self.comparable(reply) == Self.comparable(expected), "request \(index)")
+                #expect(Set(reply.headers.keys) == Set(expected.headers.keys), "request \(index): \(reply.headers)")
+                for (name, value) in expected.headers where name != "date" {
+                    #expect(reply.headers[name] == value, "request \(index): header \(name)")
+                }
+                #expect(Self.isIMFFixdate(reply.headers["date"]), "\(reply.headers["date"] ?? "no date")")
+                let after = try await Self.answered(client)
+                if after > before { onLoop += 1 }
+            }
+            // The enrichments of known devices (the first eight and the tenth) are answered from memory; an
+            // unknown device and every refusal went to the router.
+            #expect(onLoop == 9)
+        }
+    }
+
+    /// The body without `places_ms` (a time measured for each request), which must be a number on both.
+    static func comparable(_ reply: ServiceClient.Reply) -> JSONValue? {
+        guard case .object(var members)? = reply.json else { return reply.json }
+        if let time = members.removeValue(forKey: "places_ms") {
+            switch time {
+            case .double, .int: break
+            default: return .string("places_ms is not a number: \(time)")
+            }
+        }
+        return .object(members)
+    }
+
+    static func isIMFFixdate(_ value: String?) -> Bool {
+        guard let value else { return false }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        guard let date = formatter.date(from: value) else { return false }
+        return formatter.string(from: date) == value && abs(date.timeIntervalSinceNow) < 60
+    }
+
+    @Test("the Date header is RFC 9110's IMF-fixdate, day and month names in English, fields zero-padded")
+    func dates() {
+        #expect(HTTPDateCache.format(epochSeconds: 784_111_777) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(HTTPDateCache.format(epochSeconds: 0) == "Thu, 01 Jan 1970 00:00:00 GMT")
+        #expect(HTTPDateCache.format(epochSeconds: 253_402_300_799) == "Fri, 31 Dec 9999 23:59:59 GMT")
+        #expect(HTTPDateCache.format(epochSeconds: 1_709_164_800) == "Thu, 29 Feb 2024 00:00:00 GMT")
+    }
+
+    @Test("pipelined requests are answered in order: one behind a request the router answers waits for it")
+    func pipelinedOrder() async throws {
+        try await withService({ $0.enrichOnEventLoop = true }, clock: Self.clock) { client in
+            let fix = #"{"locations":[{"latitude":43.6047,"longitude":3.8805,"utc_timestamp":\#(Self.now - 30)}]}"#
+            _ = try await client.post("/v1/devices/phone/locations", json: fix)
+            let enrich = enrichBody(device: "phone", payload: locationPayload(timestamp: "\(Self.now)"))
+            #expect(try await client.post("/v1/enrich", json: enrich).status == 200)
+            let before = try await Self.answered(client)
+            let port = Int(client.base.split(separator: ":").last!)!
+            // A fix report (the router, a database write), an enrichment, then the same again, in one write.
+            func post(_ path: String, _ body: String, close: Bool = false) -> String {
+                "POST \(path) HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+                    + "\(body.utf8.count)\r\n\(close ? "Connection: close\r\n" : "")\r\n\(body)"
+            }
+            let stream =
+                post("/v1/devices/phone/locations", fix) + post("/v1/enrich", enrich)
+                + post("/v1/devices/phone/locations", fix) + post("/v1/enrich", enrich, close: true)
+            let received = try await blocking {
+                let connection = try RawConnection(port: port)
+                connection.send(stream)
+                return connection.readUntilClosed().bytes
+            }
+            let bodies = Self.responses(received)
+            #expect(bodies.count == 4)
+            #expect(bodies.map { $0?["outcome"] == nil } == [true, false, true, false], "\(bodies)")
+            #expect(bodies[1]?["outcome"] == .string("enriched"))
+            // Each enrichment came behind a request the router answered: none of them on the event loop.
+            #expect(try await Self.answered(client) == before)
+
+            // Alone on a connection, and its body in three pieces, the same enrichment is answered on the event loop.
+            let split = post("/v1/enrich", enrich)
+            let pieces = [split.utf8.count / 3, 2 * split.utf8.count / 3]
+            let single = try await blocking {
+                let connection = try RawConnection(port: port)
+                let bytes = Array(split.utf8)
+                connection.send(bytes[..<pieces[0]])
+                usleep(50_000)
+                connection.send(bytes[pieces[0]..<pieces[1]])
+                usleep(50_000)
+                connection.send(bytes[pieces[1]...])
+                return connection.readResponse()
+            }
+            #expect(single?.head.hasPrefix("HTTP/1.1 200") == true)
+            #expect(try JSONValue.decode(Data(single?.body ?? []))["outcome"] == .string("enriched"))
+            #expect(try await Self.answered(client) == before + 1)
+        }
+    }
+
+    /// The JSON bodies of the HTTP/1.1 responses in `bytes`, in order.
+    static func responses(_ bytes: [UInt8]) -> [JSONValue?] {
+        var rest = bytes[...]
+        var bodies: [JSONValue?] = []
+        while let end = rest.firstRange(of: Array("\r\n\r\n".utf8)) {
+            let head = String(decoding: rest[..<end.lowerBound], as: UTF8.self)
+            let length =
+                head.split(separator: "\r\n").compactMap { line -> Int? in
+                    let parts = line.split(separator: ":", maxSplits: 1)
+                    guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
+                    return Int(parts[1].trimmingCharacters(in: .whitespaces))
+                }.first ?? 0
+            let body = rest[end.upperBound...].prefix(length)
+            bodies.append(try? JSONValue.decode(Data(body)))
+            rest = rest[(end.upperBound + body.count)...]
+        }
+        return bodies
+    }
+}

@@ -12,6 +12,8 @@ import NIOHTTP2
 /// `streams`, and the pool flushes once per round of sends, so the frames of many pushes leave in one TLS record and
 /// one `write`. (swift-nio-http2's general state machine cost about half of the sender's CPU; a client that only
 /// opens request streams needs little of it.) Everything runs on the pool's event loop.
+///
+/// Sending is in APNsConnection+Sending.swift, the frames read in APNsConnection+Frames.swift.
 final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -42,45 +44,45 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
     }
 
     let number: Int
-    private(set) var state = State.connecting
-    private let pool: APNsConnectionPool
-    private let authority: String
-    private var context: ChannelHandlerContext?
-    private var streams: [UInt32: InFlight] = [:]
+    var state = State.connecting
+    let pool: APNsConnectionPool
+    let authority: String
+    var context: ChannelHandlerContext?
+    var streams: [UInt32: InFlight] = [:]
     /// Streams in the order they were opened, with their deadlines: timeouts are found at the head.
-    private var deadlines = CircularBuffer<(UInt32, NIODeadline)>(initialCapacity: 64)
-    private var nextStreamID: UInt32 = 1
+    var deadlines = CircularBuffer<(UInt32, NIODeadline)>(initialCapacity: 64)
+    var nextStreamID: UInt32 = 1
     /// The server's SETTINGS_MAX_CONCURRENT_STREAMS (none sent: unlimited, held to `pool.streamCap`).
-    private var remoteStreamLimit = Int.max
+    var remoteStreamLimit = Int.max
     private var goAwayLastStreamID: UInt32?
     private var lastInbound = NIODeadline.now()
-    private var pingSentAt: NIODeadline?
+    var pingSentAt: NIODeadline?
     private var pingCounter: UInt64 = 0
     private var ticker: RepeatedTask?
     /// Frames written since the last flush: they leave together.
-    private var outbound = ByteBuffer()
+    var outbound = ByteBuffer()
     /// Pushes written since the last flush.
-    private var unflushedPushes = 0
+    var unflushedPushes = 0
     /// Flush after this many pushes even inside one round: the server starts on the first ones while the rest are
     /// encoded (a whole round in one write leaves each side idle while the other works).
     static let pushesPerFlush = 10
     /// Bytes read that do not make a whole frame yet.
-    private var inbound: ByteBuffer?
+    var inbound: ByteBuffer?
     /// The largest answer header block taken (APNs answers with a few short fields).
     static let maxHeaderBlock = 64 * 1024
     /// A header block whose CONTINUATION frames have not all arrived.
-    private var pendingBlock: (streamID: UInt32, endStream: Bool, block: ByteBuffer)?
-    private var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
-    private var encoder = HPACKRequestEncoder()
+    var pendingBlock: (streamID: UInt32, endStream: Bool, block: ByteBuffer)?
+    var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+    var encoder = HPACKRequestEncoder()
     /// The server's window for the whole connection, and its SETTINGS that shape what we send.
-    private var connectionSendWindow = HTTP2Wire.defaultWindow
-    private var initialStreamWindow = HTTP2Wire.defaultWindow
-    private var peerMaxFrameSize = HTTP2Wire.defaultMaxFrameSize
+    var connectionSendWindow = HTTP2Wire.defaultWindow
+    var initialStreamWindow = HTTP2Wire.defaultWindow
+    var peerMaxFrameSize = HTTP2Wire.defaultMaxFrameSize
     /// Streams whose body waits for window, oldest first (entries of finished streams are skipped).
-    private var waitingForWindow = CircularBuffer<UInt32>()
+    var waitingForWindow = CircularBuffer<UInt32>()
     /// DATA bytes received since the last connection-level WINDOW_UPDATE: a server that answers with bodies
     /// (errors, or nghttpd's echo) would stall once 64 KiB are in.
-    private var unreturnedWindow = 0
+    var unreturnedWindow = 0
     private var prefaceSent = false
     /// When the connection must be ready (TCP, TLS and the server's SETTINGS) or be given up.
     private var setupDeadline = NIODeadline.distantFuture
@@ -101,136 +103,6 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
     }
 
     var inFlightCount: Int { streams.count }
-
-    // MARK: Sending
-
-    /// Writes one push (HEADERS + DATA) on a new stream; the pool flushes after its round of sends.
-    func send(_ job: PushJob, request: APNsRequest, authorization: String?, payload: ByteBuffer, timeout: TimeAmount) {
-        guard context != nil, state == .ready else {
-            pool.refused([job], by: self)
-            return
-        }
-        let streamID = nextStreamID
-        nextStreamID += 2
-        writeHeaders(request, authorization: authorization, streamID: streamID)
-        var flight = InFlight(job: job, sendWindow: initialStreamWindow)
-        flight.unsent = writeBody(payload, streamID: streamID, window: &flight.sendWindow)
-        if flight.unsent != nil { waitingForWindow.append(streamID) }
-        streams[streamID] = flight
-        deadlines.append((streamID, .now() + timeout))
-        unflushedPushes += 1
-        if unflushedPushes >= Self.pushesPerFlush { flushIfNeeded() }
-        // Client stream ids are odd and end at 2^31 - 1: well before that, move to a new connection.
-        if nextStreamID > UInt32(Int32.max) - 2048 { beginDraining() }
-    }
-
-    private func writeHeaders(_ request: APNsRequest, authorization: String?, streamID: UInt32) {
-        // The buffer and the encoder are taken out for the whole request: each access to a property of this class
-        // is an exclusivity check.
-        Self.writeHeaders(
-            request, authority: authority, authorization: authorization, streamID: streamID,
-            maxFrameSize: peerMaxFrameSize, encoder: &encoder, into: &outbound)
-    }
-
-    private static func writeHeaders(
-        _ request: APNsRequest, authority: String, authorization: String?, streamID: UInt32, maxFrameSize: Int,
-        encoder: inout HPACKRequestEncoder, into outbound: inout ByteBuffer
-    ) {
-        let frameStart = outbound.writerIndex
-        HTTP2Wire.writeFrameHeader(
-            into: &outbound, length: 0, type: .headers, flags: HTTP2Wire.Flag.endHeaders, streamID: streamID)
-        let blockStart = outbound.writerIndex
-        encoder.writeRequest(request, authority: authority, authorization: authorization, into: &outbound)
-        let blockLength = outbound.writerIndex - blockStart
-        if blockLength <= maxFrameSize {
-            HTTP2Wire.setFrameLength(blockLength, at: frameStart, in: &outbound)
-            return
-        }
-        // Larger than a frame: HEADERS with the first part, CONTINUATION frames with the rest (RFC 9113 6.10).
-        var block = outbound.getSlice(at: blockStart, length: blockLength)!
-        outbound.moveWriterIndex(to: frameStart)
-        var type = HTTP2Wire.FrameType.headers
-        while block.readableBytes > 0 {
-            let length = min(block.readableBytes, maxFrameSize)
-            let last = length == block.readableBytes
-            HTTP2Wire.writeFrameHeader(
-                into: &outbound, length: length, type: type, flags: last ? HTTP2Wire.Flag.endHeaders : 0,
-                streamID: streamID)
-            var part = block.readSlice(length: length)!
-            outbound.writeBuffer(&part)
-            type = .continuation
-        }
-    }
-
-    /// Writes as much of `body` as the windows and the frame size allow, the last frame with END_STREAM; returns
-    /// what is left (nil when all of it went).
-    private func writeBody(_ body: ByteBuffer, streamID: UInt32, window: inout Int) -> ByteBuffer? {
-        Self.writeBody(
-            body, streamID: streamID, maxFrameSize: peerMaxFrameSize, connectionWindow: &connectionSendWindow,
-            streamWindow: &window, into: &outbound)
-    }
-
-    private static func writeBody(
-        _ body: ByteBuffer, streamID: UInt32, maxFrameSize: Int, connectionWindow: inout Int, streamWindow: inout Int,
-        into outbound: inout ByteBuffer
-    ) -> ByteBuffer? {
-        var rest = body
-        if rest.readableBytes == 0 {
-            HTTP2Wire.writeFrameHeader(
-                into: &outbound, length: 0, type: .data, flags: HTTP2Wire.Flag.endStream, streamID: streamID)
-            return nil
-        }
-        while rest.readableBytes > 0 {
-            let length = min(rest.readableBytes, maxFrameSize, connectionWindow, streamWindow)
-            guard length > 0 else { return rest }
-            let last = length == rest.readableBytes
-            HTTP2Wire.writeFrameHeader(
-                into: &outbound, length: length, type: .data, flags: last ? HTTP2Wire.Flag.endStream : 0,
-                streamID: streamID)
-            var part = rest.readSlice(length: length)!
-            outbound.writeBuffer(&part)
-            connectionWindow -= length
-            streamWindow -= length
-        }
-        return nil
-    }
-
-    /// Ends a stream's bookkeeping; one whose body still waited for window leaves that queue too, so that it no
-    /// longer holds back new streams (see `capacity`).
-    @discardableResult
-    private func removeStream(_ streamID: UInt32) -> InFlight? {
-        guard let flight = streams.removeValue(forKey: streamID) else { return nil }
-        if flight.unsent != nil, let index = waitingForWindow.firstIndex(of: streamID) {
-            waitingForWindow.remove(at: index)
-        }
-        return flight
-    }
-
-    /// Sends the bodies that waited for window, oldest first, as far as the windows now allow.
-    private func resumeWaiting() {
-        guard !waitingForWindow.isEmpty else { return }
-        var still = CircularBuffer<UInt32>(initialCapacity: waitingForWindow.count)
-        while let streamID = waitingForWindow.popFirst() {
-            guard var flight = streams[streamID], let unsent = flight.unsent else { continue }
-            guard connectionSendWindow > 0 else {
-                still.append(streamID)
-                continue
-            }
-            flight.unsent = writeBody(unsent, streamID: streamID, window: &flight.sendWindow)
-            if flight.unsent != nil { still.append(streamID) }
-            streams[streamID] = flight
-        }
-        waitingForWindow = still
-    }
-
-    /// Sends what was written since the last flush; one flush for many pushes.
-    func flushIfNeeded() {
-        guard let context, outbound.readableBytes > 0 else { return }
-        let bytes = outbound
-        outbound = context.channel.allocator.buffer(capacity: max(4096, bytes.readableBytes))
-        unflushedPushes = 0
-        context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
-    }
 
     // MARK: Channel events
 
@@ -313,235 +185,6 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
         context.fireChannelInactive()
     }
 
-    // MARK: Frames
-
-    private func handle(_ frame: HTTP2Wire.Frame) throws {
-        if let pending = pendingBlock {
-            // RFC 9113 6.10: nothing may come between a header block's frames.
-            guard frame.type == HTTP2Wire.FrameType.continuation.rawValue, frame.streamID == pending.streamID else {
-                throw HTTP2Wire.ConnectionError.protocolError("a header block interrupted by another frame")
-            }
-            pendingBlock = nil
-            var block = pending.block
-            var part = frame.payload
-            guard block.readableBytes + part.readableBytes <= Self.maxHeaderBlock else {
-                throw HTTP2Wire.ConnectionError(
-                    code: .enhanceYourCalm, detail: "a header block above \(Self.maxHeaderBlock) bytes")
-            }
-            block.writeBuffer(&part)
-            if frame.has(HTTP2Wire.Flag.endHeaders) {
-                try headerBlockEnded(streamID: pending.streamID, block: block, endStream: pending.endStream)
-            } else {
-                pendingBlock = (pending.streamID, pending.endStream, block)
-            }
-            return
-        }
-        switch HTTP2Wire.FrameType(rawValue: frame.type) {
-        case .data:
-            try onData(frame)
-        case .headers:
-            guard frame.streamID != 0 else { throw HTTP2Wire.ConnectionError.protocolError("HEADERS on stream 0") }
-            var block = try HTTP2Wire.unpadded(frame)
-            if frame.has(HTTP2Wire.Flag.priority) {
-                guard block.readableBytes >= 5 else {
-                    throw HTTP2Wire.ConnectionError.frameSize("HEADERS too short for its priority fields")
-                }
-                block.moveReaderIndex(forwardBy: 5)
-            }
-            if frame.has(HTTP2Wire.Flag.endHeaders) {
-                try headerBlockEnded(
-                    streamID: frame.streamID, block: block, endStream: frame.has(HTTP2Wire.Flag.endStream))
-            } else {
-                pendingBlock = (frame.streamID, frame.has(HTTP2Wire.Flag.endStream), block)
-            }
-        case .rstStream:
-            var payload = frame.payload
-            guard frame.streamID != 0, payload.readableBytes == 4, let code = payload.readInteger(as: UInt32.self)
-            else {
-                throw HTTP2Wire.ConnectionError.frameSize("a malformed RST_STREAM")
-            }
-            onReset(streamID: frame.streamID, code: HTTP2ErrorCode(networkCode: Int(code)))
-        case .settings:
-            try onSettings(frame)
-        case .pushPromise:
-            throw HTTP2Wire.ConnectionError.protocolError("PUSH_PROMISE, which our SETTINGS_ENABLE_PUSH = 0 forbids")
-        case .ping:
-            var payload = frame.payload
-            guard frame.streamID == 0, payload.readableBytes == 8, let data = payload.readInteger(as: UInt64.self)
-            else {
-                throw HTTP2Wire.ConnectionError.frameSize("a malformed PING")
-            }
-            if frame.has(HTTP2Wire.Flag.ack) {
-                pingSentAt = nil
-            } else {
-                HTTP2Wire.writePing(into: &outbound, data: data, ack: true)
-            }
-        case .goAway:
-            var payload = frame.payload
-            guard frame.streamID == 0, let last = payload.readInteger(as: UInt32.self),
-                let code = payload.readInteger(as: UInt32.self)
-            else { throw HTTP2Wire.ConnectionError.frameSize("a malformed GOAWAY") }
-            // Debug data: APNs says why in it (`{"reason":"..."}`); kept, printable and short, for the message.
-            let debug = payload.readBytes(length: min(payload.readableBytes, 256)).map { bytes in
-                String(decoding: bytes.filter { (0x20..<0x7f).contains($0) }, as: UTF8.self)
-            }
-            goAway(
-                lastStreamID: last & 0x7fff_ffff, code: HTTP2ErrorCode(networkCode: Int(code)),
-                debug: debug?.isEmpty == false ? debug : nil)
-        case .windowUpdate:
-            var payload = frame.payload
-            guard payload.readableBytes == 4, let raw = payload.readInteger(as: UInt32.self) else {
-                throw HTTP2Wire.ConnectionError.frameSize("a malformed WINDOW_UPDATE")
-            }
-            try onWindowUpdate(streamID: frame.streamID, increment: Int(raw & 0x7fff_ffff))
-        case .continuation:
-            throw HTTP2Wire.ConnectionError.protocolError("CONTINUATION without a header block before it")
-        case .priority, nil:
-            // PRIORITY is advice, and frames of unknown types are ignored (RFC 9113 5.5).
-            break
-        }
-    }
-
-    private func headerBlockEnded(streamID: UInt32, block: ByteBuffer, endStream: Bool) throws {
-        var block = block
-        // Decoded even for a stream we no longer track: the HPACK table must follow the server's.
-        let headers: HPACKHeaders
-        do { headers = try decoder.decodeHeaders(from: &block) } catch {
-            throw HTTP2Wire.ConnectionError.compression("the answer's headers could not be decoded: \(error)")
-        }
-        guard var flight = streams[streamID] else { return }
-        if flight.status == nil {
-            guard let status = headers.first(name: ":status").flatMap({ Int($0) }) else {
-                removeStream(streamID)
-                HTTP2Wire.writeRSTStream(into: &outbound, streamID: streamID, code: .protocolError)
-                pool.failed(flight.job, by: self, error: .protocolViolation("an answer without :status"))
-                return
-            }
-            // 1xx: informational, the real answer follows.
-            guard status >= 200 else { return }
-            flight.status = status
-            flight.apnsID = headers.first(name: "apns-id")
-        }
-        if endStream {
-            ended(streamID: streamID, flight)
-        } else {
-            streams[streamID] = flight
-        }
-    }
-
-    private func onData(_ frame: HTTP2Wire.Frame) throws {
-        guard frame.streamID != 0 else { throw HTTP2Wire.ConnectionError.protocolError("DATA on stream 0") }
-        // Flow control counts the whole payload, padding included.
-        let length = frame.payload.readableBytes
-        unreturnedWindow += length
-        if unreturnedWindow >= 32_768 {
-            HTTP2Wire.writeWindowUpdate(into: &outbound, streamID: 0, increment: unreturnedWindow)
-            unreturnedWindow = 0
-        }
-        let data = try HTTP2Wire.unpadded(frame)
-        guard var flight = streams[frame.streamID] else { return }
-        if flight.body.count < 64 * 1024 { flight.body.append(contentsOf: data.readableBytesView) }
-        if frame.has(HTTP2Wire.Flag.endStream) {
-            ended(streamID: frame.streamID, flight)
-            return
-        }
-        flight.unreturned += length
-        if flight.unreturned >= 32_768 {
-            HTTP2Wire.writeWindowUpdate(into: &outbound, streamID: frame.streamID, increment: flight.unreturned)
-            flight.unreturned = 0
-        }
-        streams[frame.streamID] = flight
-    }
-
-    /// The server ended its side of the stream: the answer is complete.
-    private func ended(streamID: UInt32, _ flight: InFlight) {
-        removeStream(streamID)
-        if flight.unsent != nil {
-            // Answered before the whole request went (RFC 9113 8.1): the rest is not needed.
-            HTTP2Wire.writeRSTStream(into: &outbound, streamID: streamID, code: .cancel)
-        }
-        answer(flight)
-    }
-
-    private func onReset(streamID: UInt32, code: HTTP2ErrorCode) {
-        guard let flight = removeStream(streamID) else { return }
-        if code == .refusedStream {
-            // RFC 9113 8.7: a refused stream was not processed; it is safe to send again at once.
-            pool.refused([flight.job], by: self)
-        } else if let status = flight.status, status != 200 || code == .noError {
-            // Answered, then reset (a server may answer before reading the whole body).
-            answer(flight)
-        } else {
-            pool.failed(flight.job, by: self, error: .reset(code))
-        }
-    }
-
-    private func onSettings(_ frame: HTTP2Wire.Frame) throws {
-        guard frame.streamID == 0 else { throw HTTP2Wire.ConnectionError.protocolError("SETTINGS on a stream") }
-        if frame.has(HTTP2Wire.Flag.ack) { return }
-        var payload = frame.payload
-        guard payload.readableBytes % 6 == 0 else {
-            throw HTTP2Wire.ConnectionError.frameSize("SETTINGS of \(payload.readableBytes) bytes")
-        }
-        while let identifier = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self) {
-            switch HTTP2Wire.Setting(rawValue: identifier) {
-            case .headerTableSize:
-                encoder.peerTableSizeChanged(to: Int(value))
-            case .maxConcurrentStreams:
-                remoteStreamLimit = Int(value)
-            case .initialWindowSize:
-                guard Int(value) <= HTTP2Wire.maxWindow else {
-                    throw HTTP2Wire.ConnectionError.flowControl("SETTINGS_INITIAL_WINDOW_SIZE \(value)")
-                }
-                // RFC 9113 6.9.2: every open stream's window moves by the difference (it may go below zero).
-                let delta = Int(value) - initialStreamWindow
-                initialStreamWindow = Int(value)
-                for streamID in waitingForWindow { streams[streamID]?.sendWindow += delta }
-            case .maxFrameSize:
-                guard (16_384...16_777_215).contains(value) else {
-                    throw HTTP2Wire.ConnectionError.protocolError("SETTINGS_MAX_FRAME_SIZE \(value)")
-                }
-                peerMaxFrameSize = Int(value)
-            case .enablePush, .maxHeaderListSize, nil:
-                break
-            }
-        }
-        HTTP2Wire.writeSettingsAck(into: &outbound)
-        resumeWaiting()
-        if state == .connecting {
-            state = .ready
-            pool.connectionReady(self)
-        } else {
-            pool.capacityChanged(self)
-        }
-    }
-
-    private func onWindowUpdate(streamID: UInt32, increment: Int) throws {
-        if streamID == 0 {
-            guard increment > 0 else {
-                throw HTTP2Wire.ConnectionError.protocolError("a WINDOW_UPDATE of 0 for the connection")
-            }
-            connectionSendWindow += increment
-            guard connectionSendWindow <= HTTP2Wire.maxWindow else {
-                throw HTTP2Wire.ConnectionError.flowControl("the connection's window above 2^31 - 1")
-            }
-        } else if increment > 0, streams[streamID] != nil {
-            streams[streamID]!.sendWindow += increment
-        }
-        resumeWaiting()
-    }
-
-    /// The server broke the protocol: GOAWAY with the reason, then close; the streams in flight go elsewhere.
-    private func connectionError(_ error: HTTP2Wire.ConnectionError) {
-        HTTP2Wire.writeGoAway(into: &outbound, lastStreamID: 0, code: error.code)
-        flushIfNeeded()
-        inbound = nil
-        pendingBlock = nil
-        // Closed from now on: nothing more is read or sent here, and the pushes in flight go elsewhere at once, not
-        // when TLS has finished closing.
-        abandon(.protocolViolation(error.detail))
-    }
-
     /// Hands the streams still in flight to the pool as lost, once; the connection takes nothing more.
     private func settle() {
         guard state != .closed else { return }
@@ -558,7 +201,7 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
 
     /// Gives up on a peer that stopped answering: its pushes go elsewhere now, not when TLS finishes closing (which
     /// waits for a peer that will not answer).
-    private func abandon(_ error: APNsTransportError) {
+    func abandon(_ error: APNsTransportError) {
         failure = failure ?? error
         settle()
         context?.close(promise: nil)
@@ -566,7 +209,7 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
 
     // MARK: Rules
 
-    private func answer(_ flight: InFlight) {
+    func answer(_ flight: InFlight) {
         guard let status = flight.status else {
             pool.failed(flight.job, by: self, error: .closedBeforeAnswer)
             return
@@ -584,7 +227,7 @@ final class APNsConnection: ChannelInboundHandler, @unchecked Sendable {
 
     /// RFC 9113 6.8: streams above `lastStreamID` were not processed and go again at once, elsewhere; the rest are
     /// answered here as usual, then the connection closes.
-    private func goAway(lastStreamID: UInt32, code: HTTP2ErrorCode, debug: String?) {
+    func goAway(lastStreamID: UInt32, code: HTTP2ErrorCode, debug: String?) {
         let last = min(lastStreamID, goAwayLastStreamID ?? lastStreamID)
         goAwayLastStreamID = last
         let unprocessed = streams.keys.filter { $0 > last }.sorted()

@@ -25,15 +25,8 @@ struct EnrichRoutes {
 
     /// The enrichment's metrics recorded, and its answer.
     func answer(_ result: EnrichmentResult, started: ContinuousClock.Instant) -> Response {
-        record(result, started: started)
+        state.metrics.enrichment(result, started: started)
         return JSONIO.response(bytes: result.encodedJSON())
-    }
-
-    /// The enrichment's duration, its places search's and its outcome, in the metrics.
-    func record(_ result: EnrichmentResult, started: ContinuousClock.Instant) {
-        state.metrics.enrichDuration(ContinuousClock.now - started)
-        if let ms = result.placesMilliseconds { state.metrics.placesDuration(.microseconds(Int64(ms * 1000))) }
-        state.metrics.outcome(result.outcome.rawValue, provider: result.placesProvider ?? "none")
     }
 }
 

@@ -148,20 +148,30 @@ final class EnrichOnEventLoop: ChannelDuplexHandler, RemovableChannelHandler {
     }
 }
 
-/// What `EnrichOnEventLoop` needs of the service, shared by every connection.
-struct EnrichAnswerer: Sendable {
-    let state: ServiceState
-    let route: EnrichRoutes
+/// What `EnrichOnEventLoop` needs of the service, shared by every connection: a class holding only what it reads,
+/// so that a request copies none of the service's state.
+final class EnrichAnswerer: Sendable {
+    let keys: APIKeyRing
+    let metrics: ServiceMetrics
+    let placesLoading: PlacesLoading
+    let enricher: Enricher
+    let appEnrichers: [String: Enricher]
+    let clock: any WallClock
+    let maxBodyBytes: Int
     let serverName: String?
     /// False when the service's set-up rules it out (see `EnrichOnEventLoop`): every request is passed on.
     let enabled: Bool
-    var maxBodyBytes: Int { state.maxBodyBytes }
 
     static let path = "/v1/enrich"
 
     init(state: ServiceState, serverName: String?, enabled: Bool = true) {
-        self.state = state
-        route = EnrichRoutes(state: state)
+        keys = state.keys
+        metrics = state.metrics
+        placesLoading = state.placesLoading
+        enricher = state.enricher
+        appEnrichers = state.appEnrichers
+        clock = state.clock
+        maxBodyBytes = state.maxBodyBytes
         self.serverName = serverName
         self.enabled =
             enabled && state.enricher.spans.tracer == nil && state.configuration.logLevel > .debug
@@ -170,31 +180,51 @@ struct EnrichAnswerer: Sendable {
 
     /// Whether a request's head makes it a candidate (the body is judged at its end).
     func mayAnswer(_ head: HTTPRequest) -> Bool {
-        guard enabled, head.method == .post, head.path == Self.path, state.placesLoading.isLoaded else { return false }
-        let fields = head.headerFields
-        guard fields[.connection] == nil, fields[.expect] == nil, fields[.transferEncoding] == nil,
-            let length = fields[.contentLength].flatMap(Int.init), length > 0, length <= maxBodyBytes
-        else { return false }
-        if let declared = fields[.contentType], !JSONIO.isJSONMediaType(declared) { return false }
-        return true
+        guard enabled, head.method == .post, head.path == Self.path else { return false }
+        var length: Int?
+        // One pass over the fields: a Content-Length within the limit, a JSON Content-Type or none, no field that
+        // changes how the connection goes on.
+        for field in head.headerFields {
+            switch field.name {
+            case .contentLength:
+                guard length == nil, let value = Int(field.value), value > 0, value <= maxBodyBytes else {
+                    return false
+                }
+                length = value
+            case .contentType:
+                guard JSONIO.isJSONMediaType(field.value) else { return false }
+            case .connection, .expect, .transferEncoding:
+                return false
+            default:
+                continue
+            }
+        }
+        return length != nil && placesLoading.isLoaded
     }
 
     /// The route's answer to a candidate, or nil when the responder is to answer it.
     func answer(_ head: HTTPRequest, body: ByteBuffer, date: String) -> (HTTPResponse, ByteBuffer)? {
-        guard let scope = state.keys.scope(of: head.headerFields), scope.allows(EnrichRoutes.permission),
+        guard let scope = keys.scope(of: head.headerFields), scope.allows(EnrichRoutes.permission),
             let document = body.withUnsafeReadableBytes({ try? JSONParser.parse($0) })
         else { return nil }
         let started = ContinuousClock.now
         let result: EnrichmentResult? = AppScope.$current.withValue(scope) {
             guard let input = try? EnrichRequest(document) else { return nil }
-            return try? state.enricher(forDevice: input.deviceId).enrichNow(
-                deviceId: input.deviceId, payload: input.payload, at: input.at, mode: input.mode,
-                staleness: input.policy(state.enricher.settings.staleness), fix: input.givenFix(clock: state.clock))
+            let fix = input.givenFix(clock: clock)
+            let policy = input.policy(enricher.settings.staleness)
+            if appEnrichers.isEmpty {
+                return try? enricher.enrichNow(
+                    deviceId: input.deviceId, payload: input.payload, at: input.at, mode: input.mode,
+                    staleness: policy, fix: fix)
+            }
+            return try? AppNamespace.pick(input.deviceId, base: enricher, byApp: appEnrichers).enrichNow(
+                deviceId: input.deviceId, payload: input.payload, at: input.at, mode: input.mode, staleness: policy,
+                fix: fix)
         }
         guard let result else { return nil }
-        route.record(result, started: started)
-        state.metrics.request(method: "POST", route: Self.path, status: 200)
-        state.metrics.answeredOnEventLoop()
+        metrics.enrichment(result, started: started)
+        metrics.request(method: "POST", route: Self.path, status: 200)
+        metrics.answeredOnEventLoop()
         let bytes = result.encodedJSON()
         var response = HTTPResponse(status: .ok)
         response.headerFields.reserveCapacity(4)

@@ -86,6 +86,13 @@ public final class ServiceMetrics: DeliveryObserver {
         }.increment()
     }
 
+    /// A `POST /v1/enrich`'s enrichment: its duration, its places search's and its outcome.
+    func enrichment(_ result: EnrichmentResult, started: ContinuousClock.Instant) {
+        enrichDuration(ContinuousClock.now - started)
+        if let ms = result.placesMilliseconds { placesDuration(.microseconds(Int64(ms * 1000))) }
+        outcome(result.outcome.rawValue, provider: result.placesProvider ?? "none")
+    }
+
     func placesDuration(_ duration: Duration) { upstreamLatency.record(duration) }
     func enrichDuration(_ duration: Duration) { enrichLatency.record(duration) }
 

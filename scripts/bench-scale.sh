@@ -3,7 +3,9 @@
 #   1. SQLite (one node),
 #   2. PostgreSQL and one node,
 #   3. PostgreSQL and two nodes behind the same load (two wrk processes, one per node, half the connections each).
-# PostgreSQL is a throwaway cluster (scripts/with-postgres.sh) with its default durability (synchronous_commit on).
+# PostgreSQL is a throwaway cluster (scripts/with-postgres.sh) with its default durability (synchronous_commit on);
+# PG_SYNCHRONOUS_COMMIT=off runs it without waiting for each commit's WAL flush (a diagnosis: how much of a batch's
+# time is the flush; not a setting to run the service with, since an acknowledged fix may then be lost on a crash).
 # POIs: the 144,563 GeoNames places (scripts/fetch-places.sh); DEVICES devices with a fix near a real place.
 #
 #   scripts/bench-scale.sh                       # DURATION=10 s per phase, CONNS=32, DEVICES=10000
@@ -88,6 +90,11 @@ phase "sqlite ingest" ingest.lua "$CONNS" "$P1" | tee -a "$DATA/results.txt"
 kill "${PIDS[0]}"; wait "${PIDS[0]}" 2>/dev/null || true; PIDS=()
 
 # 2. PostgreSQL, one node.
+if [ -n "${PG_SYNCHRONOUS_COMMIT:-}" ]; then
+  psql -q "$ENRICH_TEST_DATABASE_URL" -c "ALTER SYSTEM SET synchronous_commit = '$PG_SYNCHRONOUS_COMMIT'" \
+    -c "SELECT pg_reload_conf()" >/dev/null
+  echo "== PostgreSQL synchronous_commit: $(psql -tA "$ENRICH_TEST_DATABASE_URL" -c 'SHOW synchronous_commit')"
+fi
 DB="bench_$(date +%s)"
 psql -q "$ENRICH_TEST_DATABASE_URL" -c "CREATE DATABASE $DB"
 URL="${ENRICH_TEST_DATABASE_URL%/*}/$DB?sslmode=disable"

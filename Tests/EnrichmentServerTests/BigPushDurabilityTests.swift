@@ -57,11 +57,13 @@ struct BigPushDurabilityTests {
         try await client.get("/v1/push/\(id)?results=false").json
     }
 
-    static func waitUntil(seconds: Double, _ condition: () async throws -> Bool) async throws -> Bool {
+    static func waitUntil(
+        seconds: Double, every interval: Duration = .milliseconds(20), _ condition: () async throws -> Bool
+    ) async throws -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if try await condition() { return true }
-            try await Task.sleep(for: .milliseconds(20))
+            try await Task.sleep(for: interval)
         }
         return try await condition()
     }
@@ -148,16 +150,21 @@ struct BigPushDurabilityTests {
                 client, pushId: pushId, received: { state.receivedPushes }, kills: 2, logs: directory)
             node.kill9()
 
-            // Past its retention: deleted in batches from the start; killed in the middle, finished after.
+            // Past its retention: deleted in batches from the start (its oldest deliveries first); killed as soon as
+            // the first batch went, however fast the host, and finished after.
             var deleting = environment
             deleting["ENRICH_PUSH_RETENTION"] = "1"
-            node = try ServerProcess.start(
-                database: database, environment: deleting, logFile: directory.appendingPathComponent("node-4.log"))
-            try await Task.sleep(for: .milliseconds(150))
-            let midway = try await ServiceClient(base: "http://127.0.0.1:\(node.port)").get("/v1/push/\(pushId)")
-            node.kill9()
-            #expect(midway.status == 200, "the third kill came before the push was gone")
             let outbox = SQLiteOutbox(database: try SQLiteDatabase(path: database))
+            let oldest = try await outbox.deliveries(pushId: pushId, state: nil, after: 0, limit: 1).first?.id
+            let deleter = try ServerProcess.launch(
+                database: database, environment: deleting, logFile: directory.appendingPathComponent("node-4.log"))
+            let begun = try await Self.waitUntil(seconds: 60, every: .milliseconds(1)) {
+                try await outbox.deliveries(pushId: pushId, state: nil, after: 0, limit: 1).first?.id != oldest
+            }
+            kill(deleter.processIdentifier, SIGKILL)
+            deleter.waitUntilExit()
+            #expect(begun, "the deletion began")
+            #expect(try await outbox.report(pushId: pushId) != nil, "the third kill came before the push was gone")
             let left = try await outbox.deliveries(pushId: pushId, state: nil, after: 0, limit: Self.devices)
             #expect(left.count < Self.devices, "some deliveries were deleted before the kill")
 

@@ -14,6 +14,9 @@ struct DeliveryDurabilityTests {
     static var total: Int { devices * tokensPerDevice }
     /// Pushes in flight per lane; the engine runs 2 lanes, so at most 2 x this many are unrecorded at any time.
     static let concurrency = 50
+    /// Pushes in flight per lane while a node is killed again and again: each kill leaves up to 2 x this many on the
+    /// wire, which the mock still receives, so each round's tokens are at most its step plus two such bursts.
+    static let killConcurrency = 10
 
     static func token(_ device: Int, _ index: Int) -> String {
         let hex = String(device * 1000 + index, radix: 16)
@@ -71,6 +74,15 @@ struct DeliveryDurabilityTests {
         while state.receivedCount < count, Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
     }
 
+    /// Distinct tokens the mock has received.
+    static func uniqueCount(_ state: MockAPNsState) -> Int { Set(state.receivedPushes.map(\.deviceToken)).count }
+
+    /// Waits until the mock has received at least `count` distinct tokens.
+    static func waitForUnique(_ state: MockAPNsState, atLeast count: Int, seconds: Double = 60) async throws {
+        let deadline = Date().addingTimeInterval(seconds)
+        while uniqueCount(state) < count, Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
+    }
+
     /// Waits until every token has been received at least once; returns pushes received per token.
     static func waitForEveryToken(_ state: MockAPNsState, seconds: Double = 90) async throws -> [String: Int] {
         let deadline = Date().addingTimeInterval(seconds)
@@ -95,21 +107,26 @@ struct DeliveryDurabilityTests {
     /// time (`nextDatabase(k)` is its SQLite file: the same file is a restart, another with PostgreSQL is another
     /// node), then lets a last node finish. Checks that nothing is lost, that every push sent more than once is
     /// reported as resent and counted as an attempt, and that the duplicates stay within what was on the wire at
-    /// each kill (2 lanes x `concurrency` in flight, plus 20 ms of answers not yet written).
+    /// each kill (2 lanes x `killConcurrency` in flight, plus 20 ms of answers not yet written).
     static func killRepeatedly(
         _ state: MockAPNsState, environment: [String: String], kills: Int, nextDatabase: (Int) -> String
     ) async throws {
+        var environment = environment
+        environment["ENRICH_APNS_CONCURRENCY"] = "\(Self.killConcurrency)"
         Self.slowEveryToken(state)
         var node = try ServerProcess.start(database: nextDatabase(0), environment: environment)
         let pushId = try await Self.commitPush(ServiceClient(base: "http://127.0.0.1:\(node.port)"))
-        // Every kill lands while deliveries are pending: the steps leave the last 200 for the node that finishes.
-        let step = (Self.total - 200) / kills
+        // Every kill lands while deliveries are pending: the steps, with the bursts each round may add (up to 4 x
+        // `killConcurrency`: what was on the wire at the kill, and the next node's first sends), leave the last 200
+        // for the node that finishes.
+        let step = (Self.total - 200) / kills - 4 * Self.killConcurrency
         var killed = 0
         for round in 1...kills {
-            let before = state.receivedCount
-            try await Self.waitForReceived(state, atLeast: before + step)
-            // Pending means some token has not been received yet (the count also holds resends).
-            let unique = Set(state.receivedPushes.map(\.deviceToken)).count
+            // Counted by distinct tokens, not pushes (resends would count twice).
+            let before = Self.uniqueCount(state)
+            try await Self.waitForUnique(state, atLeast: before + step)
+            // Pending means some token has not been received yet.
+            let unique = Self.uniqueCount(state)
             node.kill9()
             if unique < Self.total { killed += 1 }
             if round == kills { state.clearScripts() }
@@ -120,7 +137,7 @@ struct DeliveryDurabilityTests {
         let counts = try await Self.waitForEveryToken(state)
         #expect(counts.count == Self.total, "every committed delivery reaches APNs")
         let duplicates = counts.values.reduce(0, +) - counts.count
-        let bound = killed * (2 * Self.concurrency + 25)
+        let bound = killed * (2 * Self.killConcurrency + 25)
         #expect(duplicates <= bound, "\(duplicates) deliveries sent twice after \(killed) kills (bound \(bound))")
 
         let client = ServiceClient(base: "http://127.0.0.1:\(node.port)")

@@ -23,25 +23,10 @@ struct ServerProcess {
     static func start(database: String, environment: [String: String] = [:], logFile: URL? = nil) throws
         -> ServerProcess
     {
-        let process = Process()
-        process.executableURL = try executableURL()
-        process.arguments = [
-            "serve", "--port", "0", "--db", database, "--sample-pois", "false", "--log-level", "notice",
-        ]
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        }
         let stderr = Pipe()
-        if let logFile {
-            // The whole log, for a test that reads what the operator is told.
-            FileManager.default.createFile(atPath: logFile.path, contents: nil)
-            process.standardError = try FileHandle(forWritingTo: logFile)
-        } else {
-            process.standardError = stderr
-        }
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        let process = try launch(database: database, environment: environment, logFile: logFile, stderr: stderr)
         var seen = ""
+
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
             if let logFile {
@@ -62,6 +47,30 @@ struct ServerProcess {
         }
         process.terminate()
         throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "server did not start: \(seen)"])
+    }
+
+    /// Starts the server on port 0 with `database` and returns at once (its log in `logFile`, else in `stderr`).
+    static func launch(
+        database: String, environment: [String: String] = [:], logFile: URL? = nil, stderr: Pipe = Pipe()
+    ) throws -> Process {
+        let process = Process()
+        process.executableURL = try executableURL()
+        process.arguments = [
+            "serve", "--port", "0", "--db", database, "--sample-pois", "false", "--log-level", "notice",
+        ]
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        }
+        if let logFile {
+            // The whole log, for a test that reads what the operator is told.
+            FileManager.default.createFile(atPath: logFile.path, contents: nil)
+            process.standardError = try FileHandle(forWritingTo: logFile)
+        } else {
+            process.standardError = stderr
+        }
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        return process
     }
 
     func kill9() {

@@ -168,7 +168,7 @@ struct EnrichOnEventLoopTests {
                 connection.send(stream)
                 return connection.readUntilClosed().bytes
             }
-            let bodies = Self.responses(received)
+            let bodies = RawConnection.bodies(received).map { try? JSONValue.decode(Data($0)) }
             #expect(bodies.count == 4)
             #expect(bodies.map { $0?["outcome"] == nil } == [true, false, true, false], "\(bodies)")
             #expect(bodies[1]?["outcome"] == .string("enriched"))
@@ -192,24 +192,5 @@ struct EnrichOnEventLoopTests {
             #expect(try JSONValue.decode(Data(single?.body ?? []))["outcome"] == .string("enriched"))
             #expect(try await Self.answered(client) == before + 1)
         }
-    }
-
-    /// The JSON bodies of the HTTP/1.1 responses in `bytes`, in order.
-    static func responses(_ bytes: [UInt8]) -> [JSONValue?] {
-        var rest = bytes[...]
-        var bodies: [JSONValue?] = []
-        while let end = rest.firstRange(of: Array("\r\n\r\n".utf8)) {
-            let head = String(decoding: rest[..<end.lowerBound], as: UTF8.self)
-            let length =
-                head.split(separator: "\r\n").compactMap { line -> Int? in
-                    let parts = line.split(separator: ":", maxSplits: 1)
-                    guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
-                    return Int(parts[1].trimmingCharacters(in: .whitespaces))
-                }.first ?? 0
-            let body = rest[end.upperBound...].prefix(length)
-            bodies.append(try? JSONValue.decode(Data(body)))
-            rest = rest[(end.upperBound + body.count)...]
-        }
-        return bodies
     }
 }

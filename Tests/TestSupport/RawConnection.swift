@@ -75,12 +75,7 @@ public final class RawConnection: @unchecked Sendable {
         while true {
             if let end = received.firstRange(of: Array("\r\n\r\n".utf8)) {
                 let head = String(decoding: received[..<end.lowerBound], as: UTF8.self)
-                let length =
-                    head.split(separator: "\r\n").compactMap { line -> Int? in
-                        let parts = line.split(separator: ":", maxSplits: 1)
-                        guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
-                        return Int(parts[1].trimmingCharacters(in: .whitespaces))
-                    }.first ?? 0
+                let length = Self.contentLength(head)
                 if received.count - end.upperBound >= length {
                     return (head, Array(received[end.upperBound..<end.upperBound + length]))
                 }
@@ -89,6 +84,30 @@ public final class RawConnection: @unchecked Sendable {
             guard count > 0 else { return nil }
             received += buffer[0..<count]
         }
+    }
+}
+
+extension RawConnection {
+    /// The Content-Length of a response's head (0 without one).
+    public static func contentLength(_ head: String) -> Int {
+        head.split(separator: "\r\n").compactMap { line -> Int? in
+            let parts = line.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
+            return Int(parts[1].trimmingCharacters(in: .whitespaces))
+        }.first ?? 0
+    }
+
+    /// The bodies of the HTTP/1.1 responses one after another in `bytes` (each with a Content-Length), in order.
+    public static func bodies(_ bytes: [UInt8]) -> [ArraySlice<UInt8>] {
+        var rest = bytes[...]
+        var bodies: [ArraySlice<UInt8>] = []
+        while let end = rest.firstRange(of: Array("\r\n\r\n".utf8)) {
+            let head = String(decoding: rest[..<end.lowerBound], as: UTF8.self)
+            let body = rest[end.upperBound...].prefix(contentLength(head))
+            bodies.append(body)
+            rest = rest[(end.upperBound + body.count)...]
+        }
+        return bodies
     }
 }
 

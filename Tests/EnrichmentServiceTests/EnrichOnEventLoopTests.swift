@@ -69,6 +69,11 @@ struct EnrichOnEventLoopTests {
             (#"{"device_id":"phone","payload":\#(fresh),"at":"soon"}"#, admin),
             (#"{"device_id":"phone","payload":\#(fresh)"#, admin),
             (#"[1,2]"#, admin),
+            // Content-Type twice (the client sends its own and this one): read as one list, not JSON, 415.
+            (
+                enrichBody(device: "phone", payload: fresh),
+                admin.merging(["Content-Type": "application/json"]) { a, _ in a }
+            ),
         ]
     }()
 

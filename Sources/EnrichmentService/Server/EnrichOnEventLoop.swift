@@ -19,9 +19,10 @@ import Darwin
 /// no middleware chain. It answers only what it can answer exactly as the route would, and passes every other
 /// request on, unchanged, to Hummingbird's responder (the routes and their middlewares):
 ///
-/// - the request: `POST /v1/enrich` (no query, no `Connection` or `Expect` header, a `Content-Length` within the
-///   body limit, a JSON Content-Type or none), with no other request of the connection still being answered (a
-///   pipelined request is answered in order by the responder);
+/// - the request: `POST /v1/enrich` (no query, no `Connection`, `Expect` or `Transfer-Encoding` header, a
+///   `Content-Length` within the body limit, one JSON Content-Type or none), with no other request of the connection
+///   still being answered (a pipelined request is answered in order by the responder), none passed on with
+///   `Connection`, and the socket writable (else the responder's backpressure holds the reads);
 /// - the service: the places index in, no tracing and no request log (a span or a log line per request is the
 ///   middlewares'), SQLite (with PostgreSQL the last fix is read from the shared database each time);
 /// - the key: one the route accepts (`APIKeyRing.scope(of:)`, the route's permission);
@@ -42,16 +43,20 @@ final class EnrichOnEventLoop: ChannelDuplexHandler, RemovableChannelHandler {
     private enum State {
         /// Between requests.
         case idle
-        /// A candidate's head and the body so far: answered here at its end, or passed on.
-        case collecting(HTTPRequest, ByteBuffer?)
+        /// A candidate's head, its body so far in `body`: answered here at its end, or passed on.
+        case collecting(HTTPRequest)
         /// A request passed on to the responder: its remaining parts follow it.
         case passing
     }
 
     let answerer: EnrichAnswerer
     private var state = State.idle
+    /// The body of the candidate being collected (held apart from `state`, so that appending never copies it).
+    private var body: ByteBuffer?
     /// Requests passed on whose response has not ended: while there is one, every request is passed on.
     private var unanswered = 0
+    /// A request passed on with `Connection: close`: the responder closes after it, nothing more is answered here.
+    private var closing = false
     /// A graceful shutdown's notice that came while a request was being collected here, passed on after it.
     private var heldQuiesce: Any?
     private var needsFlush = false
@@ -63,17 +68,21 @@ final class EnrichOnEventLoop: ChannelDuplexHandler, RemovableChannelHandler {
         let part = unwrapInboundIn(data)
         switch (state, part) {
         case (.idle, .head(let head)):
-            if unanswered == 0, answerer.mayAnswer(head) {
-                state = .collecting(head, nil)
+            // Answers written here wait for no reader: while the socket is full, requests go the responder's way,
+            // which stops reading until it drains.
+            if unanswered == 0, !closing, context.channel.isWritable, answerer.mayAnswer(head) {
+                state = .collecting(head)
+                body = nil
             } else {
+                if head.headerFields[.connection] != nil { closing = true }
                 passOn(context, data)
             }
-        case (.collecting(let head, var body), .body(let more)):
-            let size = (body?.readableBytes ?? 0) + more.readableBytes
-            guard size <= answerer.maxBodyBytes else {
-                // More than declared: the responder says so.
-                passOn(context, head: head, body: body)
+        case (.collecting(let head), .body(let more)):
+            guard (body?.readableBytes ?? 0) + more.readableBytes <= answerer.maxBodyBytes else {
+                // More than declared (the decoder does not let it happen): the responder says so.
+                passOnCollected(context, head: head)
                 context.fireChannelRead(data)
+                releaseHeldNotice(context)
                 return
             }
             if body == nil {
@@ -81,28 +90,22 @@ final class EnrichOnEventLoop: ChannelDuplexHandler, RemovableChannelHandler {
             } else {
                 body!.writeImmutableBuffer(more)
             }
-            state = .collecting(head, body)
-        case (.collecting(let head, let body), .end(let trailers)):
-            let empty = ByteBuffer()
-            if trailers == nil, let (head, answer) = answerer.answer(head, body: body ?? empty, date: dates.now()) {
+        case (.collecting(let head), .end(let trailers)):
+            if trailers == nil,
+                let (head, answer) = answerer.answer(head, body: body ?? ByteBuffer(), date: dates.now())
+            {
                 state = .idle
+                body = nil
                 context.write(wrapOutboundOut(.head(head)), promise: nil)
                 context.write(wrapOutboundOut(.body(answer)), promise: nil)
                 context.write(wrapOutboundOut(.end(nil)), promise: nil)
                 needsFlush = true
             } else {
-                passOn(context, head: head, body: body)
+                passOnCollected(context, head: head)
                 context.fireChannelRead(data)
                 state = .idle
             }
-            if let notice = heldQuiesce {
-                heldQuiesce = nil
-                if needsFlush {
-                    needsFlush = false
-                    context.flush()
-                }
-                context.fireUserInboundEventTriggered(notice)
-            }
+            releaseHeldNotice(context)
         case (.passing, .end):
             state = .idle
             context.fireChannelRead(data)
@@ -119,10 +122,23 @@ final class EnrichOnEventLoop: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelRead(head)
     }
 
-    /// Passes a collected candidate on, as it arrived.
-    private func passOn(_ context: ChannelHandlerContext, head: HTTPRequest, body: ByteBuffer?) {
+    /// Passes the collected candidate on, as it arrived.
+    private func passOnCollected(_ context: ChannelHandlerContext, head: HTTPRequest) {
         passOn(context, wrapInboundOut(.head(head)))
-        if let body { context.fireChannelRead(wrapInboundOut(.body(body))) }
+        if let collected = body { context.fireChannelRead(wrapInboundOut(.body(collected))) }
+        body = nil
+    }
+
+    /// The graceful shutdown's notice held while a request was collected, passed on now that it is answered or
+    /// passed on (an answer written here is flushed first).
+    private func releaseHeldNotice(_ context: ChannelHandlerContext) {
+        guard let notice = heldQuiesce else { return }
+        heldQuiesce = nil
+        if needsFlush {
+            needsFlush = false
+            context.flush()
+        }
+        context.fireUserInboundEventTriggered(notice)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -182,6 +198,7 @@ final class EnrichAnswerer: Sendable {
     func mayAnswer(_ head: HTTPRequest) -> Bool {
         guard enabled, head.method == .post, head.path == Self.path else { return false }
         var length: Int?
+        var typed = false
         // One pass over the fields: a Content-Length within the limit, a JSON Content-Type or none, no field that
         // changes how the connection goes on.
         for field in head.headerFields {
@@ -192,7 +209,9 @@ final class EnrichAnswerer: Sendable {
                 }
                 length = value
             case .contentType:
-                guard JSONIO.isJSONMediaType(field.value) else { return false }
+                // Twice is read by the router as one list (`a, b`), which is not JSON: it answers that.
+                guard !typed, JSONIO.isJSONMediaType(field.value) else { return false }
+                typed = true
             case .connection, .expect, .transferEncoding:
                 return false
             default:
@@ -207,9 +226,11 @@ final class EnrichAnswerer: Sendable {
         guard let scope = keys.scope(of: head.headerFields), scope.allows(EnrichRoutes.permission),
             let document = body.withUnsafeReadableBytes({ try? JSONParser.parse($0) })
         else { return nil }
-        let started = ContinuousClock.now
+        var started = ContinuousClock.now
         let result: EnrichmentResult? = AppScope.$current.withValue(scope) {
             guard let input = try? EnrichRequest(document) else { return nil }
+            // Timed from here, as the route times it.
+            started = ContinuousClock.now
             let fix = input.givenFix(clock: clock)
             let policy = input.policy(enricher.settings.staleness)
             if appEnrichers.isEmpty {

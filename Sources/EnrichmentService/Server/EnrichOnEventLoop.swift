@@ -233,11 +233,6 @@ final class EnrichAnswerer: Sendable {
             started = ContinuousClock.now
             let fix = input.givenFix(clock: clock)
             let policy = input.policy(enricher.settings.staleness)
-            if appEnrichers.isEmpty {
-                return try? enricher.enrichNow(
-                    deviceId: input.deviceId, payload: input.payload, at: input.at, mode: input.mode,
-                    staleness: policy, fix: fix)
-            }
             return try? AppNamespace.pick(input.deviceId, base: enricher, byApp: appEnrichers).enrichNow(
                 deviceId: input.deviceId, payload: input.payload, at: input.at, mode: input.mode, staleness: policy,
                 fix: fix)

@@ -71,10 +71,12 @@ run "http://127.0.0.1:$PORT/health" | tee "$DATA/health.txt"
 T1=$(ticks)
 echo "== POST /v1/enrich (144k POIs, $DEVICES devices, mode ${ENRICH_MODE:-default}), $CONNS connections, ${DURATION}s"
 run -s "$DATA/enrich.lua" "http://127.0.0.1:$PORT" | tee "$DATA/enrich.txt"
+check_wrk "$DATA/enrich.txt"
 T2=$(ticks)
 HU=$(cpu_per_request "$DATA/health.txt" "$T0" "$T1"); EU=$(cpu_per_request "$DATA/enrich.txt" "$T1" "$T2")
 echo "== POST /v1/devices/{id}/locations, 100 fixes per request, $CONNS connections, ${DURATION}s"
 run -s "$DATA/ingest.lua" "http://127.0.0.1:$PORT" | tee "$DATA/ingest.txt"
+check_wrk "$DATA/ingest.txt"
 
 curl -s "http://127.0.0.1:$PORT/metrics" | grep -E '^enrichment_(outcomes|event_loop_answers)_total' > "$DATA/outcomes.txt" || true
 H=$(rps "$DATA/health.txt"); E=$(rps "$DATA/enrich.txt"); I=$(rps "$DATA/ingest.txt")

@@ -34,7 +34,8 @@ wrk -t1 -c32 -d"${WARM:-12}s" -s "$DATA/enrich.lua" "http://127.0.0.1:$PORT" >/d
 cpu() { awk '{print $14+$15}' "/proc/$SERVER/stat"; }
 # The same enrichment requests with a payload an hour old: parsed, validated, judged stale and answered, with no
 # fix read, no places search, no template and no map. The floor of what a POST /v1/enrich costs in HTTP and JSON.
-sed 's/, now)$/, now - 3600)/' "$DATA/enrich.lua" > "$OUT/stale.lua"
+sed 's/^local stamp = now$/local stamp = now - 3600/' "$DATA/enrich.lua" > "$OUT/stale.lua"
+grep -q '^local stamp = now - 3600$' "$OUT/stale.lua" || { echo "run scripts/bench-enrich.sh again (old enrich.lua)" >&2; exit 2; }
 for what in ${LOADS:-enrich stale health}; do
   perf record -F 1999 -g -p "$SERVER" -o "$OUT/$what.data" -- sleep "$DURATION" >/dev/null 2>&1 &
   PERF=$!
@@ -50,6 +51,7 @@ for what in ${LOADS:-enrich stale health}; do
   fi
   after=$(cpu)
   wait "$PERF" || true
+  if echo "$out" | grep -E 'Non-2xx or 3xx responses' >&2; then echo "$what: wrk saw failed requests" >&2; exit 1; fi
   n=$(echo "$out" | awk '/requests in/ {print $1}')
   echo
   echo "== $what: $(echo "$out" | awk '/Requests\/sec/ {print $2}') req/s under perf, $(python3 -c "print(f'{($after-$before)*1e6/100/$n:.0f}')") us of server CPU per request (/proc)"

@@ -62,6 +62,7 @@ extension PackedPOIs {
         out.append(UInt8(value))
     }
 
+    @inline(__always)
     static func readVarint(_ bytes: [UInt8], _ at: inout Int) -> Int {
         var value = 0
         var shift = 0

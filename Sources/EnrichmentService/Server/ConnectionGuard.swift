@@ -137,7 +137,16 @@ final class ConnectionDeadlineHandler: ChannelDuplexHandler, RemovableChannelHan
 
     let registry: ConnectionRegistry
     private(set) var phase = Phase.waiting
+    /// When the current phase began: its deadline is this plus the phase's timeout.
+    private var phaseStarted = NIODeadline.now()
+    /// The one timer of the connection, and when it fires. It is not moved when a deadline moves later (the common
+    /// case: each request of a keep-alive connection pushes the idle deadline on): when it fires early it looks
+    /// at the deadline of the phase then and sleeps again until it. Only a deadline earlier than the timer
+    /// reschedules it. A request whose head and body arrive in one read arms nothing: the deadlines of its head
+    /// and body phases are looked at when the read is done, and by then it is past them.
     private var timer: Scheduled<Void>?
+    private var timerAt = NIODeadline.distantFuture
+    private var reading = false
     private var context: ChannelHandlerContext?
     private var id: ObjectIdentifier { ObjectIdentifier(self) }
 
@@ -164,19 +173,17 @@ final class ConnectionDeadlineHandler: ChannelDuplexHandler, RemovableChannelHan
             phase = .handling
             return
         }
-        arm(registry.limits.idleTimeout, reason: "idle")
+        enter(.waiting)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        timer?.cancel()
-        timer = nil
+        stopTimer()
         self.context = nil
         registry.remove(id)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        timer?.cancel()
-        timer = nil
+        stopTimer()
         registry.remove(id)
         context.fireChannelInactive()
     }
@@ -185,9 +192,12 @@ final class ConnectionDeadlineHandler: ChannelDuplexHandler, RemovableChannelHan
         if phase == .waiting {
             // Still evictable at the cap: a client that trickles its headers is no better than an idle one.
             phase = .readingHead
-            arm(registry.limits.headerTimeout, reason: "request headers not received in time")
+            phaseStarted = .now()
         }
+        reading = true
         context.fireChannelRead(data)
+        reading = false
+        reconcile()
     }
 
     private var bodyDone = false
@@ -195,11 +205,10 @@ final class ConnectionDeadlineHandler: ChannelDuplexHandler, RemovableChannelHan
 
     /// The request's head was decoded.
     func headReceived() {
-        phase = .readingBody
         bodyDone = false
         responseDone = false
         registry.setWaiting(id, false)
-        arm(registry.limits.bodyTimeout, reason: "request body not received in time")
+        enter(.readingBody)
     }
 
     /// The request's body ended.
@@ -208,9 +217,7 @@ final class ConnectionDeadlineHandler: ChannelDuplexHandler, RemovableChannelHan
         if responseDone {
             becomeWaiting()
         } else {
-            phase = .handling
-            timer?.cancel()
-            timer = nil
+            enter(.handling)
         }
     }
 
@@ -222,23 +229,66 @@ final class ConnectionDeadlineHandler: ChannelDuplexHandler, RemovableChannelHan
     }
 
     private func becomeWaiting() {
-        phase = .waiting
         registry.setWaiting(id, true)
-        arm(registry.limits.idleTimeout, reason: "idle")
+        enter(.waiting)
     }
 
-    private func arm(_ duration: Duration, reason: String) {
+    private func enter(_ next: Phase) {
+        phase = next
+        phaseStarted = .now()
+        if !reading { reconcile() }
+    }
+
+    /// The current phase's deadline and what its passing means, or nil while a request is being handled.
+    private var deadline: (at: NIODeadline, reason: String)? {
+        let limits = registry.limits
+        switch phase {
+        case .waiting: return (phaseStarted + Self.amount(limits.idleTimeout), "idle")
+        case .readingHead:
+            return (phaseStarted + Self.amount(limits.headerTimeout), "request headers not received in time")
+        case .readingBody:
+            return (phaseStarted + Self.amount(limits.bodyTimeout), "request body not received in time")
+        case .handling: return nil
+        }
+    }
+
+    /// Makes sure the timer fires no later than the current deadline (it may fire earlier, and then looks again).
+    private func reconcile() {
+        guard let deadline, deadline.at < timerAt else { return }
+        schedule(at: deadline.at)
+    }
+
+    private func schedule(at when: NIODeadline) {
         timer?.cancel()
         guard let context else { return }
-        let nanoseconds =
-            Int64(clamping: duration.components.seconds) &* 1_000_000_000
-            &+ duration.components.attoseconds / 1_000_000_000
-        let expected = phase
-        timer = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) { [weak self] in
-            guard let self, self.phase == expected, let context = self.context else { return }
-            self.registry.logger.debug("closing connection", metadata: ["reason": "\(reason)"])
-            context.close(promise: nil)
+        timerAt = when
+        timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: when) { [weak self] in
+            self?.timerFired()
         }
+    }
+
+    private func timerFired() {
+        timer = nil
+        timerAt = .distantFuture
+        guard let deadline, let context else { return }
+        guard NIODeadline.now() >= deadline.at else {
+            schedule(at: deadline.at)
+            return
+        }
+        registry.logger.debug("closing connection", metadata: ["reason": "\(deadline.reason)"])
+        context.close(promise: nil)
+    }
+
+    private func stopTimer() {
+        timer?.cancel()
+        timer = nil
+        timerAt = .distantFuture
+    }
+
+    private static func amount(_ duration: Duration) -> TimeAmount {
+        .nanoseconds(
+            Int64(clamping: duration.components.seconds) &* 1_000_000_000
+                &+ duration.components.attoseconds / 1_000_000_000)
     }
 }
 

@@ -288,6 +288,33 @@ struct ConnectionLimitTests {
         }
     }
 
+    @Test("a connection busy past its first idle deadline stays open, and closes an idle timeout after its last answer")
+    func idleDeadlineMovesOn() async throws {
+        // The deadline handler keeps one timer that fires at the first idle deadline and then sleeps until the
+        // current one: it must neither close a connection that has been answering since, nor let it live on.
+        try await withService({ $0.connections.idleTimeout = .milliseconds(600) }) { client in
+            let port = Self.port(client)
+            let (answers, closed, idle) = try await blocking {
+                let connection = try RawConnection(port: port, readTimeout: 5)
+                var answers: [String] = []
+                for _ in 0..<6 {
+                    connection.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                    answers.append(connection.readResponse()?.head ?? "")
+                    Thread.sleep(forTimeInterval: 0.25)
+                }
+                let started = Date()
+                connection.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                answers.append(connection.readResponse()?.head ?? "")
+                return (answers, connection.readUntilClosed().closed, Date().timeIntervalSince(started))
+            }
+            #expect(answers.count == 7)
+            #expect(answers.allSatisfy { $0.hasPrefix("HTTP/1.1 200") }, "\(answers)")
+            #expect(closed)
+            #expect(idle >= 0.5, "closed \(idle) s after the last request, before its idle timeout")
+            #expect(idle < 3)
+        }
+    }
+
     @Test("trickled headers are cut off by the header timeout")
     func slowHeaders() async throws {
         try await withService({

@@ -12,6 +12,8 @@
 #   scripts/bench-million.sh                      # SQLite, N=1000000
 #   N=100000 scripts/bench-million.sh
 #   STORE=postgres scripts/bench-million.sh       # one PostgreSQL node (a throwaway cluster, scripts/with-postgres.sh)
+#   SQL_STATEMENTS=1 scripts/bench-million.sh     # SQLite: the statements the service ran, by total time
+#                                                 # (ENRICH_SQLITE_STATEMENTS; PG_STATEMENTS=1 for PostgreSQL)
 #   CANCEL_AT=0.5 scripts/bench-million.sh        # cancels the push once half is delivered: the answer's time,
 #                                                 # its counts, and what was delivered after it
 #   RETENTION=1 N=100000 PUSHES=20 scripts/bench-million.sh
@@ -78,6 +80,7 @@ HTTP_PORT=$(free_port)
 ENRICH_APNS_KEY_FILE="$DATA/certs/AuthKey_TEST123456.p8" ENRICH_APNS_KEY_ID=TEST123456 ENRICH_APNS_TEAM_ID=TEAM123456 \
 ENRICH_APNS_CA="$DATA/certs/ca.pem" ENRICH_APNS_SANDBOX_URL="https://127.0.0.1:$MOCK_PORT" \
 ENRICH_PUSH_RETENTION="${RETENTION:-2592000}" \
+ENRICH_SQLITE_STATEMENTS="${SQL_STATEMENTS:+$PWD/$DATA/sqlite-statements.tsv}" \
   "$RELEASE/enrichment-server" serve --port "$HTTP_PORT" "${DB_ARGS[@]}" --log-level "${LOG_LEVEL:-warning}" \
   >"$DATA/server.log" 2>&1 &
 SERVER_PID=$!
@@ -194,6 +197,11 @@ if [ "$STORE" = postgres ] && [ "${PG_STATEMENTS:-0}" = 1 ]; then
   psql "$URL" -c "SELECT calls, round(total_exec_time::numeric, 0) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms,
     rows, left(regexp_replace(query, '\s+', ' ', 'g'), 150) AS query
     FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 15" | tee "$DATA/statements.txt"
+fi
+if [ "$STORE" = sqlite ] && [ "${SQL_STATEMENTS:-0}" = 1 ]; then
+  sleep 2.5 # the service writes its table every 2 s
+  echo "SQLite statements during the run, by total time (total_s, calls, mean_ms, sql):"
+  head -16 "$DATA/sqlite-statements.tsv" | cut -c1-220 | tee "$DATA/statements.txt"
 fi
 if [ "$STORE" = postgres ]; then
   # Row versions written to deliveries: an update that is heap-only (HOT) adds no index entries.

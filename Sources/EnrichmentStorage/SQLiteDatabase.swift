@@ -41,6 +41,7 @@ public final class SQLiteDatabase: Sendable {
         configuration.maximumReaderCount = 8
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
+            SQLiteStatementProfile.shared?.install(on: db)
         }
         pool = try DatabasePool(path: path, configuration: configuration)
         self.path = path

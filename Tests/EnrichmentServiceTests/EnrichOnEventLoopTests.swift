@@ -198,4 +198,64 @@ struct EnrichOnEventLoopTests {
             #expect(try await Self.answered(client) == before + 1)
         }
     }
+
+    /// The `http_requests_total` of successful enrichments so far (the event loop's and the router's).
+    static func enrichedRequests(_ client: ServiceClient) async throws -> Int {
+        let text = try await client.get("/metrics").text
+        return text.split(separator: "\n").filter {
+            $0.hasPrefix("http_requests_total{") && $0.contains(#"route="/v1/enrich""#) && $0.contains(#"status="200""#)
+        }.reduce(0) { $0 + Int(Double($1.split(separator: " ").last!)!) }
+    }
+
+    @Test("a client that sends and never reads holds the server's answers back; once it reads, it gets every one")
+    func backpressure() async throws {
+        try await withService({ $0.enrichOnEventLoop = true }, clock: Self.clock) { client in
+            let fix = #"{"locations":[{"latitude":43.6047,"longitude":3.8805,"utc_timestamp":\#(Self.now - 30)}]}"#
+            _ = try await client.post("/v1/devices/phone/locations", json: fix)
+            let enrich = enrichBody(device: "phone", payload: locationPayload(timestamp: "\(Self.now)"))
+            #expect(try await client.post("/v1/enrich", json: enrich).status == 200)
+            let before = try await Self.enrichedRequests(client)
+            let answeredBefore = try await Self.answered(client)
+            let port = Int(client.base.split(separator: ":").last!)!
+            // 4,000 enrichments in one stream (about 10 MB of answers, more than the socket buffers hold with the
+            // client's receive buffer at 8 KiB), the last one closing the connection.
+            let count = 4_000
+            let request =
+                "POST /v1/enrich HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+                + "\(enrich.utf8.count)\r\n\r\n\(enrich)"
+            let last =
+                "POST /v1/enrich HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+                + "\(enrich.utf8.count)\r\nConnection: close\r\n\r\n\(enrich)"
+            let stream = String(repeating: request, count: count - 1) + last
+            let connection = try RawConnection(port: port, readTimeout: 20, receiveBuffer: 8_192)
+            let sending = Task { try await blocking { connection.send(stream) } }
+            // The client reads nothing: the server answers what its buffers hold, then stops.
+            var held = try await Self.enrichedRequests(client) - before
+            for _ in 0..<50 {
+                try await Task.sleep(for: .milliseconds(100))
+                let now = try await Self.enrichedRequests(client) - before
+                if now == held, now > 0 { break }
+                held = now
+            }
+            try await Task.sleep(for: .milliseconds(500))
+            let stillHeld = try await Self.enrichedRequests(client) - before
+            #expect(held > 0)
+            #expect(held < count, "every answer was made while the client read none: nothing held them back")
+            #expect(stillHeld == held, "answers went on being made while the client read none")
+            // Some were answered on the event loop before the socket filled.
+            #expect(try await Self.answered(client) > answeredBefore)
+
+            // Once it reads, every answer arrives, in order, complete.
+            let received = try await blocking { connection.readUntilClosed() }
+            #expect(try await sending.value)
+            #expect(received.closed)
+            let bodies = RawConnection.bodies(received.bytes)
+            #expect(bodies.count == count)
+            let enriched = bodies.filter {
+                (try? JSONValue.decode(Data($0)))?["outcome"] == .string("enriched")
+            }
+            #expect(enriched.count == count)
+            #expect(try await Self.enrichedRequests(client) - before == count)
+        }
+    }
 }

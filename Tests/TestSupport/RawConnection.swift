@@ -11,14 +11,19 @@ import Darwin
 public final class RawConnection: @unchecked Sendable {
     private let descriptor: Int32
 
-    /// Connects to 127.0.0.1:`port`; reads give up after `readTimeout` seconds.
-    public init(port: Int, readTimeout: Double = 10) throws {
+    /// Connects to 127.0.0.1:`port`; reads give up after `readTimeout` seconds. `receiveBuffer` sets the socket's
+    /// receive buffer (`SO_RCVBUF`, before connecting, so the kernel does not grow it): a client that reads slowly
+    /// holds little, and the server's writes back up sooner.
+    public init(port: Int, readTimeout: Double = 10, receiveBuffer: Int? = nil) throws {
         #if canImport(Glibc)
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
         descriptor = socket(AF_INET, SOCK_STREAM, 0)
         #endif
         guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
+        if var size = receiveBuffer.map(Int32.init) {
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

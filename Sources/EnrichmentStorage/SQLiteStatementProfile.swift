@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import Synchronization
 
 /// A diagnosis, off unless `ENRICH_SQLITE_STATEMENTS` names a file: every statement SQLite runs in this process
@@ -7,10 +8,22 @@ import Synchronization
 /// summed by its SQL text, written to that file every two seconds as a table sorted by total time: what
 /// PostgreSQL's `pg_stat_statements` gives `scripts/bench-million.sh` with `PG_STATEMENTS=1`. The SQL text is the
 /// statement's, without its arguments: no value a request carried (a token, a key) is written.
+///
+/// SQLite's trace hook is set directly (`sqlite3_trace_v2`), and a statement is found by the address of its SQL
+/// text, compared once more with the text seen first there (the address of a finalized statement's text can be
+/// reused by another): GRDB's trace event builds and trims the SQL's `String` for every statement, which cost more
+/// than the statements themselves.
 final class SQLiteStatementProfile: Sendable {
     struct Entry {
+        var sql: [CChar]
         var calls = 0
-        var seconds = 0.0
+        var nanoseconds: Int64 = 0
+    }
+
+    private struct Entries {
+        var byAddress: [UInt: Entry] = [:]
+        /// Entries whose address another statement's text took since.
+        var retired: [Entry] = []
     }
 
     /// The process's profile, or nil when the setting is not set.
@@ -18,7 +31,7 @@ final class SQLiteStatementProfile: Sendable {
         .flatMap { $0.isEmpty ? nil : SQLiteStatementProfile(path: $0) }
 
     let path: String
-    private let entries = Mutex<[String: Entry]>([:])
+    private let entries = Mutex(Entries())
 
     init(path: String, writeEvery seconds: Double = 2) {
         self.path = path
@@ -32,26 +45,53 @@ final class SQLiteStatementProfile: Sendable {
         thread.start()
     }
 
-    /// Traces `db`'s statements into the profile.
+    /// Traces `db`'s statements into the profile. The profile must outlive the connection (the service's is
+    /// process-wide).
     func install(on db: Database) {
-        db.trace(options: .profile) { [self] event in
-            guard case .profile(let statement, let duration) = event else { return }
-            let sql = statement.sql
-            entries.withLock { entries in
-                entries[sql, default: Entry()].calls += 1
-                entries[sql, default: Entry()].seconds += duration
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        sqlite3_trace_v2(
+            db.sqliteConnection, UInt32(SQLITE_TRACE_PROFILE),
+            { _, context, statement, duration in
+                guard let context, let statement, let duration else { return 0 }
+                let profile = Unmanaged<SQLiteStatementProfile>.fromOpaque(context).takeUnretainedValue()
+                profile.record(
+                    sqlite3_sql(OpaquePointer(statement)),
+                    nanoseconds: duration.assumingMemoryBound(to: Int64.self).pointee)
+                return 0
+            }, context)
+    }
+
+    private func record(_ sql: UnsafePointer<CChar>?, nanoseconds: Int64) {
+        guard let sql else { return }
+        let address = UInt(bitPattern: sql)
+        entries.withLock { entries in
+            if let seen = entries.byAddress[address]?.sql, strcmp(seen, sql) != 0 {
+                entries.retired.append(entries.byAddress.removeValue(forKey: address)!)
             }
+            entries.byAddress[address, default: Entry(sql: Self.copy(sql))].calls += 1
+            entries.byAddress[address]!.nanoseconds += nanoseconds
         }
     }
 
-    /// The table: total seconds, calls, mean milliseconds and the SQL (on one line), largest total first.
+    private static func copy(_ sql: UnsafePointer<CChar>) -> [CChar] {
+        Array(UnsafeBufferPointer(start: sql, count: strlen(sql) + 1))
+    }
+
+    /// The table: total seconds, calls, mean milliseconds and the SQL (on one line), largest total first; the same
+    /// SQL prepared on several connections is one row.
     func table() -> String {
-        let rows = entries.withLock { $0 }.sorted { $0.value.seconds > $1.value.seconds }
+        let all = entries.withLock { Array($0.byAddress.values) + $0.retired }
+        var bySQL: [String: (calls: Int, nanoseconds: Int64)] = [:]
+        for entry in all {
+            let text = String(cString: entry.sql).split(whereSeparator: \.isWhitespace).joined(separator: " ")
+            bySQL[text, default: (0, 0)].calls += entry.calls
+            bySQL[text, default: (0, 0)].nanoseconds += entry.nanoseconds
+        }
         var text = "total_s\tcalls\tmean_ms\tsql\n"
-        for (sql, entry) in rows {
-            let flat = sql.split(whereSeparator: \.isWhitespace).joined(separator: " ")
-            let mean = entry.seconds * 1000 / Double(max(entry.calls, 1))
-            text += String(format: "%.3f\t%d\t%.3f\t", entry.seconds, entry.calls, mean) + flat + "\n"
+        for (sql, entry) in bySQL.sorted(by: { $0.value.nanoseconds > $1.value.nanoseconds }) {
+            let seconds = Double(entry.nanoseconds) / 1e9
+            let mean = seconds * 1000 / Double(max(entry.calls, 1))
+            text += String(format: "%.3f\t%d\t%.3f\t", seconds, entry.calls, mean) + sql + "\n"
         }
         return text
     }

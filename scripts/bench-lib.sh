@@ -28,7 +28,7 @@ release_build() { # product...
 
 # Writes the wrk scripts the PostgreSQL benchmarks share into DIR: enrich.lua (POST /v1/enrich, a location push
 # with a fresh timestamp for one of DEVICES seeded devices "dev-N") and ingest.lua (POST .../locations, 100 fixes
-# per request over 5,000 devices "ingest-N"). Any answer but 200 stops wrk with an error.
+# per request over 5,000 devices "ingest-N"). Statuses are checked after the run from wrk's output (check_wrk).
 write_wrk_scripts() { # dir devices
   # Every request is made once, before the run (one per device, in the order they are sent), and no response
   # callback is set: with one, wrk copies each answer's headers and body into Lua, which for a 2.4 KB enrichment

@@ -80,7 +80,7 @@ HTTP_PORT=$(free_port)
 ENRICH_APNS_KEY_FILE="$DATA/certs/AuthKey_TEST123456.p8" ENRICH_APNS_KEY_ID=TEST123456 ENRICH_APNS_TEAM_ID=TEAM123456 \
 ENRICH_APNS_CA="$DATA/certs/ca.pem" ENRICH_APNS_SANDBOX_URL="https://127.0.0.1:$MOCK_PORT" \
 ENRICH_PUSH_RETENTION="${RETENTION:-2592000}" \
-ENRICH_SQLITE_STATEMENTS="${SQL_STATEMENTS:+$PWD/$DATA/sqlite-statements.tsv}" \
+ENRICH_SQLITE_STATEMENTS="$([ "${SQL_STATEMENTS:-0}" = 1 ] && echo "$PWD/$DATA/sqlite-statements.tsv")" \
   "$RELEASE/enrichment-server" serve --port "$HTTP_PORT" "${DB_ARGS[@]}" --log-level "${LOG_LEVEL:-warning}" \
   >"$DATA/server.log" 2>&1 &
 SERVER_PID=$!

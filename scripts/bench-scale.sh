@@ -67,6 +67,7 @@ phase() { # name script connections port [port2]
     loads+=($!); outs+=("$DATA/${name// /-}-$i.txt"); i=$((i + 1))
   done
   wait "${loads[@]}"
+  for out in "${outs[@]}"; do check_wrk "$out"; done
   python3 - "$name" "$script" "${outs[@]}" <<'PY'
 import re, sys
 name, script, files = sys.argv[1], sys.argv[2], sys.argv[3:]

@@ -50,6 +50,7 @@ perf record -F 499 -g -p "$NODE" -o "$DATA/perf.data" -- sleep "$DURATION" >/dev
 PERF=$!
 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency -s "$DATA/$MODE.lua" "http://127.0.0.1:$PORT" >"$DATA/wrk.txt"
 wait $PERF || true
+check_wrk "$DATA/wrk.txt"
 cpu >"$DATA/cpu-after.txt"
 threads >"$DATA/threads-after.txt"
 REQUESTS=$(awk '/requests in/ {print $1}' "$DATA/wrk.txt")

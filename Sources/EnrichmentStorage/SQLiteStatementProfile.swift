@@ -22,8 +22,10 @@ final class SQLiteStatementProfile: Sendable {
 
     private struct Entries {
         var byAddress: [UInt: Entry] = [:]
-        /// Entries whose address another statement's text took since.
-        var retired: [Entry] = []
+        /// What was counted at an address before another statement's text took it, by SQL text. (GRDB prepares
+        /// `BEGIN` and `COMMIT` afresh for each transaction, and SQLite gives their texts the same address turn
+        /// about: a list of them would grow by two a transaction.)
+        var retired: [[CChar]: (calls: Int, nanoseconds: Int64)] = [:]
     }
 
     /// The process's profile, or nil when the setting is not set.
@@ -36,8 +38,9 @@ final class SQLiteStatementProfile: Sendable {
     init(path: String, writeEvery seconds: Double = 2) {
         self.path = path
         let thread = Thread { [weak self] in
-            while let self {
+            while true {
                 Thread.sleep(forTimeInterval: seconds)
+                guard let self else { return }
                 self.write()
             }
         }
@@ -66,7 +69,9 @@ final class SQLiteStatementProfile: Sendable {
         let address = UInt(bitPattern: sql)
         entries.withLock { entries in
             if let seen = entries.byAddress[address]?.sql, strcmp(seen, sql) != 0 {
-                entries.retired.append(entries.byAddress.removeValue(forKey: address)!)
+                let old = entries.byAddress.removeValue(forKey: address)!
+                entries.retired[old.sql, default: (0, 0)].calls += old.calls
+                entries.retired[old.sql, default: (0, 0)].nanoseconds += old.nanoseconds
             }
             entries.byAddress[address, default: Entry(sql: Self.copy(sql))].calls += 1
             entries.byAddress[address]!.nanoseconds += nanoseconds
@@ -80,12 +85,16 @@ final class SQLiteStatementProfile: Sendable {
     /// The table: total seconds, calls, mean milliseconds and the SQL (on one line), largest total first; the same
     /// SQL prepared on several connections is one row.
     func table() -> String {
-        let all = entries.withLock { Array($0.byAddress.values) + $0.retired }
+        let all = entries.withLock { entries in
+            entries.byAddress.values.map { ($0.sql, $0.calls, $0.nanoseconds) }
+                + entries.retired.map { ($0.key, $0.value.calls, $0.value.nanoseconds) }
+        }
         var bySQL: [String: (calls: Int, nanoseconds: Int64)] = [:]
-        for entry in all {
-            let text = String(cString: entry.sql).split(whereSeparator: \.isWhitespace).joined(separator: " ")
-            bySQL[text, default: (0, 0)].calls += entry.calls
-            bySQL[text, default: (0, 0)].nanoseconds += entry.nanoseconds
+        for (sql, calls, nanoseconds) in all {
+            let text = String(decoding: sql.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                .split(whereSeparator: \.isWhitespace).joined(separator: " ")
+            bySQL[text, default: (0, 0)].calls += calls
+            bySQL[text, default: (0, 0)].nanoseconds += nanoseconds
         }
         var text = "total_s\tcalls\tmean_ms\tsql\n"
         for (sql, entry) in bySQL.sorted(by: { $0.value.nanoseconds > $1.value.nanoseconds }) {

@@ -42,12 +42,18 @@ struct EnrichShutdownTests {
                 + "\(body.utf8.count)\r\n\r\n\(body)").utf8)
         let half = request.count - body.utf8.count / 2
         let pid = server.process.processIdentifier
-        let (answer, closed) = try await blocking {
+        let (answer, closed): ((head: String, body: [UInt8])?, Bool) = try await blocking {
             let connection = try RawConnection(port: server.port, readTimeout: 10)
             connection.send(request[..<half])
             usleep(200_000)
             kill(pid, SIGTERM)
-            usleep(300_000)
+            // The rest is sent once the shutdown is under way: the server no longer takes connections.
+            var refused = false
+            for _ in 0..<100 where !refused {
+                usleep(50_000)
+                refused = (try? RawConnection(port: server.port, readTimeout: 1)) == nil
+            }
+            guard refused else { return (nil, false) }
             connection.send(request[half...])
             let answer = connection.readResponse()
             return (answer, connection.readUntilClosed().closed)

@@ -229,12 +229,14 @@ struct EnrichOnEventLoopTests {
             let stream = String(repeating: request, count: count - 1) + last
             let connection = try RawConnection(port: port, readTimeout: 20, receiveBuffer: 8_192)
             let sending = Task { try await blocking { connection.send(stream) } }
-            // The client reads nothing: the server answers what its buffers hold, then stops.
+            // The client reads nothing: the server answers what its buffers hold, then stops (the count unchanged
+            // over four samples, 300 ms).
             var held = try await Self.enrichedRequests(client) - before
-            for _ in 0..<50 {
+            var unchanged = 0
+            for _ in 0..<100 where unchanged < 3 {
                 try await Task.sleep(for: .milliseconds(100))
                 let now = try await Self.enrichedRequests(client) - before
-                if now == held, now > 0 { break }
+                unchanged = now == held && now > 0 ? unchanged + 1 : 0
                 held = now
             }
             try await Task.sleep(for: .milliseconds(500))

@@ -36,7 +36,7 @@ struct SQLiteStatementProfileTests {
         #expect(totals == totals.sorted(by: >))
         // The file follows within a few of its periods.
         var written = ""
-        for _ in 0..<100 where !written.contains("INSERT INTO t (token) VALUES (?)") {
+        for _ in 0..<100 where !(written.contains("\t6\t") && written.contains("INSERT INTO t (token) VALUES (?)")) {
             try await Task.sleep(for: .milliseconds(20))
             written = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
         }

@@ -11,7 +11,7 @@ import Darwin
 public final class RawConnection: @unchecked Sendable {
     private let descriptor: Int32
 
-    /// Connects to 127.0.0.1:`port`; reads give up after `readTimeout` seconds. `receiveBuffer` sets the socket's
+    /// Connects to 127.0.0.1:`port`; reads and sends give up after `readTimeout` seconds. `receiveBuffer` sets the socket's
     /// receive buffer (`SO_RCVBUF`, before connecting, so the kernel does not grow it): a client that reads slowly
     /// holds little, and the server's writes back up sooner.
     public init(port: Int, readTimeout: Double = 10, receiveBuffer: Int? = nil) throws {
@@ -39,6 +39,8 @@ public final class RawConnection: @unchecked Sendable {
         }
         var timeout = timeval(tv_sec: Int(readTimeout), tv_usec: .init((readTimeout - Double(Int(readTimeout))) * 1e6))
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        // Sends give up after as long: a server that stops reading for good fails the test rather than hanging it.
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
     deinit { close(descriptor) }

@@ -194,10 +194,11 @@ final class ConnectionDeadlineHandler: ChannelDuplexHandler, RemovableChannelHan
             phase = .readingHead
             phaseStarted = .now()
         }
+        let outer = reading
         reading = true
         context.fireChannelRead(data)
-        reading = false
-        reconcile()
+        reading = outer
+        if !outer { reconcile() }
     }
 
     private var bodyDone = false

@@ -35,36 +35,33 @@ write_wrk_scripts() { # dir devices
   # costs the client more than /health's run (no script) does, on the same two cores as the server. The status is
   # checked from wrk's own count instead ("Non-2xx or 3xx responses", check_wrk in bench-lib.sh). LUA_CHECKS=1
   # writes the scripts as before (the request formatted and the status checked in Lua for each request).
-  local check='' stamp='local stamp = now'
+  local check=''
   [ "${LUA_CHECKS:-0}" = 1 ] && check='response = function(status, headers, body) if status ~= 200 then error("status " .. status) end end'
-  if [ "${LUA_CHECKS:-0}" = 1 ]; then
-    cat > "$1/enrich.lua" <<LUA
+  # One device's request (profile-enrich.sh turns `local stamp = now` into an hour ago for its stale load).
+  cat > "$1/enrich.lua" <<LUA
 local devices = $2
 local now = os.time()
-$stamp
+local stamp = now
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
+local function make(i)
+  local body = string.format('{"device_id":"dev-%d","payload":{"aps":{"alert":{"title":"Nearby","body":"x"},"mutable-content":1,"category":"location","timestamp":%d}}}', (i * 7919) % devices, stamp)
+  return wrk.format(nil, "/v1/enrich", nil, body)
+end
 local n = math.random(1, devices)
+LUA
+  if [ "${LUA_CHECKS:-0}" = 1 ]; then
+    cat >> "$1/enrich.lua" <<LUA
 request = function()
   n = n + 1
-  local body = string.format('{"device_id":"dev-%d","payload":{"aps":{"alert":{"title":"Nearby","body":"x"},"mutable-content":1,"category":"location","timestamp":%d}}}', (n * 7919) % devices, stamp)
-  return wrk.format(nil, "/v1/enrich", nil, body)
+  return make(n)
 end
 $check
 LUA
   else
-    cat > "$1/enrich.lua" <<LUA
-local devices = $2
-local now = os.time()
-$stamp
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
+    cat >> "$1/enrich.lua" <<'LUA'
 local requests = {}
-for i = 1, devices do
-  local body = string.format('{"device_id":"dev-%d","payload":{"aps":{"alert":{"title":"Nearby","body":"x"},"mutable-content":1,"category":"location","timestamp":%d}}}', (i * 7919) % devices, stamp)
-  requests[i] = wrk.format(nil, "/v1/enrich", nil, body)
-end
-local n = math.random(1, devices)
+for i = 1, devices do requests[i] = make(i) end
 request = function()
   n = n % devices + 1
   return requests[n]

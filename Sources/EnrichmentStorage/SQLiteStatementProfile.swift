@@ -73,8 +73,10 @@ final class SQLiteStatementProfile: Sendable {
                 entries.retired[old.sql, default: (0, 0)].calls += old.calls
                 entries.retired[old.sql, default: (0, 0)].nanoseconds += old.nanoseconds
             }
-            entries.byAddress[address, default: Entry(sql: Self.copy(sql))].calls += 1
-            entries.byAddress[address]!.nanoseconds += nanoseconds
+            var entry = entries.byAddress.removeValue(forKey: address) ?? Entry(sql: Self.copy(sql))
+            entry.calls += 1
+            entry.nanoseconds += nanoseconds
+            entries.byAddress[address] = entry
         }
     }
 

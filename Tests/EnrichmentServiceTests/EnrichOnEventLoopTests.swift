@@ -151,23 +151,35 @@ struct EnrichOnEventLoopTests {
         #expect(HTTPDateCache.format(epochSeconds: 1_709_164_800) == "Thu, 29 Feb 2024 00:00:00 GMT")
     }
 
+    /// The raw-socket tests' device: a fix for "phone", and an enrichment of it.
+    static let fix = #"{"locations":[{"latitude":43.6047,"longitude":3.8805,"utc_timestamp":\#(now - 30)}]}"#
+    static let enrich = enrichBody(device: "phone", payload: locationPayload(timestamp: "\(now)"))
+
+    /// Posts the fix and one enrichment, so that the device's fix and context are in memory.
+    static func warm(_ client: ServiceClient) async throws {
+        _ = try await client.post("/v1/devices/phone/locations", json: fix)
+        #expect(try await client.post("/v1/enrich", json: enrich).status == 200)
+    }
+
+    static func port(_ client: ServiceClient) -> Int { Int(client.base.split(separator: ":").last!)! }
+
+    /// A JSON POST as it goes on the wire, optionally closing the connection.
+    static func rawPost(_ path: String, _ body: String, close: Bool = false) -> String {
+        "POST \(path) HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+            + "\(body.utf8.count)\r\n\(close ? "Connection: close\r\n" : "")\r\n\(body)"
+    }
+
     @Test("pipelined requests are answered in order: one behind a request the router answers waits for it")
     func pipelinedOrder() async throws {
         try await withService({ $0.enrichOnEventLoop = true }, clock: Self.clock) { client in
-            let fix = #"{"locations":[{"latitude":43.6047,"longitude":3.8805,"utc_timestamp":\#(Self.now - 30)}]}"#
-            _ = try await client.post("/v1/devices/phone/locations", json: fix)
-            let enrich = enrichBody(device: "phone", payload: locationPayload(timestamp: "\(Self.now)"))
-            #expect(try await client.post("/v1/enrich", json: enrich).status == 200)
+            let (fix, enrich) = (Self.fix, Self.enrich)
+            try await Self.warm(client)
             let before = try await Self.answered(client)
-            let port = Int(client.base.split(separator: ":").last!)!
+            let port = Self.port(client)
             // A fix report (the router, a database write), an enrichment, then the same again, in one write.
-            func post(_ path: String, _ body: String, close: Bool = false) -> String {
-                "POST \(path) HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
-                    + "\(body.utf8.count)\r\n\(close ? "Connection: close\r\n" : "")\r\n\(body)"
-            }
             let stream =
-                post("/v1/devices/phone/locations", fix) + post("/v1/enrich", enrich)
-                + post("/v1/devices/phone/locations", fix) + post("/v1/enrich", enrich, close: true)
+                Self.rawPost("/v1/devices/phone/locations", fix) + Self.rawPost("/v1/enrich", enrich)
+                + Self.rawPost("/v1/devices/phone/locations", fix) + Self.rawPost("/v1/enrich", enrich, close: true)
             let received = try await blocking {
                 let connection = try RawConnection(port: port)
                 connection.send(stream)
@@ -181,7 +193,7 @@ struct EnrichOnEventLoopTests {
             #expect(try await Self.answered(client) == before)
 
             // Alone on a connection, and its body in three pieces, the same enrichment is answered on the event loop.
-            let split = post("/v1/enrich", enrich)
+            let split = Self.rawPost("/v1/enrich", enrich)
             let pieces = [split.utf8.count / 3, 2 * split.utf8.count / 3]
             let single = try await blocking {
                 let connection = try RawConnection(port: port)
@@ -210,23 +222,17 @@ struct EnrichOnEventLoopTests {
     @Test("a client that sends and never reads holds the server's answers back; once it reads, it gets every one")
     func backpressure() async throws {
         try await withService({ $0.enrichOnEventLoop = true }, clock: Self.clock) { client in
-            let fix = #"{"locations":[{"latitude":43.6047,"longitude":3.8805,"utc_timestamp":\#(Self.now - 30)}]}"#
-            _ = try await client.post("/v1/devices/phone/locations", json: fix)
-            let enrich = enrichBody(device: "phone", payload: locationPayload(timestamp: "\(Self.now)"))
-            #expect(try await client.post("/v1/enrich", json: enrich).status == 200)
+            let enrich = Self.enrich
+            try await Self.warm(client)
             let before = try await Self.enrichedRequests(client)
             let answeredBefore = try await Self.answered(client)
-            let port = Int(client.base.split(separator: ":").last!)!
+            let port = Self.port(client)
             // 4,000 enrichments in one stream (about 10 MB of answers, more than the socket buffers hold with the
             // client's receive buffer at 8 KiB), the last one closing the connection.
             let count = 4_000
-            let request =
-                "POST /v1/enrich HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
-                + "\(enrich.utf8.count)\r\n\r\n\(enrich)"
-            let last =
-                "POST /v1/enrich HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
-                + "\(enrich.utf8.count)\r\nConnection: close\r\n\r\n\(enrich)"
-            let stream = String(repeating: request, count: count - 1) + last
+            let stream =
+                String(repeating: Self.rawPost("/v1/enrich", enrich), count: count - 1)
+                + Self.rawPost("/v1/enrich", enrich, close: true)
             let connection = try RawConnection(port: port, readTimeout: 20, receiveBuffer: 8_192)
             let sending = Task { try await blocking { connection.send(stream) } }
             // The client reads nothing: the server answers what its buffers hold, then stops (the count unchanged

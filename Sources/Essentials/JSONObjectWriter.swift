@@ -79,6 +79,29 @@ public struct JSONObjectWriter {
         bytes.append(UInt8(ascii: "]"))
     }
 
+    /// A string member given as its UTF-8 bytes, escaped as a `String` value is.
+    @inlinable
+    public mutating func field(_ name: String, utf8 value: UnsafeBufferPointer<UInt8>) {
+        key(name)
+        bytes.append(UInt8(ascii: "\""))
+        JSONWriter.writeEscaped(utf8: value, into: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// An array of `count` strings, each given as its UTF-8 bytes by `element` (called in order).
+    @inlinable
+    public mutating func strings(_ name: String, count: Int, _ element: (Int) -> UnsafeBufferPointer<UInt8>) {
+        key(name)
+        bytes.append(UInt8(ascii: "["))
+        for i in 0..<count {
+            if i > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(UInt8(ascii: "\""))
+            JSONWriter.writeEscaped(utf8: element(i), into: &bytes)
+            bytes.append(UInt8(ascii: "\""))
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
     /// A nested object, written by `body` into the same buffer.
     @inlinable
     public mutating func object(_ name: String, _ body: (inout JSONObjectWriter) -> Void) {

@@ -120,29 +120,53 @@ public enum JSONWriter {
     @inlinable
     public static func writeEscaped(_ string: String, into output: inout [UInt8]) {
         var string = string
-        string.withUTF8 { utf8 in
-            var start = 0
-            for i in 0..<utf8.count {
-                let byte = utf8[i]
-                // Bytes that never need escaping are copied in runs.
-                if byte >= 0x20, byte != 0x22, byte != 0x5C { continue }
-                output.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<i]))
-                start = i + 1
-                switch byte {
-                case 0x22: output.append(contentsOf: [0x5C, 0x22])
-                case 0x5C: output.append(contentsOf: [0x5C, 0x5C])
-                case 0x0A: output.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-                case 0x0D: output.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-                case 0x09: output.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-                case 0x08: output.append(contentsOf: [0x5C, UInt8(ascii: "b")])
-                case 0x0C: output.append(contentsOf: [0x5C, UInt8(ascii: "f")])
-                default:
-                    output.append(contentsOf: [
-                        0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)],
-                    ])
-                }
+        string.withUTF8 { writeEscaped(utf8: $0, into: &output) }
+    }
+
+    /// Appends UTF-8 bytes escaped as in a JSON string, without the quotes. Runs of bytes that need no escape are
+    /// found eight at a time and copied whole.
+    @inlinable
+    public static func writeEscaped(utf8: UnsafeBufferPointer<UInt8>, into output: inout [UInt8]) {
+        let count = utf8.count
+        var start = 0
+        var i = 0
+        while i < count {
+            if i + 8 <= count,
+                !mayNeedEscape(UnsafeRawPointer(utf8.baseAddress! + i).loadUnaligned(as: UInt64.self))
+            {
+                i += 8
+                continue
             }
-            output.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<utf8.count]))
+            let byte = utf8[i]
+            i += 1
+            if byte >= 0x20, byte != 0x22, byte != 0x5C { continue }
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<(i - 1)]))
+            start = i
+            switch byte {
+            case 0x22: output.append(contentsOf: [0x5C, 0x22])
+            case 0x5C: output.append(contentsOf: [0x5C, 0x5C])
+            case 0x0A: output.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: output.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: output.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            case 0x08: output.append(contentsOf: [0x5C, UInt8(ascii: "b")])
+            case 0x0C: output.append(contentsOf: [0x5C, UInt8(ascii: "f")])
+            default:
+                output.append(contentsOf: [
+                    0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)],
+                ])
+            }
         }
+        output.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<count]))
+    }
+
+    /// Whether any of eight bytes is below 0x20, a quote or a backslash (never false when one is; a true answer is
+    /// checked byte by byte).
+    @inlinable
+    static func mayNeedEscape(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        func hasZero(_ v: UInt64) -> UInt64 { (v &- ones) & ~v & highs }
+        let control = (word &- ones &* 0x20) & ~word & highs
+        return control | hasZero(word ^ (ones &* 0x22)) | hasZero(word ^ (ones &* 0x5C)) != 0
     }
 }

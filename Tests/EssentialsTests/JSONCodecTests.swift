@@ -70,6 +70,50 @@ struct JSONCodecTests {
         }
     }
 
+    /// RFC 8259's escaping, one byte at a time, as the writer did before it scanned eight bytes at a time.
+    func referenceEscaped(_ string: String) -> [UInt8] {
+        var out: [UInt8] = [0x22]
+        for byte in string.utf8 {
+            switch byte {
+            case 0x22: out += [0x5C, 0x22]
+            case 0x5C: out += [0x5C, 0x5C]
+            case 0x0A: out += Array(#"\n"#.utf8)
+            case 0x0D: out += Array(#"\r"#.utf8)
+            case 0x09: out += Array(#"\t"#.utf8)
+            case 0x08: out += Array(#"\b"#.utf8)
+            case 0x0C: out += Array(#"\f"#.utf8)
+            case 0..<0x20: out += Array(String(format: "\\u%04x", Int(byte)).utf8)
+            default: out.append(byte)
+            }
+        }
+        return out + [0x22]
+    }
+
+    @Test("strings: every byte that needs an escape, at every position of a long run, and random long strings")
+    func escapesInLongStrings() throws {
+        let specials = (0..<0x20).map { Character(Unicode.Scalar(UInt8($0))) } + ["\"", "\\", "é", "😀", "\u{7F}"]
+        for special in specials {
+            for position in 0..<26 {
+                var characters = Array(repeating: Character("a"), count: 25)
+                characters.insert(special, at: position)
+                let string = String(characters)
+                var written: [UInt8] = []
+                JSONWriter.writeString(string, into: &written)
+                #expect(written == referenceEscaped(string), "\(special.unicodeScalars.first!.value) at \(position)")
+            }
+        }
+        var generator = SeededGenerator(seed: 49)
+        let pool = Array("abcdefgh é😀\"\\/\n\t\u{1}\u{1F}\u{7F}z ")
+        for _ in 0..<2_000 {
+            let string = String((0..<Int.random(in: 0..<70, using: &generator)).map { _ in pool.randomElement(using: &generator)! })
+            var written: [UInt8] = []
+            JSONWriter.writeString(string, into: &written)
+            #expect(written == referenceEscaped(string))
+            let read = try JSONSerialization.jsonObject(with: Data(written), options: [.fragmentsAllowed]) as? String
+            #expect(read == string)
+        }
+    }
+
     func randomJSON(depth: Int, generator: inout SeededGenerator) -> JSONValue {
         let choice = Int.random(in: 0..<(depth > 3 ? 5 : 7), using: &generator)
         switch choice {

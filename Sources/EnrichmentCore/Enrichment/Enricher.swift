@@ -292,7 +292,7 @@ public struct Enricher: Sendable {
                 mode == .woosmap
                 ? WoosmapBody.body(user: user, poi: nearest, mapConfigured: map != nil)
                 : template.render(poi: nearest, user: user, context: context)
-            draft.mapURL = map?.url(user: user, poi: nearest.poi.coordinate)
+            draft.mapURL = map?.url(user: user, poi: nearest.coordinate)
             return try draft.finish(.enriched, rule: "nearest_poi")
         }
     }

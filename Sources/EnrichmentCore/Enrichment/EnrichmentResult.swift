@@ -32,30 +32,71 @@ public struct EnrichmentResult: Sendable {
 
     }
 
-    /// A POI in the result, nearest first.
+    /// A POI in the result, nearest first: the search's match, its fields read from it (a match from the local
+    /// index is written into the answer from its packed record, with no strings made).
     public struct POIUsed: Sendable {
-        public var storeId: String
-        public var name: String
-        public var latitude: Double
-        public var longitude: Double
-        public var distance: Double
-        public var city: String?
-        public var zipcode: String?
-        public var countryCode: String?
-        public var types: [String]
-        public var tags: [String]
+        var match: PlaceMatch
 
-        init(_ match: PlaceMatch) {
-            storeId = match.poi.storeId
-            name = match.poi.name
-            latitude = match.poi.coordinate.latitude
-            longitude = match.poi.coordinate.longitude
-            distance = match.distance
-            city = match.poi.address.city
-            zipcode = match.poi.address.zipcode
-            countryCode = match.poi.address.countryCode
-            types = match.poi.types
-            tags = match.poi.tags
+        init(_ match: PlaceMatch) { self.match = match }
+
+        public var storeId: String {
+            get { match.storeId }
+            set { match.poi.storeId = newValue }
+        }
+        public var name: String {
+            get { match.poi.name }
+            set { match.poi.name = newValue }
+        }
+        public var latitude: Double {
+            get { match.coordinate.latitude }
+            set { match.poi.coordinate.latitude = newValue }
+        }
+        public var longitude: Double {
+            get { match.coordinate.longitude }
+            set { match.poi.coordinate.longitude = newValue }
+        }
+        public var distance: Double {
+            get { match.distance }
+            set { match.distance = newValue }
+        }
+        public var city: String? {
+            get { match.poi.address.city }
+            set { match.poi.address.city = newValue }
+        }
+        public var zipcode: String? {
+            get { match.poi.address.zipcode }
+            set { match.poi.address.zipcode = newValue }
+        }
+        public var countryCode: String? {
+            get { match.poi.address.countryCode }
+            set { match.poi.address.countryCode = newValue }
+        }
+        public var types: [String] {
+            get { match.poi.types }
+            set { match.poi.types = newValue }
+        }
+        public var tags: [String] {
+            get { match.poi.tags }
+            set { match.poi.tags = newValue }
+        }
+
+        /// Writes the POI's members into the answer's object for it.
+        func write(into p: inout JSONObjectWriter) {
+            switch match.source {
+            case .packed(let record):
+                record.writeAnswerFields(distance: match.distance, into: &p)
+            case .poi(let poi):
+                p.field("store_id", poi.storeId)
+                p.field("name", poi.name)
+                p.field("latitude", poi.coordinate.latitude)
+                p.field("longitude", poi.coordinate.longitude)
+                p.field("distance", match.distance)
+                p.field("city", poi.address.city)
+                p.field("zipcode", poi.address.zipcode)
+                p.field("country_code", poi.address.countryCode)
+                p.field("types", strings: poi.types)
+                p.field("tags", strings: poi.tags)
+            }
         }
     }
 
@@ -171,18 +212,7 @@ extension EnrichmentResult {
                 f.field("context", fix.context)
             }
         }
-        o.array("pois", pois) { poi, p in
-            p.field("store_id", poi.storeId)
-            p.field("name", poi.name)
-            p.field("latitude", poi.latitude)
-            p.field("longitude", poi.longitude)
-            p.field("distance", poi.distance)
-            p.field("city", poi.city)
-            p.field("zipcode", poi.zipcode)
-            p.field("country_code", poi.countryCode)
-            p.field("types", strings: poi.types)
-            p.field("tags", strings: poi.tags)
-        }
+        o.array("pois", pois) { poi, p in poi.write(into: &p) }
         o.field("static_map_url", staticMapURL)
         o.field("places_provider", placesProvider)
         o.field("places_ms", placesMilliseconds)

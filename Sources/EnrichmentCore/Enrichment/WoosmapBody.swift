@@ -10,8 +10,9 @@ public enum WoosmapBody {
 
     /// The body for a found POI, per which upstreams are configured.
     public static func body(user: Coordinate, poi: PlaceMatch, mapConfigured: Bool) -> String {
-        let city = poi.poi.address.city ?? ""
-        let zipcode = poi.poi.address.zipcode ?? ""
+        let address = poi.poi.address
+        let city = address.city ?? ""
+        let zipcode = address.zipcode ?? ""
         let placeLines = "City = \(city) \nZipCode = \(zipcode) \nDistance = \(poi.distance)"
         return mapConfigured ? placeLines : location(user) + " \n" + placeLines
     }

@@ -44,13 +44,64 @@ public struct POI: Sendable, Equatable {
 }
 
 /// A POI found by a search, with its great-circle distance from the query point in metres.
+///
+/// A match from the local index holds the POI's packed record, decoded when `poi` is read: an enrichment reads one
+/// POI's fields for its body and writes the rest straight from the record (`PackedPOIRecord`). Read `poi` once
+/// where several of its fields are needed.
 public struct PlaceMatch: Sendable, Equatable {
-    public var poi: POI
+    enum Source: Sendable {
+        case poi(POI)
+        case packed(PackedPOIRecord)
+    }
+
+    var source: Source
     public var distance: Double
 
     public init(poi: POI, distance: Double) {
-        self.poi = poi
+        source = .poi(poi)
         self.distance = distance
+    }
+
+    init(record: PackedPOIRecord, distance: Double) {
+        source = .packed(record)
+        self.distance = distance
+    }
+
+    /// The POI (decoded from its record on each read, for a match from the local index).
+    public var poi: POI {
+        get {
+            switch source {
+            case .poi(let poi): poi
+            case .packed(let record): record.poi()
+            }
+        }
+        set { source = .poi(newValue) }
+    }
+
+    /// The POI's position, read without decoding the rest.
+    public var coordinate: Coordinate {
+        switch source {
+        case .poi(let poi): poi.coordinate
+        case .packed(let record): record.coordinate
+        }
+    }
+
+    /// The POI's store id, read without decoding the rest.
+    public var storeId: String {
+        switch source {
+        case .poi(let poi): poi.storeId
+        case .packed(let record): record.storeId
+        }
+    }
+
+    /// The same match holding its decoded POI (for a caller that reads `poi` many times).
+    public var decoded: PlaceMatch {
+        guard case .packed(let record) = source else { return self }
+        return PlaceMatch(poi: record.poi(), distance: distance)
+    }
+
+    public static func == (lhs: PlaceMatch, rhs: PlaceMatch) -> Bool {
+        lhs.distance == rhs.distance && lhs.poi == rhs.poi
     }
 
     /// Great-circle distances that can occur on Earth, in metres (half the circumference is about 20,015 km;

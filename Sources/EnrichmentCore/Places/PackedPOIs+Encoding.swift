@@ -63,6 +63,19 @@ extension PackedPOIs {
     }
 
     @inline(__always)
+    static func readVarint(_ bytes: UnsafeBufferPointer<UInt8>, _ at: inout Int) -> Int {
+        var value = 0
+        var shift = 0
+        while true {
+            let byte = bytes[at]
+            at += 1
+            value |= Int(byte & 0x7F) << shift
+            if byte < 0x80 { return value }
+            shift += 7
+        }
+    }
+
+    @inline(__always)
     static func readVarint(_ bytes: [UInt8], _ at: inout Int) -> Int {
         var value = 0
         var shift = 0

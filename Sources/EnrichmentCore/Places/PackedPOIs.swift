@@ -263,8 +263,16 @@ struct PackedPOIs: Sendable {
     func storeId(at i: Int) -> String { String(decoding: bytes[idRange(i)], as: UTF8.self) }
 
     /// Record `i` as a POI (without its contact and user properties, left unparsed, unless `details`).
-    func poi(at i: Int, details: Bool = true) -> POI {
-        var reader = Reader(bytes: bytes, at: starts[i] + 16)
+    func poi(at i: Int, details: Bool = true) -> POI { Self.poi(bytes, start: starts[i], details: details) }
+
+    /// Record `i` as a search hands it on: its bytes, decoded only where read (`PlaceMatch`).
+    func record(at i: Int, details: Bool) -> PackedPOIRecord {
+        PackedPOIRecord(bytes: bytes, start: starts[i], details: details)
+    }
+
+    /// The record starting at `start` of `bytes` as a POI.
+    static func poi(_ bytes: [UInt8], start: Int, details: Bool) -> POI {
+        var reader = Reader(bytes: bytes, at: start + 16)
         let storeId = reader.string()
         let name = reader.string()
         var address = POI.Address()
@@ -280,8 +288,9 @@ struct PackedPOIs: Sendable {
             contact = reader.optional().flatMap { try? JSONValue.decode(Data($0.utf8)) }
             user = reader.optional().flatMap { try? JSONValue.decode(Data($0.utf8)) }
         }
+        let coordinate = Coordinate(latitude: readDouble(bytes, start), longitude: readDouble(bytes, start + 8))
         return POI(
-            storeId: storeId, name: name, coordinate: coordinate(at: i), address: address, types: types, tags: tags,
+            storeId: storeId, name: name, coordinate: coordinate, address: address, types: types, tags: tags,
             contact: contact, userProperties: user)
     }
 

@@ -245,7 +245,7 @@ public final class PlacesIndex: Sendable {
             to: point, k: k, maxMetres: query.radius, accept: accept(query, records, hidden: current.hidden),
             precedes: { records.storeId(at: $0) < records.storeId(at: $1) }
         )
-        .map { PlaceMatch(poi: records.poi(at: $0.item, details: query.details), distance: $0.metres) }
+        .map { PlaceMatch(record: records.record(at: $0.item, details: query.details), distance: $0.metres) }
         guard !current.delta.isEmpty else { return base }
         var candidates = deltaCandidates(current, to: point, query: query)
         guard !candidates.isEmpty else { return base }
@@ -255,7 +255,7 @@ public final class PlacesIndex: Sendable {
         }
         var merged = base
         merged += candidates.prefix(k).map { PlaceMatch(poi: delta[$0.position], distance: $0.metres) }
-        merged.sort { $0.distance != $1.distance ? $0.distance < $1.distance : $0.poi.storeId < $1.poi.storeId }
+        merged.sort { $0.distance != $1.distance ? $0.distance < $1.distance : $0.storeId < $1.storeId }
         return Array(merged.prefix(k))
     }
 }

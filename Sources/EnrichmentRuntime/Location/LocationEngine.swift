@@ -203,7 +203,8 @@ public final class LocationEngine: Sendable {
             }
         }
         if let index {
-            for point in reach.keys { poisNear[point] = index.nearest(to: point, query: query) }
+            // Decoded once: a region reads each POI's fields several times.
+            for point in reach.keys { poisNear[point] = index.nearest(to: point, query: query).map(\.decoded) }
         }
         // Where a device was before its batch matters only when the batch's first fix may enter a POI region at once
         // (§4.3: was the region monitored at the fix before?); read for those devices alone, and searched.
@@ -223,7 +224,7 @@ public final class LocationEngine: Sendable {
                 guard let earlier else { continue }
                 before[device] = earlier.coordinate
                 if poisNear[earlier.coordinate] == nil {
-                    poisNear[earlier.coordinate] = index.nearest(to: earlier.coordinate, query: query)
+                    poisNear[earlier.coordinate] = index.nearest(to: earlier.coordinate, query: query).map(\.decoded)
                 }
             }
         }

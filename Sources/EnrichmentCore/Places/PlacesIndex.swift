@@ -60,7 +60,13 @@ public final class PlacesIndex: Sendable {
         public var count: Int { records.count - replaced.count }
     }
 
-    private let snapshot: Mutex<Snapshot>
+    /// A snapshot shared by reference: a reader takes it with one retain, not one per array it holds.
+    final class Shared: Sendable {
+        let value: Snapshot
+        init(_ value: Snapshot) { self.value = value }
+    }
+
+    private let snapshot: Mutex<Shared>
     /// Serialises writers so two imports cannot lose each other's POIs.
     private let writer = Mutex<Void>(())
 
@@ -73,14 +79,14 @@ public final class PlacesIndex: Sendable {
 
     /// Builds the index over what `builder` gathered.
     public init(_ builder: Builder) {
-        snapshot = Mutex(Self.build(builder))
+        snapshot = Mutex(Shared(Self.build(builder)))
     }
 
     /// An empty index whose base comes later through `load`; changes meanwhile are kept and win over it.
     public init(awaitingLoad: Void) {
         var empty = Self.build(Builder())
         empty.removedBeforeLoad = []
-        snapshot = Mutex(empty)
+        snapshot = Mutex(Shared(empty))
     }
 
     /// Replaces the base with what `builder` gathered (a load in the background), keeping the changes made since
@@ -88,7 +94,7 @@ public final class PlacesIndex: Sendable {
     public func load(_ builder: Builder) {
         let base = Self.build(builder)
         writer.withLock { _ in
-            let current = snapshot.withLock { $0 }
+            let current = snapshot.withLock { $0 }.value
             var next = base
             for poi in current.delta {
                 if let record = next.records.record(storeId: poi.storeId) { next.hidden.insert(record) }
@@ -98,7 +104,7 @@ public final class PlacesIndex: Sendable {
             for id in current.removedBeforeLoad ?? [] {
                 if let record = next.records.record(storeId: id) { next.hidden.insert(record) }
             }
-            snapshot.withLock { $0 = next }
+            snapshot.withLock { $0 = Shared(next) }
         }
     }
 
@@ -135,7 +141,7 @@ public final class PlacesIndex: Sendable {
     public func upsert(_ new: [POI]) {
         guard !new.isEmpty else { return }
         writer.withLock { _ in
-            var next = snapshot.withLock { $0 }
+            var next = snapshot.withLock { $0 }.value
             if next.delta.count + new.count > Self.deltaLimit(base: next.records.count) {
                 next = Self.build(Self.everything(next, then: new))
             } else {
@@ -149,7 +155,7 @@ public final class PlacesIndex: Sendable {
                     }
                 }
             }
-            snapshot.withLock { $0 = next }
+            snapshot.withLock { $0 = Shared(next) }
         }
     }
 
@@ -157,7 +163,7 @@ public final class PlacesIndex: Sendable {
     @discardableResult
     public func remove(_ storeIds: [String]) -> Int {
         writer.withLock { _ in
-            var next = snapshot.withLock { $0 }
+            var next = snapshot.withLock { $0 }.value
             var removed = 0
             for id in storeIds {
                 next.removedBeforeLoad?.insert(id)
@@ -174,14 +180,14 @@ public final class PlacesIndex: Sendable {
                 }
                 if found { removed += 1 }
             }
-            snapshot.withLock { $0 = next }
+            snapshot.withLock { $0 = Shared(next) }
             return removed
         }
     }
 
     /// The POI with this store id, if indexed.
     public func poi(storeId: String) -> POI? {
-        let current = snapshot.withLock { $0 }
+        let current = snapshot.withLock { $0 }.value
         if let index = current.deltaPositions[storeId] { return current.delta[index] }
         guard let index = current.records.record(storeId: storeId), !current.hidden.contains(index) else {
             return nil
@@ -190,12 +196,12 @@ public final class PlacesIndex: Sendable {
     }
 
     /// Number of POIs indexed.
-    public var count: Int { snapshot.withLock { $0.count } }
+    public var count: Int { snapshot.withLock { $0 }.value.count }
 
     /// The positions of every indexed POI that passes `filter` (a scan of the whole index), or nil when more than
     /// `limit` pass.
     public func positions(matching filter: PlaceFilter, limit: Int) -> [Coordinate]? {
-        let current = snapshot.withLock { $0 }
+        let current = snapshot.withLock { $0 }.value
         var found: [Coordinate] = []
         let records = current.records
         for i in 0..<records.count where records.matches(filter, at: i) {
@@ -212,7 +218,8 @@ public final class PlacesIndex: Sendable {
 
     /// Exact nearest POIs by great-circle (haversine) distance, nearest first; equal distances by store id.
     public func nearest(to point: Coordinate, query: PlacesQuery) -> [PlaceMatch] {
-        Self.nearest(in: snapshot.withLock { $0 }, to: point, query: query, k: query.limit)
+        let shared = snapshot.withLock { $0 }
+        return Self.nearest(in: shared.value, to: point, query: query, k: query.limit)
     }
 
     /// The query's filter over the packed base, skipping hidden base POIs.
@@ -267,7 +274,7 @@ extension PlacesIndex {
         near point: Coordinate, query: PlacesQuery, page: Int,
         reach: Int = .max
     ) -> (matches: [PlaceMatch], pageCount: Int) {
-        let current = snapshot.withLock { $0 }
+        let current = snapshot.withLock { $0 }.value
         let perPage = max(1, query.limit)
         let skip = (max(1, page) - 1) * perPage
         let found = Self.nearest(in: current, to: point, query: query, k: skip + perPage)

@@ -6,6 +6,7 @@
 #   DURATION=30 CONNS=64 scripts/bench-enrich.sh
 #   ENRICH_MODE=woosmap scripts/bench-enrich.sh   # the Woosmap-style body (the map URL is on in both modes)
 #   ENRICH_ON_EVENT_LOOP=false scripts/bench-enrich.sh   # every enrichment through the router (the reference)
+#   SLICES=1 scripts/bench-enrich.sh        # one health phase then one enrichment phase (before 2026-12-02, sixth session)
 #   scripts/profile-enrich.sh                     # then: where each request's CPU goes, by phase
 #
 # Needs wrk (Debian package, installed if missing) and a release build (built if missing, ~20 min first time).
@@ -58,28 +59,44 @@ run() { wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "$@"; }
 # The server's CPU (user + system, clock ticks of 10 ms) around each phase: per request it is the work each request
 # costs, which on a shared 2-core VM moves far less between runs than req/s does.
 ticks() { awk '{print $14 + $15}' "/proc/$SERVER/stat"; }
-cpu_per_request() { # phase-file ticks-before ticks-after
-  python3 -c "import sys; n = int(sys.argv[1]); print(f'{(int(sys.argv[3]) - int(sys.argv[2])) * 10000 / n:.0f}')" \
-    "$(awk '/requests in/ {print $1}' "$1")" "$2" "$3"
-}
+# The seconds a wrk run lasted ("123 requests in 10.02s, ...").
+seconds() { awk '/requests in/ {sub(/s,$/, "", $4); print $4}' "$1"; }
 rps() { awk '/Requests\/sec/ {print $2}' "$1"; }
-pct() { awk -v p="$2" '$1 == p {print $2}' "$1"; }
+# The worst of the slices' percentiles (wrk prints them as 812.00us, 1.23ms or 1.02s).
+pct() {
+  awk -v p="$2" '$1 == p { v = $2; m = 1; if (v ~ /us$/) m = 0.001; else if (v ~ /ms$/) m = 1; else if (v ~ /s$/) m = 1000;
+    sub(/[a-z]+$/, "", v); v *= m; if (v > worst) worst = v } END { printf "%.2fms", worst }' "$1"
+}
 
-echo "== /health (reference), $CONNS connections, ${DURATION}s"
-T0=$(ticks)
-run "http://127.0.0.1:$PORT/health" | tee "$DATA/health.txt"
-T1=$(ticks)
-echo "== POST /v1/enrich (144k POIs, $DEVICES devices, mode ${ENRICH_MODE:-default}), $CONNS connections, ${DURATION}s"
-run -s "$DATA/enrich.lua" "http://127.0.0.1:$PORT" | tee "$DATA/enrich.txt"
-check_wrk "$DATA/enrich.txt"
-T2=$(ticks)
-HU=$(cpu_per_request "$DATA/health.txt" "$T0" "$T1"); EU=$(cpu_per_request "$DATA/enrich.txt" "$T1" "$T2")
+# The two loads alternate SLICES times (health, enrich, health, enrich, ...), DURATION seconds each, and the ratio is
+# taken over their totals: this host's speed drifts by up to a third within minutes, and a drift between one health
+# phase and one enrichment phase falls on the ratio. SLICES=1 is the old order (one of each).
+SLICES=${SLICES:-2}
+HT=0; ET=0; HN=0; EN=0; HD=0; ED=0
+for slice in $(seq 1 "$SLICES"); do
+  echo "== /health (reference), $CONNS connections, ${DURATION}s (slice $slice of $SLICES)"
+  T0=$(ticks)
+  run "http://127.0.0.1:$PORT/health" | tee "$DATA/health-$slice.txt"
+  T1=$(ticks)
+  echo "== POST /v1/enrich (144k POIs, $DEVICES devices, mode ${ENRICH_MODE:-default}), $CONNS connections, ${DURATION}s (slice $slice of $SLICES)"
+  run -s "$DATA/enrich.lua" "http://127.0.0.1:$PORT" | tee "$DATA/enrich-$slice.txt"
+  check_wrk "$DATA/enrich-$slice.txt"
+  T2=$(ticks)
+  HT=$((HT + T1 - T0)); ET=$((ET + T2 - T1))
+  HN=$((HN + $(awk '/requests in/ {print $1}' "$DATA/health-$slice.txt"))); EN=$((EN + $(awk '/requests in/ {print $1}' "$DATA/enrich-$slice.txt")))
+  HD=$(python3 -c "print($HD + $(seconds "$DATA/health-$slice.txt"))"); ED=$(python3 -c "print($ED + $(seconds "$DATA/enrich-$slice.txt"))")
+  python3 -c "print(f'slice $slice: enrich/health {$(rps "$DATA/enrich-$slice.txt")/$(rps "$DATA/health-$slice.txt"):.2f}')"
+done
+# The slices' latency lines side by side, for the worst p99 below.
+cat "$DATA"/health-*.txt > "$DATA/health.txt"; cat "$DATA"/enrich-*.txt > "$DATA/enrich.txt"
+HU=$(python3 -c "print(f'{$HT * 10000 / $HN:.0f}')"); EU=$(python3 -c "print(f'{$ET * 10000 / $EN:.0f}')")
 echo "== POST /v1/devices/{id}/locations, 100 fixes per request, $CONNS connections, ${DURATION}s"
 run -s "$DATA/ingest.lua" "http://127.0.0.1:$PORT" | tee "$DATA/ingest.txt"
 check_wrk "$DATA/ingest.txt"
 
 curl -s "http://127.0.0.1:$PORT/metrics" | grep -E '^enrichment_(outcomes|event_loop_answers)_total' > "$DATA/outcomes.txt" || true
-H=$(rps "$DATA/health.txt"); E=$(rps "$DATA/enrich.txt"); I=$(rps "$DATA/ingest.txt")
+# Requests per second over all slices.
+H=$(python3 -c "print($HN / $HD)"); E=$(python3 -c "print($EN / $ED)"); I=$(rps "$DATA/ingest.txt")
 echo
 echo "== summary"
 printf 'health   %10.0f req/s   p50 %s  p99 %s   server CPU %s us/request\n' "$H" "$(pct "$DATA/health.txt" 50%)" "$(pct "$DATA/health.txt" 99%)" "$HU"

@@ -2,6 +2,12 @@ import EnrichmentCore
 import EnrichmentRuntime
 import Essentials
 import Foundation
+import HTTPTypes
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 import TestSupport
 import Testing
 
@@ -141,6 +147,41 @@ struct EnrichOnEventLoopTests {
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
         guard let date = formatter.date(from: value) else { return false }
         return formatter.string(from: date) == value && abs(date.timeIntervalSinceNow) < 60
+    }
+
+    @Test(
+        "an answer's bytes are what NIO's HTTP/1 encoder writes for the route's response, with and without a Server name",
+        arguments: [nil, "enrichment-service/1.0", "two\nlines "]
+    )
+    func wireBytes(serverName: String?) throws {
+        let json = Array(#"{"outcome":"enriched","body":"é \"q\""}"#.utf8)
+        let date = HTTPDateCache.format(epochSeconds: 1_767_225_600)
+        // The route's response, through the codec and the encoder of the service's pipeline.
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandlers([HTTPResponseEncoder(), HTTP1ToHTTPServerCodec(secure: false)])
+        var head = HTTPResponse(status: .ok)
+        head.headerFields[.contentType] = "application/json; charset=utf-8"
+        head.headerFields[.contentLength] = String(json.count)
+        head.headerFields[.date] = date
+        if let serverName { head.headerFields[.server] = serverName }
+        try channel.writeOutbound(HTTPResponsePart.head(head))
+        try channel.writeOutbound(HTTPResponsePart.body(ByteBuffer(bytes: json)))
+        try channel.writeOutbound(HTTPResponsePart.end(nil))
+        var encoded: [UInt8] = []
+        while let part = try channel.readOutbound(as: IOData.self) {
+            guard case .byteBuffer(let buffer) = part else {
+                Issue.record("a file region")
+                continue
+            }
+            encoded += buffer.readableBytesView
+        }
+        _ = try channel.finish()
+        let wire = EnrichAnswerWire(serverName: serverName).response(
+            json: json, date: date, allocator: ByteBufferAllocator())
+        // Compared as text (the bytes are valid UTF-8 on both sides, so equal text is equal bytes).
+        #expect(String(decoding: wire.readableBytesView, as: UTF8.self) == String(decoding: encoded, as: UTF8.self))
+        #expect(wire.readableBytes == encoded.count)
+        #expect(encoded.count > json.count + 80)
     }
 
     @Test("the Date header is RFC 9110's IMF-fixdate, day and month names in English, fields zero-padded")

@@ -5,15 +5,8 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// `POST /v1/enrich` answered on the connection's event loop, in the channel pipeline: no task, no async stream,
 /// no middleware chain. It answers only what it can answer exactly as the route would, and passes every other
@@ -61,8 +54,23 @@ final class EnrichOnEventLoop: ChannelDuplexHandler, RemovableChannelHandler {
     private var heldQuiesce: Any?
     private var needsFlush = false
     private var dates = HTTPDateCache()
+    /// The HTTP/1 response encoder's context: an answer is written from it, as the encoder's own output.
+    private var encoder: ChannelHandlerContext?
+    /// Told when an answer written here is sent (the observer below is told by the responder's `.end`).
+    private var deadlines: ConnectionDeadlineHandler?
 
     init(answerer: EnrichAnswerer) { self.answerer = answerer }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        // Without either (another pipeline than the service's), every request is passed on.
+        encoder = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self)
+        deadlines = try? context.pipeline.syncOperations.handler(type: ConnectionDeadlineHandler.self)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        encoder = nil
+        deadlines = nil
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
@@ -91,14 +99,16 @@ final class EnrichOnEventLoop: ChannelDuplexHandler, RemovableChannelHandler {
                 body!.writeImmutableBuffer(more)
             }
         case (.collecting(let head), .end(let trailers)):
-            if trailers == nil,
-                let (head, answer) = answerer.answer(head, body: body ?? ByteBuffer(), date: dates.now())
+            if trailers == nil, let encoder,
+                let answer = answerer.answer(
+                    head, body: body ?? ByteBuffer(), date: dates.now(), allocator: context.channel.allocator)
             {
                 state = .idle
                 body = nil
-                context.write(wrapOutboundOut(.head(head)), promise: nil)
-                context.write(wrapOutboundOut(.body(answer)), promise: nil)
-                context.write(wrapOutboundOut(.end(nil)), promise: nil)
+                // The whole response in one buffer, written below the HTTP/1 encoder (what it would have written for
+                // the head, the body and the end: `EnrichAnswerWire`), so that nothing above it handles the answer.
+                encoder.write(NIOAny(IOData.byteBuffer(answer)), promise: nil)
+                deadlines?.responseSent()
                 needsFlush = true
             } else {
                 passOnCollected(context, head: head)
@@ -175,6 +185,8 @@ final class EnrichAnswerer: Sendable {
     let clock: any WallClock
     let maxBodyBytes: Int
     let serverName: String?
+    /// The answer's head as the HTTP/1 encoder writes it.
+    let wire: EnrichAnswerWire
     /// False when the service's set-up rules it out (see `EnrichOnEventLoop`): every request is passed on.
     let enabled: Bool
 
@@ -189,6 +201,7 @@ final class EnrichAnswerer: Sendable {
         clock = state.clock
         maxBodyBytes = state.maxBodyBytes
         self.serverName = serverName
+        wire = EnrichAnswerWire(serverName: serverName)
         self.enabled =
             enabled && state.enricher.spans.tracer == nil && state.configuration.logLevel > .debug
             && state.configuration.databaseURL == nil
@@ -221,8 +234,9 @@ final class EnrichAnswerer: Sendable {
         return length != nil && placesLoading.isLoaded
     }
 
-    /// The route's answer to a candidate, or nil when the responder is to answer it.
-    func answer(_ head: HTTPRequest, body: ByteBuffer, date: String) -> (HTTPResponse, ByteBuffer)? {
+    /// The route's answer to a candidate as HTTP/1.1 bytes (head and body), or nil when the responder is to
+    /// answer it.
+    func answer(_ head: HTTPRequest, body: ByteBuffer, date: String, allocator: ByteBufferAllocator) -> ByteBuffer? {
         guard let scope = keys.scope(of: head.headerFields), scope.allows(EnrichRoutes.permission),
             let document = body.withUnsafeReadableBytes({ try? JSONParser.parse($0) })
         else { return nil }
@@ -241,40 +255,6 @@ final class EnrichAnswerer: Sendable {
         metrics.enrichment(result, started: started)
         metrics.request(method: "POST", route: Self.path, status: 200)
         metrics.answeredOnEventLoop()
-        let bytes = result.encodedJSON()
-        var response = HTTPResponse(status: .ok)
-        response.headerFields.reserveCapacity(4)
-        response.headerFields[.contentType] = "application/json; charset=utf-8"
-        response.headerFields[.contentLength] = String(bytes.count)
-        response.headerFields[.date] = date
-        if let serverName { response.headerFields[.server] = serverName }
-        return (response, ByteBuffer(bytes: bytes))
-    }
-}
-
-/// The `Date` header's value (RFC 9110's IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`), made once a second.
-struct HTTPDateCache {
-    private var second = Int.min
-    private var value = ""
-
-    mutating func now() -> String {
-        let now = Int(time(nil))
-        if now != second {
-            second = now
-            value = Self.format(epochSeconds: now)
-        }
-        return value
-    }
-
-    static func format(epochSeconds: Int) -> String {
-        var seconds = time_t(epochSeconds)
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
-        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return
-            "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
+        return wire.response(json: result.encodedJSON(), date: date, allocator: allocator)
     }
 }

@@ -1,8 +1,9 @@
-@testable import EnrichmentCore
 import Essentials
 import Foundation
 import TestSupport
 import Testing
+
+@testable import EnrichmentCore
 
 /// The local index hands its matches on as packed records, and the answer writes their POIs from the record's bytes
 /// (`PackedPOIRecord`): the same POIs, members and escaping as from a decoded POI.
@@ -23,7 +24,8 @@ struct PackedMatchTests {
                 coordinate: Coordinate(latitude: 48.8566 + Double(i) * 0.0007, longitude: 2.3522 - Double(i) * 0.0005),
                 address: POI.Address(
                     lines: ["\(i) rue de Rivoli", "line \"two\""], countryCode: i % 2 == 0 ? "FR" : nil,
-                    city: i % 3 == 0 ? nil : "Paris \\ \(i)", zipcode: i == 4 ? "7500\u{2}1" : (i % 2 == 0 ? "75001" : nil)),
+                    city: i % 3 == 0 ? nil : "Paris \\ \(i)",
+                    zipcode: i == 4 ? "7500\u{2}1" : (i % 2 == 0 ? "75001" : nil)),
                 types: i % 4 == 0 ? [] : ["cafe", "bar \"x\""], tags: i == 3 ? ["a\nb", "c"] : ["open"],
                 contact: i == 1 ? .object(["phone": .string("+33 1")]) : nil)
         }
@@ -78,8 +80,10 @@ struct PackedMatchTests {
             #expect(object["types"] == .array(poi.types.map(JSONValue.string)))
             #expect(object["tags"] == .array(poi.tags.map(JSONValue.string)))
             #expect(object["address"] == nil && object["contact"] == nil)
-            #expect(object.objectValue?.count == 5 + [poi.address.city, poi.address.zipcode, poi.address.countryCode]
-                .compactMap { $0 }.count + 2)
+            #expect(
+                object.objectValue?.count == 5
+                    + [poi.address.city, poi.address.zipcode, poi.address.countryCode]
+                    .compactMap { $0 }.count + 2)
         }
         // The typed result reads the same fields from the records.
         #expect(result.pois.map(\.storeId) == truth.map(\.poi.storeId))

@@ -105,7 +105,8 @@ struct JSONCodecTests {
         var generator = SeededGenerator(seed: 49)
         let pool = Array("abcdefgh é😀\"\\/\n\t\u{1}\u{1F}\u{7F}z ")
         for _ in 0..<2_000 {
-            let string = String((0..<Int.random(in: 0..<70, using: &generator)).map { _ in pool.randomElement(using: &generator)! })
+            let string = String(
+                (0..<Int.random(in: 0..<70, using: &generator)).map { _ in pool.randomElement(using: &generator)! })
             var written: [UInt8] = []
             JSONWriter.writeString(string, into: &written)
             #expect(written == referenceEscaped(string))

@@ -16,19 +16,25 @@ DURATION=${DURATION:-6}
 ROUNDS=${ROUNDS:-3}
 PORT=${PORT:-18197}
 [ -f "$DATA/db.sqlite" ] && [ -f "$DATA/enrich.lua" ] || { echo "run scripts/bench-enrich.sh first (it seeds $DATA)" >&2; exit 2; }
+SERVER=
+trap '[ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; true' EXIT
 one() {
   "$1" serve --port "$PORT" --db "$DATA/db.sqlite" --sample-pois false --log-level warning &
-  local server=$!
+  SERVER=$!
+  local server=$SERVER
   for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.2; done
+  curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { echo "$1 did not start on port $PORT" >&2; exit 1; }
   wrk -t1 -c32 -d"${DURATION}s" -s "$DATA/enrich.lua" "http://127.0.0.1:$PORT" >/dev/null
   local before after out n
   before=$(awk '{print $14 + $15}' "/proc/$server/stat")
   out=$(wrk -t1 -c32 -d"${DURATION}s" -s "$DATA/enrich.lua" "http://127.0.0.1:$PORT")
   after=$(awk '{print $14 + $15}' "/proc/$server/stat")
   kill "$server"; wait "$server" 2>/dev/null || true
-  if echo "$out" | grep -q 'Non-2xx or 3xx responses'; then echo "$1: failed requests" >&2; exit 1; fi
+  SERVER=
+  if grep -q 'Non-2xx or 3xx responses' <<< "$out"; then echo "$1: failed requests" >&2; exit 1; fi
   n=$(echo "$out" | awk '/requests in/ {print $1}')
-  python3 -c "import sys; print(f'{sys.argv[1]:<40} {int(sys.argv[2]) / $DURATION:8.0f} req/s  {($after - $before) * 1e4 / int(sys.argv[2]):5.1f} us of server CPU per enrichment')" "$1" "$n"
+  seconds=$(echo "$out" | awk '/requests in/ {v = $4; sub(/s,$/, "", v); print v}')
+  python3 -c "import sys; print(f'{sys.argv[1]:<40} {int(sys.argv[2]) / float(sys.argv[3]):8.0f} req/s  {($after - $before) * 1e4 / int(sys.argv[2]):5.1f} us of server CPU per enrichment')" "$1" "$n" "$seconds"
 }
 for round in $(seq 1 "$ROUNDS"); do
   echo "== round $round"

@@ -59,12 +59,16 @@ run() { wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "$@"; }
 # The server's CPU (user + system, clock ticks of 10 ms) around each phase: per request it is the work each request
 # costs, which on a shared 2-core VM moves far less between runs than req/s does.
 ticks() { awk '{print $14 + $15}' "/proc/$SERVER/stat"; }
-# The seconds a wrk run lasted ("123 requests in 10.02s, ...").
-seconds() { awk '/requests in/ {sub(/s,$/, "", $4); print $4}' "$1"; }
+# The seconds a wrk run lasted ("123 requests in 10.02s, ..."; wrk writes a minute or more as "1.00m").
+seconds() {
+  awk '/requests in/ { v = $4; sub(/,$/, "", v); m = 1; if (v ~ /ms$/) m = 0.001; else if (v ~ /m$/) m = 60;
+    sub(/[a-z]+$/, "", v); print v * m }' "$1"
+}
 rps() { awk '/Requests\/sec/ {print $2}' "$1"; }
-# The worst of the slices' percentiles (wrk prints them as 812.00us, 1.23ms or 1.02s).
+# The worst of the slices' percentiles (wrk prints them as 812.00us, 1.23ms, 1.02s or 1.00m).
 pct() {
   awk -v p="$2" '$1 == p { v = $2; m = 1; if (v ~ /us$/) m = 0.001; else if (v ~ /ms$/) m = 1; else if (v ~ /s$/) m = 1000;
+    else if (v ~ /m$/) m = 60000;
     sub(/[a-z]+$/, "", v); v *= m; if (v > worst) worst = v } END { printf "%.2fms", worst }' "$1"
 }
 

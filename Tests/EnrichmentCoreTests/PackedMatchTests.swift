@@ -108,6 +108,39 @@ struct PackedMatchTests {
         #expect(decoded.encodedJSON() == result.encodedJSON())
     }
 
+    @Test("a stored row whose text is not UTF-8 is answered as valid JSON, repaired as a decoded POI is")
+    func invalidStoredText() async throws {
+        let name: [UInt8] = Array("Caf".utf8) + [0xC3, 0x28] + Array(" long enough for a word".utf8)
+        let storeId: [UInt8] = [0x69, 0x64, 0xFF]
+        let city: [UInt8] = [0xE2, 0x82]
+        let tags = Array(#"["ok","b\#u{FF}d"]"#.utf8).map { $0 == 0xC3 ? 0xFF : $0 }
+        var builder = PlacesIndex.Builder()
+        storeId.withUnsafeBufferPointer { id in
+            name.withUnsafeBufferPointer { name in
+                city.withUnsafeBufferPointer { city in
+                    tags.withUnsafeBufferPointer { tags in
+                        builder.add(
+                            raw: RawPOIRow(
+                                latitude: user.latitude, longitude: user.longitude, storeId: id, name: name,
+                                city: city, zipcode: nil, countryCode: nil, addressLines: nil, types: nil, tags: tags,
+                                contact: nil, userProperties: nil))
+                    }
+                }
+            }
+        }
+        let matches = PlacesIndex(builder).nearest(to: user, query: PlacesQuery(limit: 1))
+        let used = EnrichmentResult.POIUsed(try #require(matches.first))
+        var object = JSONObjectWriter()
+        used.write(into: &object)
+        let bytes = object.finished()
+        let parsed = try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any]
+        #expect(parsed?["store_id"] as? String == String(decoding: storeId, as: UTF8.self))
+        #expect(parsed?["name"] as? String == String(decoding: name, as: UTF8.self))
+        #expect(parsed?["city"] as? String == String(decoding: city, as: UTF8.self))
+        #expect((parsed?["tags"] as? [String])?.count == 2)
+        #expect(used.name == String(decoding: name, as: UTF8.self))
+    }
+
     @Test("a packed match decodes to the indexed POI; its position and id are read alone; a set POI replaces it")
     func packedMatchReads() throws {
         let pois = awkwardPOIs()

@@ -150,38 +150,91 @@ struct EnrichOnEventLoopTests {
     }
 
     @Test(
-        "an answer's bytes are what NIO's HTTP/1 encoder writes for the route's response, with and without a Server name",
+        "an answer's head is what the route's response becomes through the codec: the encoder writes the same bytes",
         arguments: [nil, "enrichment-service/1.0", "two\nlines "]
     )
     func wireBytes(serverName: String?) throws {
         let json = Array(#"{"outcome":"enriched","body":"é \"q\""}"#.utf8)
         let date = HTTPDateCache.format(epochSeconds: 1_767_225_600)
+        /// The bytes a channel's outbound handlers write for `parts`.
+        func encoded(_ handlers: [any ChannelHandler], _ parts: [NIOAny]) throws -> [UInt8] {
+            let channel = EmbeddedChannel()
+            try channel.pipeline.syncOperations.addHandlers(handlers)
+            for part in parts { channel.write(part, promise: nil) }
+            channel.flush()
+            var bytes: [UInt8] = []
+            while let part = try channel.readOutbound(as: IOData.self) {
+                guard case .byteBuffer(let buffer) = part else {
+                    Issue.record("a file region")
+                    continue
+                }
+                bytes += buffer.readableBytesView
+            }
+            _ = try channel.finish()
+            return bytes
+        }
         // The route's response, through the codec and the encoder of the service's pipeline.
-        let channel = EmbeddedChannel()
-        try channel.pipeline.syncOperations.addHandlers([HTTPResponseEncoder(), HTTP1ToHTTPServerCodec(secure: false)])
         var head = HTTPResponse(status: .ok)
         head.headerFields[.contentType] = "application/json; charset=utf-8"
         head.headerFields[.contentLength] = String(json.count)
         head.headerFields[.date] = date
         if let serverName { head.headerFields[.server] = serverName }
-        try channel.writeOutbound(HTTPResponsePart.head(head))
-        try channel.writeOutbound(HTTPResponsePart.body(ByteBuffer(bytes: json)))
-        try channel.writeOutbound(HTTPResponsePart.end(nil))
-        var encoded: [UInt8] = []
-        while let part = try channel.readOutbound(as: IOData.self) {
-            guard case .byteBuffer(let buffer) = part else {
-                Issue.record("a file region")
-                continue
+        let route = try encoded(
+            [HTTPResponseEncoder(), HTTP1ToHTTPServerCodec(secure: false)],
+            [
+                NIOAny(HTTPResponsePart.head(head)), NIOAny(HTTPResponsePart.body(ByteBuffer(bytes: json))),
+                NIOAny(HTTPResponsePart.end(nil)),
+            ])
+        // The answer made on the event loop, written below the codec.
+        let wire = EnrichAnswerWire(serverName: serverName).head(length: json.count, date: date)
+        let answer = try encoded(
+            [HTTPResponseEncoder()],
+            [
+                NIOAny(HTTPServerResponsePart.head(wire)),
+                NIOAny(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: json)))),
+                NIOAny(HTTPServerResponsePart.end(nil)),
+            ])
+        // Compared as text (both are valid UTF-8, so equal text is equal bytes).
+        #expect(String(decoding: answer, as: UTF8.self) == String(decoding: route, as: UTF8.self))
+        #expect(route.count > json.count + 80)
+    }
+
+    @Test("a HEAD behind an answer made here is framed without a body, and the request after it gets its own answer")
+    func headAfterAnswer() async throws {
+        try await withService({ $0.enrichOnEventLoop = true }, clock: Self.clock) { client in
+            try await Self.warm(client)
+            let before = try await Self.answered(client)
+            let port = Self.port(client)
+            // The encoder frames each response by its request's method, in order: an answer that bypassed it would
+            // leave the POST's turn to the HEAD's answer, which would then carry a body.
+            let stream =
+                Self.rawPost("/v1/enrich", Self.enrich) + "HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n"
+                + "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            let received = try await blocking {
+                let connection = try RawConnection(port: port)
+                connection.send(stream)
+                return connection.readUntilClosed().bytes
             }
-            encoded += buffer.readableBytesView
+            var rest = received[...]
+            /// The next response's head, and its body when it has one.
+            func next(body: Bool) -> (head: String, body: ArraySlice<UInt8>)? {
+                guard let end = rest.firstRange(of: Array("\r\n\r\n".utf8)) else { return nil }
+                let head = String(decoding: rest[..<end.lowerBound], as: UTF8.self)
+                let content = body ? rest[end.upperBound...].prefix(RawConnection.contentLength(head)) : []
+                rest = rest[(end.upperBound + content.count)...]
+                return (head, content)
+            }
+            let enriched = next(body: true)
+            let head = next(body: false)
+            let health = next(body: true)
+            #expect(enriched?.head.hasPrefix("HTTP/1.1 200") == true)
+            #expect(try JSONValue.decode(Data(enriched?.body ?? []))["outcome"] == .string("enriched"))
+            #expect(head?.head.hasPrefix("HTTP/1.1 ") == true, "\(head?.head ?? "none")")
+            #expect(health?.head.hasPrefix("HTTP/1.1 200") == true, "\(health?.head ?? "none")")
+            #expect((try? JSONValue.decode(Data(health?.body ?? []))) != nil, "the health answer is JSON")
+            #expect(rest.isEmpty, "\(rest.count) bytes after the last answer")
+            #expect(try await Self.answered(client) == before + 1)
         }
-        _ = try channel.finish()
-        let wire = EnrichAnswerWire(serverName: serverName).response(
-            json: json, date: date, allocator: ByteBufferAllocator())
-        // Compared as text (the bytes are valid UTF-8 on both sides, so equal text is equal bytes).
-        #expect(String(decoding: wire.readableBytesView, as: UTF8.self) == String(decoding: encoded, as: UTF8.self))
-        #expect(wire.readableBytes == encoded.count)
-        #expect(encoded.count > json.count + 80)
     }
 
     @Test("the Date header is RFC 9110's IMF-fixdate, day and month names in English, fields zero-padded")

@@ -39,6 +39,10 @@ public struct EnrichmentResult: Sendable {
 
         init(_ match: PlaceMatch) { self.match = match }
 
+        /// The POI, decoded (each field read below decodes it again for a POI from the places index: read this
+        /// once where several are needed).
+        public var poi: POI { match.poi }
+
         public var storeId: String {
             get { match.storeId }
             set { match.poi.storeId = newValue }

@@ -39,7 +39,14 @@ struct PackedPOIRecord: Sendable {
                 defer { at += marker - 1 }
                 return UnsafeBufferPointer(rebasing: all[at..<(at + marker - 1)])
             }
-            o.field("store_id", utf8: next())
+            // A store id is kept as stored (the id table's key): one that is not UTF-8 (a row edited outside the
+            // service) is written as a decoded POI's would be.
+            let storeId = next()
+            if PackedPOIs.isValidUTF8(storeId) {
+                o.field("store_id", utf8: storeId)
+            } else {
+                o.field("store_id", String(decoding: storeId, as: UTF8.self))
+            }
             o.field("name", utf8: next())
             let coordinate = coordinate
             o.field("latitude", coordinate.latitude)

@@ -103,6 +103,47 @@ extension PackedPOIs {
         out.append(contentsOf: text)
     }
 
+    /// A stored column's text as it is read: written as it is when it is valid UTF-8 (nearly always: the service
+    /// writes only `String`s), else as `String(decoding:)` repairs it, so that the answer, written from these bytes,
+    /// is valid JSON as a decoded POI's would be.
+    static func writeText(_ text: UnsafeBufferPointer<UInt8>, _ out: inout [UInt8]) {
+        if isValidUTF8(text) {
+            writeBytes(text, &out)
+        } else {
+            writeString(String(decoding: text, as: UTF8.self), &out)
+        }
+    }
+
+    static func writeOptionalText(_ text: UnsafeBufferPointer<UInt8>?, _ out: inout [UInt8]) {
+        guard let text else { return out.append(0) }
+        if isValidUTF8(text) {
+            writeOptionalBytes(text, &out)
+        } else {
+            writeOptional(String(decoding: text, as: UTF8.self), &out)
+        }
+    }
+
+    /// Whether `bytes` are valid UTF-8: ASCII eight bytes at a time, the rest through the standard library.
+    static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var i = 0
+        while i + 8 <= bytes.count {
+            let word = UnsafeRawPointer(bytes.baseAddress! + i).loadUnaligned(as: UInt64.self)
+            if word & 0x8080_8080_8080_8080 != 0 { break }
+            i += 8
+        }
+        while i < bytes.count, bytes[i] < 0x80 { i += 1 }
+        if i == bytes.count { return true }
+        var iterator = bytes.makeIterator()
+        var decoder = UTF8()
+        while true {
+            switch decoder.decode(&iterator) {
+            case .scalarValue: continue
+            case .emptyInput: return true
+            case .error: return false
+            }
+        }
+    }
+
     static func writeOptionalBytes(_ text: UnsafeBufferPointer<UInt8>?, _ out: inout [UInt8]) {
         guard let text else { return out.append(0) }
         writeVarint(text.count + 1, &out)
@@ -148,7 +189,7 @@ extension PackedPOIs {
         }
         if plain {
             writeVarint(items.count, &out)
-            for range in items { writeBytes(UnsafeBufferPointer(rebasing: json[range]), &out) }
+            for range in items { writeText(UnsafeBufferPointer(rebasing: json[range]), &out) }
             return
         }
         let strings: [String]

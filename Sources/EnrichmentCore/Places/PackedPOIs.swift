@@ -105,11 +105,12 @@ struct PackedPOIs: Sendable {
     mutating func append(raw row: RawPOIRow) -> Int? {
         Self.writeDouble(row.latitude, &bytes)
         Self.writeDouble(row.longitude, &bytes)
+        // The store id as stored (it is the id table's key, compared byte for byte as the database compares it).
         Self.writeBytes(row.storeId, &bytes)
-        Self.writeBytes(row.name, &bytes)
-        Self.writeOptionalBytes(row.city, &bytes)
-        Self.writeOptionalBytes(row.zipcode, &bytes)
-        Self.writeOptionalBytes(row.countryCode, &bytes)
+        Self.writeText(row.name, &bytes)
+        Self.writeOptionalText(row.city, &bytes)
+        Self.writeOptionalText(row.zipcode, &bytes)
+        Self.writeOptionalText(row.countryCode, &bytes)
         Self.writeJSONList(row.addressLines, &bytes)
         Self.writeJSONList(row.types, &bytes)
         Self.writeJSONList(row.tags, &bytes)

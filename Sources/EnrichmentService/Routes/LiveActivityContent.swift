@@ -46,15 +46,17 @@ enum LiveActivityContent {
             values["lat"] = CFormat.fixed(fix.latitude, decimals: 5)
             values["lng"] = CFormat.fixed(fix.longitude, decimals: 5)
         }
-        if let poi = result.pois.first {
+        if let nearest = result.pois.first {
+            // Decoded once (a POI from the places index is decoded each time one of its fields is read).
+            let poi = nearest.poi
             values["name"] = poi.name
-            values["distance"] = BodyTemplate.readableDistance(poi.distance)
-            values["distance_m"] = String(Int(poi.distance.rounded()))
-            values["city"] = poi.city
-            values["zipcode"] = poi.zipcode
-            values["country_code"] = poi.countryCode
-            values["poi_lat"] = CFormat.fixed(poi.latitude, decimals: 5)
-            values["poi_lng"] = CFormat.fixed(poi.longitude, decimals: 5)
+            values["distance"] = BodyTemplate.readableDistance(nearest.distance)
+            values["distance_m"] = String(Int(nearest.distance.rounded()))
+            values["city"] = poi.address.city
+            values["zipcode"] = poi.address.zipcode
+            values["country_code"] = poi.address.countryCode
+            values["poi_lat"] = CFormat.fixed(poi.coordinate.latitude, decimals: 5)
+            values["poi_lng"] = CFormat.fixed(poi.coordinate.longitude, decimals: 5)
         }
         if result.outcome == .enriched || result.outcome == .degraded { values["body"] = result.notification.body }
         values["map_url"] = result.staticMapURL

@@ -32,7 +32,8 @@ struct GuardedHTTP1Channel: ServerChildChannel {
     ) {
         let registry = ConnectionRegistry(limits: limits, logger: logger)
         self.registry = registry
-        // After the observer, so that it sees the requests answered on the event loop and their answers too.
+        // After the observer, so that it sees the requests answered on the event loop (their answers are written
+        // below it, and `EnrichOnEventLoop` tells the deadlines itself).
         self.inner = HTTP1Channel(
             responder: responder,
             configuration: .init(

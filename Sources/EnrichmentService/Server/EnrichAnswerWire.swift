@@ -1,5 +1,6 @@
 import HTTPTypes
 import NIOCore
+import NIOHTTP1
 
 #if canImport(Glibc)
 import Glibc
@@ -9,35 +10,27 @@ import Musl
 import Darwin
 #endif
 
-/// An enrichment answered on the event loop as HTTP/1.1 bytes: the head that the route's response
-/// (`200`, `Content-Type`, `Content-Length`, `Date`, `Server`) becomes through `HTTP1ToHTTPServerCodec` and
-/// `HTTPResponseEncoder`, then the body, in one buffer. Writing it below the encoder saves the response's trip through
-/// the HTTP types, the codec and the encoder (three parts, each converted and re-encoded) for the same bytes;
-/// `EnrichOnEventLoopTests` checks them against the encoder's own.
+/// An enrichment answered on the event loop, as NIO's HTTP/1 response head: what the route's response (`200`,
+/// `Content-Type`, `Content-Length`, `Date`, `Server`) becomes through `HTTP1ToHTTPServerCodec`, made directly.
+/// `EnrichOnEventLoop` writes it, with the body and the end, from the codec's context: the answer skips the HTTP
+/// types and their conversion, and still goes through `HTTPResponseEncoder`, which frames every response of the
+/// connection (it pairs each with its request's method, as the request decoder records them).
+/// `EnrichOnEventLoopTests` checks the encoder's bytes for both against each other.
 struct EnrichAnswerWire: Sendable {
-    /// The status line and the headers before the length.
-    let prefix: [UInt8]
-    /// The `Server` header's line (with its CRLF), or nothing.
-    let serverLine: [UInt8]
+    /// The `Server` header's value as the route's `HTTPFields` would hold it (made legal the same way), if any.
+    let serverName: String?
 
     init(serverName: String?) {
-        prefix = Array(
-            "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ".utf8)
-        // The value as the route's `HTTPFields` would hold it (a configured name is made legal the same way).
-        serverLine = serverName.map { Array("\r\nServer: \(HTTPField(name: .server, value: $0).value)".utf8) } ?? []
+        self.serverName = serverName.map { HTTPField(name: .server, value: $0).value }
     }
 
-    /// The response carrying `json`, dated `date`.
-    func response(json: [UInt8], date: String, allocator: ByteBufferAllocator) -> ByteBuffer {
-        var buffer = allocator.buffer(capacity: prefix.count + serverLine.count + date.utf8.count + json.count + 40)
-        buffer.writeBytes(prefix)
-        buffer.writeString(String(json.count))
-        buffer.writeStaticString("\r\nDate: ")
-        buffer.writeString(date)
-        buffer.writeBytes(serverLine)
-        buffer.writeStaticString("\r\n\r\n")
-        buffer.writeBytes(json)
-        return buffer
+    /// The head of the answer carrying `length` bytes of JSON, dated `date`.
+    func head(length: Int, date: String) -> HTTPResponseHead {
+        var headers: [(String, String)] = [
+            ("Content-Type", "application/json; charset=utf-8"), ("Content-Length", String(length)), ("Date", date),
+        ]
+        if let serverName { headers.append(("Server", serverName)) }
+        return HTTPResponseHead(version: .http1_1, status: .ok, headers: HTTPHeaders(headers))
     }
 }
 

@@ -7,6 +7,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 
 /// `POST /v1/enrich` answered on the connection's event loop, in the channel pipeline: no task, no async stream,
 /// no middleware chain. It answers only what it can answer exactly as the route would, and passes every other
@@ -54,8 +55,8 @@ final class EnrichOnEventLoop: ChannelDuplexHandler, RemovableChannelHandler {
     private var heldQuiesce: Any?
     private var needsFlush = false
     private var dates = HTTPDateCache()
-    /// The HTTP/1 response encoder's context: an answer is written from it, as the encoder's own output.
-    private var encoder: ChannelHandlerContext?
+    /// The HTTP types codec's context: an answer is written from it, as NIO's HTTP/1 parts.
+    private var codec: ChannelHandlerContext?
     /// Told when an answer written here is sent (the observer below is told by the responder's `.end`).
     private var deadlines: ConnectionDeadlineHandler?
 
@@ -63,12 +64,12 @@ final class EnrichOnEventLoop: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         // Without either (another pipeline than the service's), every request is passed on.
-        encoder = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self)
+        codec = try? context.pipeline.syncOperations.context(handlerType: HTTP1ToHTTPServerCodec.self)
         deadlines = try? context.pipeline.syncOperations.handler(type: ConnectionDeadlineHandler.self)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        encoder = nil
+        codec = nil
         deadlines = nil
     }
 
@@ -99,15 +100,17 @@ final class EnrichOnEventLoop: ChannelDuplexHandler, RemovableChannelHandler {
                 body!.writeImmutableBuffer(more)
             }
         case (.collecting(let head), .end(let trailers)):
-            if trailers == nil, let encoder,
-                let answer = answerer.answer(
-                    head, body: body ?? ByteBuffer(), date: dates.now(), allocator: context.channel.allocator)
+            if trailers == nil, let codec,
+                let (answerHead, answer) = answerer.answer(
+                    head, body: body ?? ByteBuffer(), date: dates.now())
             {
                 state = .idle
                 body = nil
-                // The whole response in one buffer, written below the HTTP/1 encoder (what it would have written for
-                // the head, the body and the end: `EnrichAnswerWire`), so that nothing above it handles the answer.
-                encoder.write(NIOAny(IOData.byteBuffer(answer)), promise: nil)
+                // Written as NIO's HTTP/1 parts from the codec's context (`EnrichAnswerWire`): the encoder below
+                // frames it as every response of the connection, and nothing above the codec handles it.
+                codec.write(NIOAny(HTTPServerResponsePart.head(answerHead)), promise: nil)
+                codec.write(NIOAny(HTTPServerResponsePart.body(.byteBuffer(answer))), promise: nil)
+                codec.write(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
                 deadlines?.responseSent()
                 needsFlush = true
             } else {
@@ -234,9 +237,9 @@ final class EnrichAnswerer: Sendable {
         return length != nil && placesLoading.isLoaded
     }
 
-    /// The route's answer to a candidate as HTTP/1.1 bytes (head and body), or nil when the responder is to
-    /// answer it.
-    func answer(_ head: HTTPRequest, body: ByteBuffer, date: String, allocator: ByteBufferAllocator) -> ByteBuffer? {
+    /// The route's answer to a candidate (NIO's HTTP/1 head and the body), or nil when the responder is to answer
+    /// it.
+    func answer(_ head: HTTPRequest, body: ByteBuffer, date: String) -> (HTTPResponseHead, ByteBuffer)? {
         guard let scope = keys.scope(of: head.headerFields), scope.allows(EnrichRoutes.permission),
             let document = body.withUnsafeReadableBytes({ try? JSONParser.parse($0) })
         else { return nil }
@@ -255,6 +258,7 @@ final class EnrichAnswerer: Sendable {
         metrics.enrichment(result, started: started)
         metrics.request(method: "POST", route: Self.path, status: 200)
         metrics.answeredOnEventLoop()
-        return wire.response(json: result.encodedJSON(), date: date, allocator: allocator)
+        let json = result.encodedJSON()
+        return (wire.head(length: json.count, date: date), ByteBuffer(bytes: json))
     }
 }

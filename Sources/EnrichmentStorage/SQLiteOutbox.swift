@@ -10,6 +10,8 @@ import GRDB
 /// One process owns the file, so a claim is a lease column set in the same statement that selects the due rows.
 public struct SQLiteOutbox: OutboxStore {
     let database: SQLiteDatabase
+    /// Where the last full claim stopped in the due order (`SQLiteOutbox+Claim.swift`).
+    let cursor = ClaimCursor()
 
     public init(database: SQLiteDatabase) { self.database = database }
 
@@ -166,37 +168,6 @@ public struct SQLiteOutbox: OutboxStore {
         }
     }
 
-    public func claim(owner: String, limit: Int, now: Double, lease: Double) async throws -> [ClaimedDelivery] {
-        try await database.pool.write { db in
-            let statement = try db.cachedStatement(
-                sql: """
-                    UPDATE deliveries SET lease_owner = ?, lease_until = ?,
-                        attempts = attempts + (lease_owner IS NOT NULL),
-                        taken_over = taken_over OR lease_owner IS NOT NULL
-                    WHERE id IN (
-                        SELECT id FROM deliveries
-                        WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
-                        ORDER BY next_attempt_at, id LIMIT ?)
-                    RETURNING id, push_id, device_id, token, topic, environment, apns_id, attempts, scheduled_at,
-                        (SELECT p.cancelled_at IS NOT NULL FROM pushes p WHERE p.id = push_id)
-                    """)
-            try statement.setArguments([owner, now + lease, now, now, limit])
-            var claimed: [ClaimedDelivery] = []
-            claimed.reserveCapacity(limit)
-            try RawStatement(statement, in: db).forEachRow { row in
-                claimed.append(
-                    ClaimedDelivery(
-                        id: row.int64(0) ?? 0, pushId: row.string(1) ?? "",
-                        delivery: NewDelivery(
-                            deviceId: row.string(2) ?? "", token: row.string(3) ?? "", topic: row.string(4) ?? "",
-                            environment: row.string(5).flatMap(APNsEnvironmentName.init(rawValue:)) ?? .production,
-                            apnsId: row.string(6) ?? "", scheduledAt: row.double(8)),
-                        attempts: row.int(7) ?? 0, cancelled: row.bool(9)))
-            }
-            return claimed.sorted { $0.id < $1.id }
-        }
-    }
-
     public func complete(_ updates: [DeliveryUpdate], owner: String) async throws -> Int {
         guard !updates.isEmpty else { return 0 }
         return try await database.pool.write { db in
@@ -249,7 +220,9 @@ public struct SQLiteOutbox: OutboxStore {
     }
 
     public func releaseClaims(owner: String?) async throws -> Int {
-        try await database.pool.write { db in
+        // Released deliveries lie behind the cursor: the next claim looks from the start.
+        defer { cursor.reset() }
+        return try await database.pool.write { db in
             if let owner {
                 try db.execute(
                     sql: "UPDATE deliveries SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?",

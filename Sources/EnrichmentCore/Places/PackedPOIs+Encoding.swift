@@ -62,21 +62,10 @@ extension PackedPOIs {
         out.append(UInt8(value))
     }
 
+    /// A varint at `at` of a record's bytes (the arena, or a pointer to it), `at` moved past it.
     @inline(__always)
-    static func readVarint(_ bytes: UnsafeBufferPointer<UInt8>, _ at: inout Int) -> Int {
-        var value = 0
-        var shift = 0
-        while true {
-            let byte = bytes[at]
-            at += 1
-            value |= Int(byte & 0x7F) << shift
-            if byte < 0x80 { return value }
-            shift += 7
-        }
-    }
-
-    @inline(__always)
-    static func readVarint(_ bytes: [UInt8], _ at: inout Int) -> Int {
+    static func readVarint<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes, _ at: inout Int) -> Int
+    where Bytes.Index == Int {
         var value = 0
         var shift = 0
         while true {
